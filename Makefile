@@ -1,0 +1,32 @@
+# Two commands on a fresh machine:  make setup  &&  make test
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup test lint unit engine bench clean
+
+setup:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	bash scripts/ensure-pulumi.sh
+
+lint:
+	$(BIN)/ruff check router components policies tests bench
+	$(BIN)/mypy
+
+unit:
+	$(BIN)/pytest -q -n 2 -m "not engine"
+
+engine:
+	PATH="$$(bash scripts/ensure-pulumi.sh --print-dir):$$PATH" $(BIN)/pytest -q -m engine
+
+test: lint
+	PATH="$$(bash scripts/ensure-pulumi.sh --print-dir):$$PATH" $(BIN)/pytest -q -n 2
+
+bench:
+	$(BIN)/python bench/planner_bench.py
+	$(BIN)/python bench/cli_start_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
