@@ -1,0 +1,281 @@
+"""The `route` command: parse, call one library function, render. No logic lives here.
+
+Heavy modules (Pulumi, cloud SDKs, even the planner) are imported inside the commands that use
+them, so `route --help` and `route plan` start fast.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from router.errors import EXIT_BAD_INPUT, EXIT_FAILED, RouteError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    """`--clouds aws,gcp --clouds azure` → ("aws", "gcp", "azure")."""
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def _project(ctx: click.Context, required: bool = False) -> Any:
+    from router.project import find_project, require_project
+
+    override = ctx.obj.get("project_dir")
+    return require_project(override=override) if required else find_project(override=override)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in docs/cli-json.md).")(f)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option(
+    "--project-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The spotroute project (a directory with Pulumi.yaml); default: nearest one above cwd.",
+)
+@click.version_option(package_name="spotroute", prog_name="route")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
+    """Route GPU training jobs to the cheapest capacity across AWS, GCP and Azure."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+    ctx.obj["project_dir"] = project_dir
+
+
+# ---------------------------------------------------------------------------------------------
+# job files
+
+
+@cli.command()
+@click.argument("jobs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
+def validate(jobs: tuple[Path, ...]) -> None:
+    """Check job files; print OK or every problem, one line each (exit 2 if any)."""
+    from router.jobspec import validate_job_file
+
+    bad = False
+    for job in jobs:
+        problems = validate_job_file(job)
+        if problems:
+            bad = True
+            for line in problems:
+                click.echo(f"error: {line}", err=True)
+        else:
+            click.echo(f"OK {job}")
+    if bad:
+        sys.exit(EXIT_BAD_INPUT)
+
+
+@cli.command()
+def schema() -> None:
+    """Print the job.yaml JSON Schema (for editors and CI linters)."""
+    import json
+
+    from router.jobspec import job_schema
+
+    click.echo(json.dumps(job_schema(), indent=2))
+
+
+# ---------------------------------------------------------------------------------------------
+# prices
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--gpu", help="Canonical GPU name, e.g. A100-80GB.")
+@click.option("--count", type=click.IntRange(1, 64), help="GPUs per instance.")
+@click.option(
+    "--market",
+    type=click.Choice(["spot", "on-demand", "all"]),
+    default="all",
+    show_default=True,
+)
+@click.option("--clouds", multiple=True, help="Comma-separated: aws,gcp,azure.")
+@click.option("--regions", multiple=True, help="Comma-separated region globs, e.g. 'us-*,europe-*'.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Show at most N rows.")
+@json_option
+@click.pass_context
+def prices(
+    ctx: click.Context,
+    gpu: str | None,
+    count: int | None,
+    market: str,
+    clouds: tuple[str, ...],
+    regions: tuple[str, ...],
+    limit: int | None,
+    as_json: bool,
+) -> None:
+    """Price table across clouds, cheapest first (cache + bundled snapshot).
+
+    Subcommands refresh live prices, import catalogs and show history.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from router import pricing, render
+
+    table = pricing.price_table(
+        gpu=gpu,
+        gpu_count=count,
+        market=market,
+        clouds=_split(clouds),
+        regions=_split(regions),
+        project=_project(ctx),
+        now=_now(),
+    )
+    rows = table.offers[:limit] if limit else table.offers
+    if as_json:
+        render.print_json([render.offer_json(o, table.now, table.max_age_s) for o in rows])
+    else:
+        render.price_table(rows, table.now, table.max_age_s, total=len(table.offers))
+
+
+@prices.command("refresh")
+@click.option("--clouds", multiple=True, help="Comma-separated: aws,gcp,azure (default: all).")
+@click.option("--regions", multiple=True, help="Region globs (default: the regions spotroute knows).")
+@click.option("--gpu", help="Only instance types with this GPU.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0.1), default=10.0, show_default=True,
+              help="Seconds per API call.")
+@json_option
+@click.pass_context
+def prices_refresh(
+    ctx: click.Context,
+    clouds: tuple[str, ...],
+    regions: tuple[str, ...],
+    gpu: str | None,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """Fetch live prices from each cloud's own API into the local cache."""
+    from router import pricing, render
+
+    outcomes = pricing.refresh_prices(
+        clouds=_split(clouds), regions=_split(regions), gpu=gpu, timeout_s=timeout_s, now=_now()
+    )
+    if as_json:
+        render.print_json([render.refresh_json(o) for o in outcomes])
+    else:
+        render.refresh_summary(outcomes)
+    if all(o.error for o in outcomes):
+        sys.exit(EXIT_FAILED)
+
+
+@prices.command("import")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["skypilot"]), required=True)
+@click.option("--cloud", type=click.Choice(["aws", "gcp", "azure"]),
+              help="The file's cloud (default: from its path or instance names).")
+@json_option
+def prices_import(file: Path, fmt: str, cloud: str | None, as_json: bool) -> None:
+    """Import a price catalog file (SkyPilot vms.csv) into the cache."""
+    from router import pricing, render
+
+    summary = pricing.import_prices(file, fmt=fmt, cloud=cloud, now=_now())
+    if as_json:
+        render.print_json(render.import_json(summary))
+    else:
+        render.import_summary(summary)
+
+
+@prices.command("history")
+@click.option("--cloud", type=click.Choice(["aws", "gcp", "azure"]), required=True)
+@click.option("--instance-type", required=True)
+@click.option("--region")
+@click.option("--market", type=click.Choice(["spot", "on-demand"]))
+@click.option("--since-hours", type=click.FloatRange(0), default=None, help="Only the last N hours.")
+@json_option
+def prices_history(
+    cloud: str,
+    instance_type: str,
+    region: str | None,
+    market: str | None,
+    since_hours: float | None,
+    as_json: bool,
+) -> None:
+    """Every cached quote of one instance type over time."""
+    from router import pricing, render
+
+    now = _now()
+    quotes = pricing.price_history(
+        cloud=cloud, instance_type=instance_type, region=region, market=market,
+        since_hours=since_hours, now=now,
+    )
+    if as_json:
+        render.print_json([render.quote_json(q, now) for q in quotes])
+    else:
+        render.history_table(quotes, now)
+
+
+# ---------------------------------------------------------------------------------------------
+# planning
+
+
+@cli.command()
+@click.argument("job", type=click.Path(path_type=Path))
+@click.option("--top", type=click.IntRange(1), default=10, show_default=True,
+              help="Show the N best placements.")
+@click.option("--explain", is_flag=True, help="Also list rejected offers with the reason.")
+@click.option("--require-fresh", is_flag=True,
+              help="Refuse quotes older than the org's max quote age.")
+@json_option
+@click.pass_context
+def plan(
+    ctx: click.Context, job: Path, top: int, explain: bool, require_fresh: bool, as_json: bool
+) -> None:
+    """Rank the placements that fit JOB, with compute, egress and interruption costs."""
+    from router import render
+    from router.planning import plan_job
+
+    now = _now()
+    report = plan_job(
+        job, project=_project(ctx), now=now, require_fresh=require_fresh, top=top
+    )
+    if as_json:
+        render.print_json(render.plan_json(report, explain=explain))
+    else:
+        render.plan_table(report, explain=explain)
+    if not report.result.placements:
+        sys.exit(EXIT_FAILED)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    """Console entry point: one-line errors with the right exit code; --debug for tracebacks."""
+    debug = "--debug" in sys.argv[1:]
+    try:
+        cli.main(standalone_mode=False)
+    except RouteError as exc:
+        if debug:
+            traceback.print_exc()
+        click.echo(f"error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(EXIT_FAILED)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_BAD_INPUT if isinstance(exc, click.UsageError) else exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # a bug: still one line, unless --debug
+        if debug:
+            traceback.print_exc()
+        click.echo(
+            f"error: unexpected {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+            err=True,
+        )
+        sys.exit(EXIT_FAILED)

@@ -1,0 +1,63 @@
+"""From a job file to ranked placements: gathers the job, org config and offers, runs the planner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from router.catalog import load_catalog
+from router.egress import load_egress
+from router.home import cache_path
+from router.jobspec import Job, load_job
+from router.offers import Offer
+from router.orgconfig import OrgConfig, load_org_config
+from router.planner import PlanResult, plan
+from router.prices.book import known_offers
+from router.prices.cache import QuoteCache
+from router.prices.local import local_offers
+from router.prices.snapshot import load_snapshot
+from router.project import Project
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """A planned job: the ranked placements, the rejected offers, and what was considered."""
+
+    job: Job
+    org: OrgConfig
+    result: PlanResult
+    offers_considered: int
+
+
+def org_config_for(project: Project | None) -> OrgConfig:
+    """The project's spotroute.yaml, or the defaults when there is no project or no file."""
+    return load_org_config(project.org_config_path if project else None)
+
+
+def current_offers(job: Job, now: datetime) -> list[Offer]:
+    """Offers the job could use: cached live/imported quotes over the snapshot, plus local."""
+    clouds = [c for c in job.resources.clouds if c != "local"]
+    offers: list[Offer] = []
+    if clouds:
+        with QuoteCache(cache_path()) as cache:
+            offers = known_offers(load_catalog(), load_snapshot(), cache, clouds)
+    return offers + local_offers(job, now)
+
+
+def plan_job(
+    job_path: Path,
+    *,
+    project: Project | None,
+    now: datetime,
+    require_fresh: bool = False,
+    top: int | None = None,
+) -> PlanReport:
+    """Load the job and rank every offer that fits it (USD totals over the expected hours)."""
+    job = load_job(job_path)
+    org = org_config_for(project)
+    offers = current_offers(job, now)
+    result = plan(
+        job, offers, org=org, egress=load_egress(), now=now, require_fresh=require_fresh, top=top
+    )
+    return PlanReport(job=job, org=org, result=result, offers_considered=len(offers))

@@ -1,0 +1,144 @@
+"""The price book: the offers spotroute knows right now, and refreshing them from live APIs.
+
+Offers come from three places, freshest wins per (cloud, region, zone, instance type, market):
+live API quotes and imports kept in the SQLite cache, and the bundled snapshot (the embedded
+default that makes everything work with no credentials). Cloud SDKs are imported only by
+`refresh`, through the per-cloud modules.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from router.catalog import Catalog, offers_from_quotes
+from router.errors import RouteError
+from router.offers import Offer, Quote
+from router.prices.request import PriceRequest
+
+LIVE_SOURCES: dict[str, str] = {
+    "aws": "router.prices.aws",
+    "gcp": "router.prices.gcp",
+    "azure": "router.prices.azure",
+}
+
+
+class QuoteStore(Protocol):
+    """What the book needs of the cache (router.prices.cache.QuoteCache implements it)."""
+
+    def add(self, quotes: Iterable[Quote]) -> int: ...
+
+    def latest(self, *, clouds: Sequence[str] | None = None) -> list[Quote]: ...
+
+
+def freshest(quotes: Iterable[Quote]) -> list[Quote]:
+    """One quote per (cloud, region, zone, instance type, market): the most recently observed."""
+    best: dict[tuple[str, str, str | None, str, str], Quote] = {}
+    for quote in quotes:
+        key = (quote.cloud, quote.region, quote.zone, quote.instance_type, quote.market)
+        kept = best.get(key)
+        if kept is None or quote.observed_at > kept.observed_at:
+            best[key] = quote
+    return list(best.values())
+
+
+def known_offers(
+    catalog: Catalog,
+    snapshot: Sequence[Quote],
+    store: QuoteStore | None,
+    clouds: Sequence[str] | None = None,
+) -> list[Offer]:
+    """Every offer known now: cached live/imported quotes merged over the snapshot."""
+    wanted = set(clouds) if clouds else None
+    quotes = [q for q in snapshot if wanted is None or q.cloud in wanted]
+    if store is not None:
+        quotes.extend(store.latest(clouds=sorted(wanted) if wanted else None))
+    return offers_from_quotes(freshest(quotes), catalog).offers
+
+
+@dataclass(frozen=True)
+class OfferFilter:
+    """The `route prices` filters; empty tuples mean "any"."""
+
+    gpu: str | None = None
+    gpu_count: int | None = None
+    markets: tuple[str, ...] = ()
+    clouds: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()  # glob patterns
+
+
+def select_offers(offers: Iterable[Offer], where: OfferFilter) -> list[Offer]:
+    """Offers matching the filter, cheapest first (ties by cloud, region, zone, type)."""
+    selected = [
+        o
+        for o in offers
+        if (where.gpu is None or o.gpu == where.gpu)
+        and (where.gpu_count is None or o.gpu_count == where.gpu_count)
+        and (not where.markets or o.market in where.markets)
+        and (not where.clouds or o.cloud in where.clouds)
+        and (not where.regions or any(fnmatch.fnmatchcase(o.region, p) for p in where.regions))
+    ]
+    selected.sort(key=lambda o: (o.price_per_hour, o.cloud, o.region, o.zone or "", o.instance_type))
+    return selected
+
+
+@dataclass(frozen=True)
+class RefreshOutcome:
+    """What refreshing one cloud did: quotes stored, or the one-line reason it failed."""
+
+    cloud: str
+    regions: tuple[str, ...]
+    instance_types: int
+    quotes_stored: int
+    elapsed_s: float
+    error: str | None = None
+
+
+Fetcher = Callable[[PriceRequest], list[Quote]]
+
+
+def _live_fetcher(cloud: str, now: datetime) -> Fetcher:
+    module = importlib.import_module(LIVE_SOURCES[cloud])
+
+    def fetch(request: PriceRequest) -> list[Quote]:
+        quotes: list[Quote] = module.fetch_quotes(request, now=now)
+        return quotes
+
+    return fetch
+
+
+def refresh(
+    requests: dict[str, PriceRequest],
+    store: QuoteStore,
+    *,
+    now: datetime,
+    fetchers: dict[str, Fetcher] | None = None,
+) -> list[RefreshOutcome]:
+    """Fetch live quotes for each cloud concurrently, then store them; one cloud's failure is its own."""
+
+    def fetch(cloud: str) -> tuple[list[Quote], str | None, float]:
+        started = time.monotonic()
+        try:
+            fetcher = (fetchers or {}).get(cloud) or _live_fetcher(cloud, now)
+            return fetcher(requests[cloud]), None, time.monotonic() - started
+        except RouteError as exc:
+            return [], exc.message, time.monotonic() - started
+
+    clouds = sorted(requests)
+    with ThreadPoolExecutor(max_workers=max(1, len(clouds))) as pool:
+        fetched = list(pool.map(fetch, clouds))
+    outcomes = []
+    # The cache is written from this thread only: one SQLite connection, one writer here.
+    for cloud, (quotes, error, elapsed_s) in zip(clouds, fetched, strict=True):
+        request = requests[cloud]
+        stored = store.add(quotes) if quotes else 0
+        outcomes.append(
+            RefreshOutcome(cloud, request.regions, len(request.instance_types), stored, elapsed_s, error)
+        )
+    return outcomes

@@ -1,0 +1,129 @@
+"""The library behind `route prices`: list, refresh, import and history of quotes."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from router.catalog import load_catalog
+from router.errors import BadInput
+from router.gpus import UnknownGpu, canonical_gpu
+from router.home import cache_path
+from router.offers import CLOUDS, Offer, Quote
+from router.prices.book import (
+    LIVE_SOURCES,
+    OfferFilter,
+    RefreshOutcome,
+    known_offers,
+    refresh,
+    select_offers,
+)
+from router.prices.cache import QuoteCache
+from router.prices.imports import ImportResult, import_skypilot
+from router.prices.request import PriceRequest
+from router.prices.snapshot import load_snapshot, snapshot_regions
+from router.project import Project
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    offers: list[Offer]
+    now: datetime
+    max_age_s: float  # quotes older than this are flagged stale
+
+
+def _clouds(clouds: tuple[str, ...], flag: str = "--clouds") -> tuple[str, ...]:
+    for cloud in clouds:
+        if cloud not in CLOUDS:
+            raise BadInput(f"{flag}: unknown cloud '{cloud}' — use one of {', '.join(CLOUDS)}")
+    return clouds
+
+
+def _gpu(name: str | None) -> str | None:
+    if name is None:
+        return None
+    try:
+        return canonical_gpu(name)
+    except UnknownGpu as exc:
+        raise BadInput(f"--gpu: {exc}") from None
+
+
+def price_table(
+    *,
+    gpu: str | None,
+    gpu_count: int | None,
+    market: str,
+    clouds: tuple[str, ...],
+    regions: tuple[str, ...],
+    project: Project | None,
+    now: datetime,
+) -> PriceTable:
+    """Every known offer matching the filters, cheapest first."""
+    from router.orgconfig import load_org_config
+
+    where = OfferFilter(
+        gpu=_gpu(gpu),
+        gpu_count=gpu_count,
+        markets=() if market == "all" else (market,),
+        clouds=_clouds(clouds),
+        regions=regions,
+    )
+    org = load_org_config(project.org_config_path if project else None)
+    with QuoteCache(cache_path()) as cache:
+        offers = known_offers(load_catalog(), load_snapshot(), cache, where.clouds or None)
+    return PriceTable(select_offers(offers, where), now, float(org.max_quote_age_s))
+
+
+def refresh_requests(
+    *, clouds: tuple[str, ...], regions: tuple[str, ...], gpu: str | None, timeout_s: float
+) -> dict[str, PriceRequest]:
+    """One request per cloud: its GPU instance types, in the known regions matching the globs."""
+    catalog = load_catalog()
+    requests = {}
+    for cloud in _clouds(clouds) or tuple(LIVE_SOURCES):
+        types = tuple(
+            sorted(it.instance_type for it in catalog.for_cloud(cloud) if gpu is None or it.gpu == gpu)
+        )
+        known = snapshot_regions(cloud)
+        chosen = tuple(r for r in known if not regions or any(fnmatch.fnmatchcase(r, p) for p in regions))
+        if not chosen:
+            raise BadInput(
+                f"--regions: no {cloud} region matches {', '.join(regions)} — known: {', '.join(known)}"
+            )
+        if types:
+            requests[cloud] = PriceRequest(instance_types=types, regions=chosen, timeout_s=timeout_s)
+    return requests
+
+
+def refresh_prices(
+    *, clouds: tuple[str, ...], regions: tuple[str, ...], gpu: str | None, timeout_s: float,
+    now: datetime,
+) -> list[RefreshOutcome]:
+    """Fetch live quotes from each cloud's API into the cache; failures are per cloud."""
+    requests = refresh_requests(clouds=clouds, regions=regions, gpu=_gpu(gpu), timeout_s=timeout_s)
+    with QuoteCache(cache_path()) as cache:
+        return refresh(requests, cache, now=now)
+
+
+def import_prices(path: Path, *, fmt: str, cloud: str | None, now: datetime) -> ImportResult:
+    """Read a price catalog file and add its quotes to the cache."""
+    if fmt != "skypilot":
+        raise BadInput(f"--format: unknown format '{fmt}' — use skypilot")
+    result = import_skypilot(path, cloud=cloud, now=now)
+    with QuoteCache(cache_path()) as cache:
+        cache.add(result.quotes)
+    return result
+
+
+def price_history(
+    *, cloud: str, instance_type: str, region: str | None, market: str | None,
+    since_hours: float | None, now: datetime,
+) -> list[Quote]:
+    """Cached quotes of one instance type, oldest first."""
+    since = now - timedelta(hours=since_hours) if since_hours is not None else None
+    with QuoteCache(cache_path()) as cache:
+        return cache.history(
+            cloud=cloud, instance_type=instance_type, region=region, market=market, since=since
+        )

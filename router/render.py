@@ -1,0 +1,230 @@
+"""How results look: rich tables for people, JSON (docs/cli-json.md) for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from router.offers import Offer, Quote
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from router.planning import PlanReport
+    from router.prices.book import RefreshOutcome
+    from router.prices.imports import ImportResult
+
+
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def money(usd: float) -> str:
+    return f"${usd:,.2f}"
+
+
+def age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.0f}d"
+
+
+# --- prices -------------------------------------------------------------------------------------
+
+
+def offer_json(offer: Offer, now: datetime, max_age_s: float) -> dict[str, Any]:
+    age_s = offer.age_s(now)
+    return {
+        "cloud": offer.cloud,
+        "region": offer.region,
+        "zone": offer.zone,
+        "instance_type": offer.instance_type,
+        "gpu": offer.gpu,
+        "gpu_count": offer.gpu_count,
+        "market": offer.market,
+        "price_per_hour": offer.price_per_hour,
+        "source": offer.source,
+        "observed_at": offer.observed_at.isoformat(),
+        "age_s": round(age_s),
+        "stale": age_s > max_age_s,
+        "interruption_bucket": offer.interruption_bucket,
+    }
+
+
+def price_table(offers: Sequence[Offer], now: datetime, max_age_s: float, total: int) -> None:
+    from rich.table import Table
+
+    console = _console()
+    if not offers:
+        console.print("no offers match — widen --gpu/--count/--clouds/--regions, or run "
+                      "`route prices refresh`")
+        return
+    table = Table(title=f"{len(offers)} of {total} offers, cheapest first (USD per instance-hour)")
+    for name, justify in [("cloud", "left"), ("region", "left"), ("zone", "left"),
+                          ("instance type", "left"), ("gpu", "left"), ("market", "left"),
+                          ("$/h", "right"), ("$/gpu-h", "right"), ("interruptions", "left"),
+                          ("source", "left"), ("age", "right")]:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    stale_rows = 0
+    for o in offers:
+        age_s = o.age_s(now)
+        stale = age_s > max_age_s
+        stale_rows += stale
+        table.add_row(
+            o.cloud, o.region, o.zone or "-", o.instance_type, f"{o.gpu}×{o.gpu_count}", o.market,
+            f"{o.price_per_hour:,.3f}", f"{o.price_per_hour / o.gpu_count:,.3f}",
+            o.interruption_bucket or "-", o.source,
+            f"[yellow]{age(age_s)} stale[/]" if stale else age(age_s),
+        )
+    console.print(table)
+    if stale_rows:
+        console.print(f"[yellow]{stale_rows} quotes are older than {age(max_age_s)}[/]: "
+                      "run `route prices refresh` for live prices")
+
+
+def refresh_json(outcome: RefreshOutcome) -> dict[str, Any]:
+    return {
+        "cloud": outcome.cloud,
+        "regions": list(outcome.regions),
+        "instance_types": outcome.instance_types,
+        "quotes_stored": outcome.quotes_stored,
+        "elapsed_s": round(outcome.elapsed_s, 3),
+        "error": outcome.error,
+    }
+
+
+def refresh_summary(outcomes: Sequence[RefreshOutcome]) -> None:
+    console = _console()
+    for o in outcomes:
+        if o.error:
+            console.print(f"[red]{o.cloud}[/]: {o.error}")
+        else:
+            console.print(f"[green]{o.cloud}[/]: {o.quotes_stored} quotes from {len(o.regions)} "
+                          f"regions, {o.instance_types} instance types in {o.elapsed_s:.1f}s")
+
+
+def import_json(result: ImportResult) -> dict[str, Any]:
+    return {
+        "cloud": result.cloud,
+        "quotes": len(result.quotes),
+        "rows_read": result.rows_read,
+        "rows_skipped": result.rows_skipped,
+        "skipped_reasons": dict(result.skipped_reasons),
+    }
+
+
+def import_summary(result: ImportResult) -> None:
+    reasons = ", ".join(f"{n} {why}" for why, n in sorted(result.skipped_reasons.items()))
+    line = (f"imported {len(result.quotes)} quotes ({result.cloud}) from {result.rows_read} rows, "
+            f"skipped {result.rows_skipped}")
+    _console().print(line + (f": {reasons}" if reasons else ""))
+
+
+def quote_json(quote: Quote, now: datetime) -> dict[str, Any]:
+    return {
+        "cloud": quote.cloud,
+        "region": quote.region,
+        "zone": quote.zone,
+        "instance_type": quote.instance_type,
+        "market": quote.market,
+        "price_per_hour": quote.price_per_hour,
+        "source": quote.source,
+        "observed_at": quote.observed_at.isoformat(),
+        "age_s": round(quote.age_s(now)),
+    }
+
+
+def history_table(quotes: Sequence[Quote], now: datetime) -> None:
+    from rich.table import Table
+
+    console = _console()
+    if not quotes:
+        console.print("no cached quotes — run `route prices refresh` or `route prices import`")
+        return
+    table = Table(title="price history (USD per instance-hour)")
+    for name in ("observed", "region", "zone", "market", "$/h", "source"):
+        table.add_column(name)
+    for q in quotes:
+        table.add_row(q.observed_at.strftime("%Y-%m-%d %H:%M"), q.region, q.zone or "-",
+                      q.market, f"{q.price_per_hour:,.4f}", q.source)
+    console.print(table)
+
+
+# --- plan ---------------------------------------------------------------------------------------
+
+
+def plan_json(report: PlanReport, *, explain: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "job": report.job.name,
+        "offers_considered": report.offers_considered,
+        "placements": [p.to_json() for p in report.result.placements],
+    }
+    if explain:
+        out["rejected"] = [
+            {
+                "cloud": r.offer.cloud,
+                "region": r.offer.region,
+                "zone": r.offer.zone,
+                "instance_type": r.offer.instance_type,
+                "market": r.offer.market,
+                "price_per_hour": r.offer.price_per_hour,
+                "reason": r.reason,
+            }
+            for r in report.result.rejected
+        ]
+    return out
+
+
+def plan_table(report: PlanReport, *, explain: bool) -> None:
+    from rich.table import Table
+
+    console = _console()
+    job, result = report.job, report.result
+    if not result.placements:
+        console.print(f"[red]no placement fits job '{job.name}'[/] ({report.offers_considered} "
+                      "offers considered) — rerun with --explain to see why each was rejected")
+    else:
+        table = Table(title=f"placements for '{job.name}', best first (USD, {job.duration_hours:g} h"
+                      f" × {job.node_count} node{'s' if job.node_count > 1 else ''})")
+        for name, justify in [("#", "right"), ("cloud", "left"), ("region", "left"),
+                              ("zone", "left"), ("instance type", "left"), ("market", "left"),
+                              ("$/h", "right"), ("compute", "right"), ("egress", "right"),
+                              ("interruption", "right"), ("total", "right"), ("source", "left")]:
+            table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        for rank, p in enumerate(result.placements, 1):
+            source = f"{p.price_source} {age(p.price_age_s)}"
+            table.add_row(
+                str(rank), p.cloud, p.region, p.zone or "-", p.instance_type, p.market,
+                f"{p.price_per_hour:,.2f}", money(p.compute_cost), money(p.egress_cost),
+                money(p.interruption_cost), f"[bold]{money(p.total_cost)}[/]",
+                f"[yellow]{source} stale[/]" if p.stale else source,
+            )
+        console.print(table)
+        best = result.placements[0]
+        for reason in best.reasons:
+            console.print(f"  #1: {reason}")
+        if any(p.stale for p in result.placements):
+            console.print("[yellow]some prices are stale[/]: run `route prices refresh`, or "
+                          "`route plan --require-fresh` to refuse them")
+    if explain and result.rejected:
+        table = Table(title=f"{len(result.rejected)} rejected offers")
+        for name in ("cloud", "region", "zone", "instance type", "market", "$/h", "reason"):
+            table.add_column(name)
+        for r in result.rejected:
+            o = r.offer
+            table.add_row(o.cloud, o.region, o.zone or "-", o.instance_type, o.market,
+                          f"{o.price_per_hour:,.2f}", r.reason)
+        console.print(table)
