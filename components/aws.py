@@ -1,0 +1,622 @@
+"""AWS placement components: Network, CheckpointBucket, JobIdentity, SpotGpuGroup.
+
+The component contract every cloud module (aws.py, gcp.py, azure.py, local.py) follows
+(full text with outputs: docs/components.md):
+
+    make_provider(name: str, region: str) -> pulumi.ProviderResource | None
+    Network(name, args: NetworkArgs, opts=None)
+        outputs: network_id, subnet_id, firewall_id
+    CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
+        outputs: bucket_name, url ("s3://bucket/" or "s3://bucket/base/"), arn_or_id
+        plain attribute: key_prefix (str, "" or "base/": where the bucket URL points inside it)
+    JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None)
+        outputs: identity_id, checkpoint_url (= bucket url + args.checkpoint_prefix)
+                 AWS also: instance_profile_name
+    SpotGpuGroup(name, args: SpotGpuGroupArgs, network, identity, bucket, opts=None)
+        outputs: group_id, checkpoint_url (= identity.checkpoint_url)
+
+`args.checkpoint_prefix` is relative to the bucket URL; the job may write only below
+`bucket url + checkpoint_prefix`, which is the SPOTROUTE_CHECKPOINT_URL its instances get.
+Providers come in through `opts` (ResourceOptions(providers=[...])); components never read
+config. Invalid Args raise TypeError (wrong type) or ValueError (bad value, naming the field)
+at construction, before any resource is registered.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.args import (
+    CheckpointBucketArgs,
+    JobIdentityArgs,
+    NetworkArgs,
+    SpotGpuGroupArgs,
+    standard_labels,
+)
+from components.startup import render_startup_script
+
+# Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04): NVIDIA driver, Docker and the
+# NVIDIA container toolkit preinstalled, so the start-up script installs nothing.
+GPU_AMI_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+)
+ROOT_DEVICE_NAME = "/dev/sda1"  # root device of the Ubuntu DLAMIs
+VPC_CIDR = "10.42.0.0/16"
+SUBNET_CIDR = "10.42.0.0/20"
+MARKETS = ("spot", "on-demand")
+SPOT_ALLOCATION_STRATEGY = "price-capacity-optimized"
+# The EC2 API's name for "lowest-price" on on-demand fleets; the provider rejects the dashed form.
+ON_DEMAND_ALLOCATION_STRATEGY = "lowestPrice"
+
+
+def make_provider(name: str, region: str) -> pulumi.ProviderResource:
+    """Explicit AWS provider pinned to `region`, so no ambient aws:region config is needed."""
+    return aws.Provider(name, region=region)
+
+
+def _require(args: object, expected: type, what: str) -> None:
+    if not isinstance(args, expected):
+        raise TypeError(f"{what} takes {expected.__name__}, got {type(args).__name__}")
+
+
+def _tags(job_name: str, labels: dict[str, str], part: str) -> dict[str, str]:
+    return {**standard_labels(job_name, labels), "Name": f"{job_name}-{part}"}
+
+
+def _name_prefix(job_name: str, limit: int) -> str:
+    """Physical-name prefix that fits AWS's `name_prefix` limit (chars) and ends with a dash."""
+    return f"spotroute-{job_name}"[: limit - 1].rstrip("-") + "-"
+
+
+def parse_s3_url(url: str, field: str) -> tuple[str, str]:
+    """(bucket, key prefix) of an s3:// URL; the prefix is "" or ends with "/"."""
+    if not url.startswith("s3://"):
+        raise ValueError(f"{field}: {url!r} is not an s3:// URL — use s3://bucket/prefix/")
+    bucket, _, prefix = url[len("s3://") :].partition("/")
+    if not bucket or any(c in url for c in "*?"):
+        raise ValueError(f"{field}: {url!r} names no bucket — use s3://bucket/prefix/")
+    prefix = prefix.strip("/")
+    return bucket, (prefix + "/" if prefix else "")
+
+
+def ssh_ingress_blocks(ssh_cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(IPv4, IPv6) CIDRs allowed SSH in; refuses the whole internet and malformed CIDRs."""
+    if isinstance(ssh_cidrs, str):
+        raise TypeError("NetworkArgs.ssh_cidrs takes a tuple of CIDR strings, not one string")
+    v4: list[str] = []
+    v6: list[str] = []
+    for cidr in ssh_cidrs:
+        try:
+            network = ipaddress.ip_network(cidr, strict=False)
+        except ValueError as exc:
+            raise ValueError(
+                f"ssh_cidrs: {cidr!r} is not a CIDR — use e.g. 203.0.113.0/24"
+            ) from exc
+        if network.prefixlen == 0:
+            raise ValueError(
+                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
+            )
+        (v4 if network.version == 4 else v6).append(str(network))
+    return v4, v6
+
+
+def checkpoint_policy_document(
+    bucket: str, key_prefix: str, data_bucket: str = "", data_prefix: str = ""
+) -> dict[str, Any]:
+    """IAM policy: read/write/delete under bucket/key_prefix only; read-only on the data."""
+    if not key_prefix or key_prefix == "/" or any(c in key_prefix for c in "*?"):
+        raise ValueError(
+            f"checkpoint_prefix: {key_prefix!r} would grant the whole bucket — use e.g. 'job-name/'"
+        )
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "CheckpointObjects",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            "Resource": f"arn:aws:s3:::{bucket}/{key_prefix}*",
+        },
+        {
+            "Sid": "CheckpointList",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": f"arn:aws:s3:::{bucket}",
+            "Condition": {"StringLike": {"s3:prefix": [f"{key_prefix}*"]}},
+        },
+    ]
+    if data_bucket:
+        statements.append(
+            {
+                "Sid": "DataRead",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{data_bucket}/{data_prefix}*",
+            }
+        )
+        data_list: dict[str, Any] = {
+            "Sid": "DataList",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": f"arn:aws:s3:::{data_bucket}",
+        }
+        if data_prefix:
+            data_list["Condition"] = {"StringLike": {"s3:prefix": [f"{data_prefix}*"]}}
+        statements.append(data_list)
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _price(price_per_hour: float) -> str:
+    """USD per hour as the decimal string the EC2 API takes (no exponent, no trailing zeros)."""
+    return f"{price_per_hour:.6f}".rstrip("0").rstrip(".")
+
+
+class Network(pulumi.ComponentResource):
+    """VPC with one public subnet in the placement's zone; nothing may connect in unless asked."""
+
+    network_id: pulumi.Output[str]
+    subnet_id: pulumi.Output[str]
+    firewall_id: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        _require(args, NetworkArgs, "aws.Network")
+        ssh_v4, ssh_v6 = ssh_ingress_blocks(args.ssh_cidrs)
+        super().__init__("spotroute:aws:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        job, labels = args.job_name, args.labels
+
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=VPC_CIDR,
+            enable_dns_support=True,
+            enable_dns_hostnames=True,
+            tags=_tags(job, labels, "vpc"),
+            opts=child,
+        )
+        # A new VPC's default security group lets its members reach each other; empty it.
+        aws.ec2.DefaultSecurityGroup(
+            f"{name}-default-sg",
+            vpc_id=vpc.id,
+            ingress=[],
+            egress=[],
+            tags=_tags(job, labels, "default-sg"),
+            opts=child,
+        )
+        subnet = aws.ec2.Subnet(
+            f"{name}-subnet",
+            vpc_id=vpc.id,
+            cidr_block=SUBNET_CIDR,
+            availability_zone=args.zone or None,
+            # Public addresses let nodes pull images without a NAT gateway (~$33/month + data).
+            map_public_ip_on_launch=True,
+            tags=_tags(job, labels, "subnet"),
+            opts=child,
+        )
+        gateway = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=vpc.id, tags=_tags(job, labels, "igw"), opts=child
+        )
+        routes = aws.ec2.RouteTable(
+            f"{name}-routes",
+            vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=gateway.id)],
+            tags=_tags(job, labels, "routes"),
+            opts=child,
+        )
+        aws.ec2.RouteTableAssociation(
+            f"{name}-routes-subnet", subnet_id=subnet.id, route_table_id=routes.id, opts=child
+        )
+        # Checkpoint traffic to S3 stays on the AWS network; gateway endpoints cost nothing.
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=vpc.id,
+            service_name=f"com.amazonaws.{args.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[routes.id],
+            tags=_tags(job, labels, "s3"),
+            opts=child,
+        )
+        ingress = []
+        if ssh_v4 or ssh_v6:
+            ingress.append(
+                aws.ec2.SecurityGroupIngressArgs(
+                    description="SSH from the CIDRs the stack declares (spotroute:sshCidrs)",
+                    protocol="tcp",
+                    from_port=22,
+                    to_port=22,
+                    cidr_blocks=ssh_v4 or None,
+                    ipv6_cidr_blocks=ssh_v6 or None,
+                )
+            )
+        firewall = aws.ec2.SecurityGroup(
+            f"{name}-sg",
+            description=f"spotroute job {job}: no inbound unless sshCidrs, all outbound",
+            vpc_id=vpc.id,
+            ingress=ingress,
+            egress=[
+                aws.ec2.SecurityGroupEgressArgs(
+                    description="image pulls, checkpoints, data",
+                    protocol="-1",
+                    from_port=0,
+                    to_port=0,
+                    cidr_blocks=["0.0.0.0/0"],
+                )
+            ],
+            tags=_tags(job, labels, "sg"),
+            opts=child,
+        )
+
+        self.network_id = vpc.id
+        self.subnet_id = subnet.id
+        self.firewall_id = firewall.id
+        self.register_outputs(
+            {"network_id": vpc.id, "subnet_id": subnet.id, "firewall_id": firewall.id}
+        )
+
+
+class CheckpointBucket(pulumi.ComponentResource):
+    """Versioned, encrypted, private S3 bucket for checkpoints, or an existing one by URL."""
+
+    bucket_name: pulumi.Output[str]
+    url: pulumi.Output[str]
+    arn_or_id: pulumi.Output[str]
+    key_prefix: str
+
+    def __init__(
+        self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        _require(args, CheckpointBucketArgs, "aws.CheckpointBucket")
+        if args.noncurrent_version_days < 1:
+            raise ValueError(
+                f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
+            )
+        existing = parse_s3_url(args.existing_url, "existing_url") if args.existing_url else None
+        super().__init__("spotroute:aws:CheckpointBucket", name, None, opts)
+
+        if existing is not None:
+            # Reused bucket: its settings belong to whoever owns it; nothing is created.
+            bucket_name, self.key_prefix = existing
+            self.bucket_name = pulumi.Output.from_input(bucket_name)
+            self.url = pulumi.Output.from_input(f"s3://{bucket_name}/{self.key_prefix}")
+            self.arn_or_id = pulumi.Output.from_input(f"arn:aws:s3:::{bucket_name}")
+        else:
+            self.key_prefix = ""
+            self._create(name, args)
+
+        self.register_outputs(
+            {"bucket_name": self.bucket_name, "url": self.url, "arn_or_id": self.arn_or_id}
+        )
+
+    def _create(self, name: str, args: CheckpointBucketArgs) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        job, labels = args.job_name, args.labels
+        bucket = aws.s3.Bucket(
+            f"{name}-bucket",
+            bucket_prefix=_name_prefix(job, 37),
+            force_destroy=False,  # checkpoints outlive a stack unless someone empties the bucket
+            tags=_tags(job, labels, "checkpoints"),
+            opts=child,
+        )
+        versioning = aws.s3.BucketVersioning(
+            f"{name}-versioning",
+            bucket=bucket.id,
+            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(
+                status="Enabled"
+            ),
+            opts=child,
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-sse",
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                        sse_algorithm="aws:kms"
+                    ),
+                    # One KMS data key per bucket instead of per object: checkpoints are many PUTs.
+                    bucket_key_enabled=True,
+                )
+            ],
+            opts=child,
+        )
+        public_block = aws.s3.BucketPublicAccessBlock(
+            f"{name}-public-access",
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+        aws.s3.BucketOwnershipControls(
+            f"{name}-ownership",
+            bucket=bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+            opts=child,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-lifecycle",
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="expire-old-checkpoint-versions",
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                        noncurrent_days=args.noncurrent_version_days
+                    ),
+                    # Preempted uploads leave parts behind that are billed until aborted.
+                    abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                        days_after_initiation=1
+                    ),
+                )
+            ],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+        )
+        aws.s3.BucketPolicy(
+            f"{name}-tls-only",
+            bucket=bucket.id,
+            policy=bucket.arn.apply(
+                lambda arn: json.dumps(
+                    {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {
+                                "Sid": "DenyInsecureTransport",
+                                "Effect": "Deny",
+                                "Principal": "*",
+                                "Action": "s3:*",
+                                "Resource": [arn, f"{arn}/*"],
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        ],
+                    }
+                )
+            ),
+            # S3 refuses bucket policies while the public access block is being applied.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_block]),
+        )
+        self.bucket_name = bucket.bucket
+        self.url = bucket.bucket.apply(lambda b: f"s3://{b}/")
+        self.arn_or_id = bucket.arn
+
+
+class JobIdentity(pulumi.ComponentResource):
+    """IAM role + instance profile that may touch only the job's checkpoint prefix, read data."""
+
+    identity_id: pulumi.Output[str]
+    instance_profile_name: pulumi.Output[str]
+    checkpoint_url: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: JobIdentityArgs,
+        bucket: CheckpointBucket,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        _require(args, JobIdentityArgs, "aws.JobIdentity")
+        _require(bucket, CheckpointBucket, "aws.JobIdentity bucket")
+        relative = args.checkpoint_prefix.strip("/")
+        relative_prefix = relative + "/" if relative else ""
+        key_prefix = bucket.key_prefix + relative_prefix
+        # Fails here, before registering anything, if the prefix would grant the whole bucket.
+        checkpoint_policy_document("validate", key_prefix)
+        data_bucket, data_prefix = "", ""
+        if args.data_url.startswith("s3://"):
+            data_bucket, data_prefix = parse_s3_url(args.data_url, "data_url")
+        # Non-S3 data (gs://, https://) cannot be granted by an AWS role: the job brings its own
+        # credentials for it, so nothing is added here.
+        super().__init__("spotroute:aws:JobIdentity", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        job, labels = args.job_name, args.labels
+
+        role = aws.iam.Role(
+            f"{name}-role",
+            name_prefix=_name_prefix(job, 38),
+            description=f"spotroute job {job}: checkpoints under {key_prefix}",
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "ec2.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+            tags=_tags(job, labels, "role"),
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-checkpoints",
+            role=role.id,
+            policy=bucket.bucket_name.apply(
+                lambda b: json.dumps(
+                    checkpoint_policy_document(b, key_prefix, data_bucket, data_prefix)
+                )
+            ),
+            opts=child,
+        )
+        profile = aws.iam.InstanceProfile(
+            f"{name}-profile",
+            name_prefix=_name_prefix(job, 38),
+            role=role.name,
+            tags=_tags(job, labels, "profile"),
+            opts=child,
+        )
+
+        self.identity_id = role.arn
+        self.instance_profile_name = profile.name
+        self.checkpoint_url = bucket.url.apply(lambda url: url + relative_prefix)
+        self.register_outputs(
+            {
+                "identity_id": self.identity_id,
+                "instance_profile_name": self.instance_profile_name,
+                "checkpoint_url": self.checkpoint_url,
+            }
+        )
+
+
+class SpotGpuGroup(pulumi.ComponentResource):
+    """Launch template + one-shot EC2 Fleet (type instant) of node_count GPU instances."""
+
+    group_id: pulumi.Output[str]
+    checkpoint_url: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: SpotGpuGroupArgs,
+        network: Network,
+        identity: JobIdentity,
+        bucket: CheckpointBucket,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        _require(args, SpotGpuGroupArgs, "aws.SpotGpuGroup")
+        _require(network, Network, "aws.SpotGpuGroup network")
+        _require(identity, JobIdentity, "aws.SpotGpuGroup identity")
+        _require(bucket, CheckpointBucket, "aws.SpotGpuGroup bucket")
+        _check_group_args(args)
+        super().__init__("spotroute:aws:SpotGpuGroup", name, None, opts)
+        job, labels = args.job_name, args.labels
+        tags = standard_labels(job, labels)
+        spot = args.market == "spot"
+
+        ami = aws.ssm.get_parameter_output(
+            name=GPU_AMI_PARAMETER, opts=pulumi.InvokeOutputOptions(parent=self)
+        )
+        user_data = identity.checkpoint_url.apply(
+            lambda url: base64.b64encode(
+                render_startup_script(job, url, args.job).encode()
+            ).decode()
+        )
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-template",
+            description=f"spotroute job {job}: {args.gpu_count}x {args.gpu}",
+            image_id=ami.insecure_value,
+            # Market options live on the fleet: EC2 Fleet owns spot vs on-demand per request.
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(
+                name=identity.instance_profile_name
+            ),
+            vpc_security_group_ids=[network.firewall_id],
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",  # IMDSv2 only
+                http_put_response_hop_limit=1,
+                instance_metadata_tags="disabled",
+            ),
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name=ROOT_DEVICE_NAME,
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=args.boot_disk_gb,
+                        volume_type="gp3",
+                        encrypted="true",
+                        delete_on_termination="true",
+                    ),
+                )
+            ],
+            # The start-up script powers the node off after the job; terminate so EBS stops billing.
+            instance_initiated_shutdown_behavior="terminate",
+            user_data=user_data,
+            update_default_version=True,
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type=kind, tags=_tags(job, labels, "node")
+                )
+                for kind in ("instance", "volume", "network-interface")
+            ],
+            tags=_tags(job, labels, "template"),
+            # AWS republishes the AMI about monthly; following it would replace running nodes on
+            # any later `up`. A stack keeps the image it started with; a new placement gets the
+            # current one.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["image_id"]),
+        )
+
+        price = _price(args.max_price_per_hour)
+        total_price = _price(args.max_price_per_hour * args.node_count)
+        fleet = aws.ec2.Fleet(
+            f"{name}-fleet",
+            type="instant",
+            terminate_instances=True,  # `pulumi destroy` must stop the spend
+            launch_template_configs=[
+                aws.ec2.FleetLaunchTemplateConfigArgs(
+                    launch_template_specification=aws.ec2.FleetLaunchTemplateConfigLaunchTemplateSpecificationArgs(
+                        launch_template_id=template.id,
+                        version=template.latest_version.apply(str),
+                    ),
+                    overrides=[
+                        aws.ec2.FleetLaunchTemplateConfigOverrideArgs(
+                            instance_type=instance_type,
+                            subnet_id=network.subnet_id,
+                            priority=float(rank),  # cheapest first, as the planner ranked them
+                            max_price=price if spot else None,
+                        )
+                        for rank, instance_type in enumerate(args.instance_types)
+                    ],
+                )
+            ],
+            target_capacity_specification=aws.ec2.FleetTargetCapacitySpecificationArgs(
+                default_target_capacity_type=args.market,
+                total_target_capacity=args.node_count,
+                spot_target_capacity=args.node_count if spot else None,
+                on_demand_target_capacity=None if spot else args.node_count,
+            ),
+            # All-or-nothing, one type, one zone: a half-launched multi-node job only costs money.
+            spot_options=aws.ec2.FleetSpotOptionsArgs(
+                allocation_strategy=SPOT_ALLOCATION_STRATEGY,
+                instance_interruption_behavior="terminate",
+                max_total_price=total_price,
+                min_target_capacity=args.node_count,
+                single_instance_type=True,
+                single_availability_zone=True,
+            )
+            if spot
+            else None,
+            on_demand_options=None
+            if spot
+            else aws.ec2.FleetOnDemandOptionsArgs(
+                allocation_strategy=ON_DEMAND_ALLOCATION_STRATEGY,
+                max_total_price=total_price,
+                min_target_capacity=args.node_count,
+                single_instance_type=True,
+                single_availability_zone=True,
+            ),
+            tags={**tags, "Name": f"{job}-fleet"},
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # Nodes start the job at boot: their role, policy and profile must exist first.
+                depends_on=[identity, network],
+                # Two fleets of one job at once would double the GPU bill and race on checkpoints.
+                delete_before_replace=True,
+            ),
+        )
+
+        self.group_id = fleet.id
+        self.checkpoint_url = identity.checkpoint_url
+        self.register_outputs({"group_id": fleet.id, "checkpoint_url": self.checkpoint_url})
+
+
+def _check_group_args(args: SpotGpuGroupArgs) -> None:
+    if args.market not in MARKETS:
+        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
+    if isinstance(args.instance_types, str) or not args.instance_types:
+        raise ValueError("instance_types: give a non-empty tuple of EC2 instance types")
+    if args.node_count < 1:
+        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
+    if args.max_price_per_hour <= 0:
+        raise ValueError(
+            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
+        )
+    if args.boot_disk_gb < 1:
+        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
+    # Renders (and so validates env names, reserved keys, empty commands) before registering.
+    render_startup_script(args.job_name, "s3://validate/", args.job)

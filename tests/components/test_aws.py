@@ -1,0 +1,494 @@
+"""AWS components under Pulumi mocks: what a `pulumi up` of an AWS placement would create."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from harness import FAKE_AMI_ID, CapturedStack, run_components, run_program
+
+from components import aws as aws_components
+from components.args import (
+    CheckpointBucketArgs,
+    JobCommand,
+    JobIdentityArgs,
+    NetworkArgs,
+    SpotGpuGroupArgs,
+)
+
+FLEET = "aws:ec2/fleet:Fleet"
+TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+EXISTING_BUCKET_URL = "s3://acme-checkpoints/teams/ml/"
+WRITE_ACTIONS = {"s3:PutObject", "s3:DeleteObject"}
+# Every AWS resource type the components create, split by whether AWS lets it carry tags. A new
+# resource type fails test_every_resource_type_is_classified_for_tagging until it is listed here.
+TAGGABLE = {
+    "aws:ec2/vpc:Vpc",
+    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup",
+    "aws:ec2/subnet:Subnet",
+    "aws:ec2/internetGateway:InternetGateway",
+    "aws:ec2/routeTable:RouteTable",
+    "aws:ec2/vpcEndpoint:VpcEndpoint",
+    SECURITY_GROUP,
+    "aws:s3/bucket:Bucket",
+    "aws:iam/role:Role",
+    "aws:iam/instanceProfile:InstanceProfile",
+    TEMPLATE,
+    FLEET,
+}
+UNTAGGABLE = {
+    "aws:ec2/routeTableAssociation:RouteTableAssociation",
+    "aws:s3/bucketVersioning:BucketVersioning",
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+    "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+    "aws:s3/bucketPolicy:BucketPolicy",
+    ROLE_POLICY,
+}
+
+
+def placement(config: dict[str, Any], **changes: Any) -> CapturedStack:
+    return run_program({**config, **changes})
+
+
+def policy_statements(stack: CapturedStack) -> list[dict[str, Any]]:
+    document = json.loads(stack.one(ROLE_POLICY).inputs["policy"])
+    statements: list[dict[str, Any]] = document["Statement"]
+    return statements
+
+
+def actions(statement: dict[str, Any]) -> set[str]:
+    action = statement["Action"]
+    return {action} if isinstance(action, str) else set(action)
+
+
+def resources(statement: dict[str, Any]) -> list[str]:
+    resource = statement["Resource"]
+    return [resource] if isinstance(resource, str) else list(resource)
+
+
+def user_data(stack: CapturedStack) -> str:
+    return base64.b64decode(stack.one(TEMPLATE).inputs["userData"]).decode()
+
+
+def checkpoint_prefix_arn(stack: CapturedStack) -> str:
+    """arn:aws:s3:::bucket/key-prefix/ of the job's checkpoint location, from the stack output."""
+    url: str = stack.outputs["checkpointUrl"]
+    return "arn:aws:s3:::" + url.removeprefix("s3://")
+
+
+# --- market -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("existing_url", ["", EXISTING_BUCKET_URL])
+def test_spot_placement_requests_spot_capacity_capped_at_max_price(
+    aws_config: dict[str, Any], existing_url: str
+) -> None:
+    stack = placement(aws_config, market="spot", checkpointUrl=existing_url)
+    fleet = stack.one(FLEET).inputs
+
+    assert fleet["type"] == "instant"
+    assert fleet["targetCapacitySpecification"]["defaultTargetCapacityType"] == "spot"
+    assert fleet["targetCapacitySpecification"]["totalTargetCapacity"] == 2
+    spot = fleet["spotOptions"]
+    assert spot["allocationStrategy"] == "price-capacity-optimized"
+    assert spot["instanceInterruptionBehavior"] == "terminate"
+    assert spot["minTargetCapacity"] == 2  # both nodes or none
+    assert spot["maxTotalPrice"] == "40"  # 2 nodes x 20 USD/h
+    overrides = fleet["launchTemplateConfigs"][0]["overrides"]
+    assert {o["maxPrice"] for o in overrides} == {"20"}
+    assert "onDemandOptions" not in fleet
+    assert stack.outputs["market"] == "spot"
+    assert stack.outputs["maxPrice"] == 20.0
+
+
+@pytest.mark.parametrize("existing_url", ["", EXISTING_BUCKET_URL])
+def test_on_demand_placement_has_no_spot_options_anywhere(
+    aws_config: dict[str, Any], existing_url: str
+) -> None:
+    stack = placement(aws_config, market="on-demand", checkpointUrl=existing_url)
+    fleet = stack.one(FLEET).inputs
+
+    assert "spotOptions" not in fleet
+    assert fleet["targetCapacitySpecification"]["defaultTargetCapacityType"] == "on-demand"
+    assert fleet["onDemandOptions"]["allocationStrategy"] == "lowestPrice"
+    assert fleet["onDemandOptions"]["maxTotalPrice"] == "40"
+    assert all("maxPrice" not in o for o in fleet["launchTemplateConfigs"][0]["overrides"])
+    assert "instanceMarketOptions" not in stack.one(TEMPLATE).inputs
+
+
+def test_fleet_overrides_list_every_instance_type_in_the_placement_zone(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config)
+    subnet = stack.one("aws:ec2/subnet:Subnet")
+    config = stack.one(FLEET).inputs["launchTemplateConfigs"][0]
+    overrides = config["overrides"]
+
+    assert [o["instanceType"] for o in overrides] == ["p4de.24xlarge", "p4d.24xlarge"]
+    assert {o["subnetId"] for o in overrides} == {f"{subnet.name}-id"}
+    assert subnet.inputs["availabilityZone"] == "us-east-1a"
+    assert config["launchTemplateSpecification"]["launchTemplateId"] == (
+        f"{stack.one(TEMPLATE).name}-id"
+    )
+
+
+def test_redeploying_never_runs_two_fleets_of_one_job_or_follows_a_new_ami(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config)
+    fleet = stack.one(FLEET)
+
+    assert fleet.delete_before_replace is True
+    assert stack.one(TEMPLATE).ignore_changes == ("imageId",)
+    # Nodes boot into the job: the role's policy must be attached before they launch.
+    assert stack.one(ROLE_POLICY).urn in fleet.dependencies
+
+
+def test_destroying_the_stack_terminates_instances_but_keeps_checkpoints(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config)
+
+    assert stack.one(FLEET).inputs["terminateInstances"] is True
+    assert stack.one("aws:s3/bucket:Bucket").inputs["forceDestroy"] is False
+
+
+# --- network ----------------------------------------------------------------------------------
+
+
+def test_security_group_allows_no_inbound_traffic_by_default(aws_config: dict[str, Any]) -> None:
+    stack = placement(aws_config)
+    group = stack.one(SECURITY_GROUP).inputs
+
+    assert group.get("ingress", []) == []
+    assert [rule["cidrBlocks"] for rule in group["egress"]] == [["0.0.0.0/0"]]
+    default_group = stack.one("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup").inputs
+    assert default_group.get("ingress", []) == [] and default_group.get("egress", []) == []
+
+
+def test_ssh_is_open_only_on_port_22_from_declared_cidrs(aws_config: dict[str, Any]) -> None:
+    stack = placement(aws_config, sshCidrs=["203.0.113.0/24", "2001:db8::/48"])
+    (rule,) = stack.one(SECURITY_GROUP).inputs["ingress"]
+
+    assert (rule["protocol"], rule["fromPort"], rule["toPort"]) == ("tcp", 22, 22)
+    assert rule["cidrBlocks"] == ["203.0.113.0/24"]
+    assert rule["ipv6CidrBlocks"] == ["2001:db8::/48"]
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "::/0"])
+def test_network_refuses_ssh_from_the_whole_internet(cidr: str) -> None:
+    args = NetworkArgs(job_name="llm", region="us-east-1", ssh_cidrs=(cidr,))
+
+    with pytest.raises(ValueError, match="ssh_cidrs"):
+        run_components(lambda: aws_components.Network("llm", args))
+
+
+def test_nodes_reach_the_internet_and_s3_through_the_vpc(aws_config: dict[str, Any]) -> None:
+    stack = placement(aws_config)
+
+    (route,) = stack.one("aws:ec2/routeTable:RouteTable").inputs["routes"]
+    assert route["cidrBlock"] == "0.0.0.0/0"
+    assert route["gatewayId"] == f"{stack.one('aws:ec2/internetGateway:InternetGateway').name}-id"
+    endpoint = stack.one("aws:ec2/vpcEndpoint:VpcEndpoint").inputs
+    assert endpoint["serviceName"] == "com.amazonaws.us-east-1.s3"
+    assert endpoint["vpcEndpointType"] == "Gateway"
+
+
+# --- checkpoint bucket ------------------------------------------------------------------------
+
+
+def test_created_bucket_is_versioned_encrypted_private_and_owner_enforced(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config)
+
+    versioning = stack.one("aws:s3/bucketVersioning:BucketVersioning").inputs
+    assert versioning["versioningConfiguration"]["status"] == "Enabled"
+    sse = stack.one(
+        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+    ).inputs
+    assert sse["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
+    block = stack.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
+    assert all(
+        block[flag] is True
+        for flag in (
+            "blockPublicAcls",
+            "blockPublicPolicy",
+            "ignorePublicAcls",
+            "restrictPublicBuckets",
+        )
+    )
+    ownership = stack.one("aws:s3/bucketOwnershipControls:BucketOwnershipControls").inputs
+    assert ownership["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+    (rule,) = stack.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs[
+        "rules"
+    ]
+    assert rule["status"] == "Enabled"
+    assert rule["noncurrentVersionExpiration"]["noncurrentDays"] == 7
+    tls = json.loads(stack.one("aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])
+    assert tls["Statement"][0]["Effect"] == "Deny"
+    assert tls["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_created_bucket_checkpoint_url_is_the_job_prefix_of_the_new_bucket(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config)
+    bucket_name = stack.one("aws:s3/bucket:Bucket").inputs["bucketPrefix"] + "mock0001"
+
+    assert stack.outputs["checkpointUrl"] == f"s3://{bucket_name}/llm-finetune/"
+
+
+def test_existing_bucket_is_reused_and_nothing_is_created_in_s3(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config, checkpointUrl=EXISTING_BUCKET_URL)
+
+    assert not [r for r in stack.resources if r.type.startswith("aws:s3/")]
+    assert stack.outputs["checkpointUrl"] == "s3://acme-checkpoints/teams/ml/llm-finetune/"
+
+
+def test_existing_bucket_url_outside_s3_is_refused_at_construction() -> None:
+    args = CheckpointBucketArgs(
+        job_name="llm", region="us-east-1", existing_url="gs://somewhere/else/"
+    )
+
+    with pytest.raises(ValueError, match="existing_url"):
+        run_components(lambda: aws_components.CheckpointBucket("llm", args))
+
+
+# --- identity ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("existing_url", ["", EXISTING_BUCKET_URL])
+def test_job_role_writes_only_under_its_checkpoint_prefix(
+    aws_config: dict[str, Any], existing_url: str
+) -> None:
+    stack = placement(aws_config, checkpointUrl=existing_url)
+    prefix_arn = checkpoint_prefix_arn(stack)
+    statements = policy_statements(stack)
+
+    assert all(s["Effect"] == "Allow" for s in statements)
+    for statement in statements:
+        for resource in resources(statement):
+            assert resource != "*" and not resource.endswith(":::*")
+        if actions(statement) & WRITE_ACTIONS:
+            assert resources(statement) == [prefix_arn + "*"]
+    write_statements = [s for s in statements if actions(s) & WRITE_ACTIONS]
+    assert len(write_statements) == 1
+    assert actions(write_statements[0]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+
+
+def test_job_role_lists_only_its_prefix_and_reads_only_its_data(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config, checkpointUrl=EXISTING_BUCKET_URL)
+    statements = {s["Sid"]: s for s in policy_statements(stack)}
+
+    assert statements["CheckpointList"]["Resource"] == "arn:aws:s3:::acme-checkpoints"
+    assert statements["CheckpointList"]["Condition"] == {
+        "StringLike": {"s3:prefix": ["teams/ml/llm-finetune/*"]}
+    }
+    assert actions(statements["DataRead"]) == {"s3:GetObject"}
+    assert statements["DataRead"]["Resource"] == "arn:aws:s3:::acme-datasets/llm/*"
+    assert statements["DataList"]["Condition"] == {"StringLike": {"s3:prefix": ["llm/*"]}}
+    assert set(statements) == {"CheckpointObjects", "CheckpointList", "DataRead", "DataList"}
+
+
+def test_data_outside_s3_adds_no_grant(aws_config: dict[str, Any]) -> None:
+    stack = placement(aws_config, dataUrl="gs://acme-datasets/llm/")
+
+    assert {s["Sid"] for s in policy_statements(stack)} == {"CheckpointObjects", "CheckpointList"}
+
+
+def test_job_role_can_be_assumed_only_by_ec2(aws_config: dict[str, Any]) -> None:
+    stack = placement(aws_config)
+    trust = json.loads(stack.one("aws:iam/role:Role").inputs["assumeRolePolicy"])
+
+    (statement,) = trust["Statement"]
+    assert statement["Principal"] == {"Service": "ec2.amazonaws.com"}
+    assert statement["Action"] == "sts:AssumeRole"
+    assert stack.outputs["identity"].startswith("arn:aws:iam::")
+
+
+def test_identity_refuses_a_prefix_that_would_grant_the_whole_bucket() -> None:
+    def build() -> None:
+        bucket = aws_components.CheckpointBucket(
+            "llm", CheckpointBucketArgs(job_name="llm", region="us-east-1")
+        )
+        aws_components.JobIdentity(
+            "llm",
+            JobIdentityArgs(job_name="llm", region="us-east-1", checkpoint_prefix="/"),
+            bucket,
+        )
+
+    with pytest.raises(ValueError, match="checkpoint_prefix"):
+        run_components(build)
+
+
+# --- nodes ------------------------------------------------------------------------------------
+
+
+def test_user_data_runs_the_job_container_with_job_id_and_checkpoint_url(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config, checkpointUrl=EXISTING_BUCKET_URL)
+    script = user_data(stack)
+
+    assert "export SPOTROUTE_JOB_ID=llm-finetune\n" in script
+    assert (
+        "export SPOTROUTE_CHECKPOINT_URL=s3://acme-checkpoints/teams/ml/llm-finetune/\n" in script
+    )
+    assert "export EPOCHS=3\n" in script
+    assert "docker run --rm --gpus all" in script
+    assert "ghcr.io/acme/trainer:1.4 python train.py --resume" in script
+
+
+def test_nodes_use_imdsv2_an_encrypted_gp3_boot_disk_and_the_job_profile(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config)
+    template = stack.one(TEMPLATE).inputs
+
+    assert template["metadataOptions"]["httpTokens"] == "required"
+    (disk,) = template["blockDeviceMappings"]
+    assert disk["ebs"] == {
+        "volumeSize": 200,
+        "volumeType": "gp3",
+        "encrypted": "true",
+        "deleteOnTermination": "true",
+    }
+    profile = stack.one("aws:iam/instanceProfile:InstanceProfile")
+    assert template["iamInstanceProfile"]["name"] == profile.inputs["namePrefix"] + "mock0001"
+    assert template["vpcSecurityGroupIds"] == [f"{stack.one(SECURITY_GROUP).name}-id"]
+    assert template["imageId"] == FAKE_AMI_ID
+
+
+def test_gpu_image_is_looked_up_in_the_placement_region(aws_config: dict[str, Any]) -> None:
+    stack = placement(aws_config, region="eu-west-1", zone="eu-west-1b")
+    provider = stack.one("pulumi:providers:aws")
+    (lookup,) = stack.invokes
+
+    assert provider.inputs["region"] == "eu-west-1"
+    assert lookup.token == "aws:ssm/getParameter:getParameter"
+    assert "deeplearning" in lookup.args["name"]
+    assert lookup.provider.startswith(provider.urn + "::")
+
+
+# --- every resource ---------------------------------------------------------------------------
+
+
+def test_every_resource_type_is_classified_for_tagging(aws_config: dict[str, Any]) -> None:
+    stack = placement(aws_config, sshCidrs=["203.0.113.0/24"])
+
+    assert {r.type for r in stack.custom_resources()} == TAGGABLE | UNTAGGABLE
+
+
+def test_every_taggable_resource_carries_job_team_and_managed_by(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config)
+    wanted = {"spotroute-job": "llm-finetune", "team": "ml-platform", "managed-by": "spotroute"}
+
+    taggable = [r for r in stack.custom_resources() if r.type in TAGGABLE]
+    assert len(taggable) >= len(TAGGABLE)
+    for resource in taggable:
+        assert wanted.items() <= resource.inputs["tags"].items(), resource.name
+    for spec in stack.one(TEMPLATE).inputs["tagSpecifications"]:
+        assert wanted.items() <= spec["tags"].items(), spec["resourceType"]
+    launched = {s["resourceType"] for s in stack.one(TEMPLATE).inputs["tagSpecifications"]}
+    assert {"instance", "volume"} <= launched
+
+
+def test_every_cloud_resource_is_a_named_child_of_a_component_using_the_regional_provider(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = placement(aws_config)
+    provider = stack.one("pulumi:providers:aws")
+
+    for resource in stack.custom_resources():
+        assert resource.parent_type.startswith("spotroute:aws:"), resource.name
+        assert resource.name.startswith("llm-finetune-"), resource.name
+        assert resource.provider.startswith(provider.urn + "::"), resource.name
+    assert {r.type for r in stack.resources if not r.custom} == {
+        "spotroute:aws:Network",
+        "spotroute:aws:CheckpointBucket",
+        "spotroute:aws:JobIdentity",
+        "spotroute:aws:SpotGpuGroup",
+    }
+
+
+# --- construction-time errors -----------------------------------------------------------------
+
+
+def test_mistyped_args_property_fails_at_construction() -> None:
+    with pytest.raises(TypeError, match="ssh_cidr"):
+        NetworkArgs(job_name="llm", region="us-east-1", ssh_cidr=("203.0.113.0/24",))  # type: ignore[call-arg]
+
+
+def test_component_given_the_wrong_args_class_fails_before_creating_anything() -> None:
+    args = CheckpointBucketArgs(job_name="llm", region="us-east-1")
+
+    with pytest.raises(TypeError, match="NetworkArgs"):
+        run_components(lambda: aws_components.Network("llm", args))  # type: ignore[arg-type]
+
+
+def test_ssh_cidrs_given_as_one_string_fails_at_construction() -> None:
+    args = NetworkArgs(job_name="llm", region="us-east-1", ssh_cidrs="203.0.113.0/24")  # type: ignore[arg-type]
+
+    with pytest.raises(TypeError, match="ssh_cidrs"):
+        run_components(lambda: aws_components.Network("llm", args))
+
+
+def test_group_with_unknown_market_fails_at_construction() -> None:
+    def build() -> None:
+        network = aws_components.Network("llm", NetworkArgs(job_name="llm", region="us-east-1"))
+        bucket = aws_components.CheckpointBucket(
+            "llm", CheckpointBucketArgs(job_name="llm", region="us-east-1")
+        )
+        identity = aws_components.JobIdentity(
+            "llm",
+            JobIdentityArgs(job_name="llm", region="us-east-1", checkpoint_prefix="llm/"),
+            bucket,
+        )
+        aws_components.SpotGpuGroup(
+            "llm",
+            SpotGpuGroupArgs(
+                job_name="llm",
+                region="us-east-1",
+                zone="us-east-1a",
+                instance_types=("g5.xlarge",),
+                market="reserved",
+                max_price_per_hour=1.0,
+                node_count=1,
+                gpu="A10G",
+                gpu_count=1,
+                boot_disk_gb=100,
+                job=JobCommand(image="ghcr.io/acme/t:1", command=("python", "t.py")),
+            ),
+            network,
+            identity,
+            bucket,
+        )
+
+    with pytest.raises(ValueError, match="market"):
+        run_components(build)
+
+
+def test_network_component_builds_on_its_own_without_a_program() -> None:
+    stack = run_components(
+        lambda: aws_components.Network(
+            "solo", NetworkArgs(job_name="solo", region="us-east-1", zone="us-east-1c")
+        )
+    )
+
+    subnet = stack.named("solo-subnet")
+    assert subnet.inputs["availabilityZone"] == "us-east-1c"
+    assert subnet.parent_type == "spotroute:aws:Network"
+    assert stack.named("solo-vpc").inputs["tags"]["spotroute-job"] == "solo"
