@@ -1,0 +1,639 @@
+"""GCP placement components: Network, CheckpointBucket, JobIdentity, SpotGpuGroup.
+
+Same contract as components/aws.py (constructors, outputs, errors; full text in
+docs/components.md):
+
+    make_provider(name, region, project="") -> gcp.Provider
+    Network(name, args: NetworkArgs, opts=None)
+        outputs: network_id, subnet_id, firewall_id
+    CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
+        outputs: bucket_name, url ("gs://bucket/" or "gs://bucket/base/"), arn_or_id
+        plain attribute: key_prefix (str, "" or "base/")
+    JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None)
+        outputs: identity_id (service account email), checkpoint_url
+    SpotGpuGroup(name, args: SpotGpuGroupArgs, network, identity, bucket, opts=None)
+        outputs: group_id (instance group manager id), checkpoint_url
+
+GCP specifics: nodes get no external IP (Cloud NAT carries image pulls), the job's service
+account holds only bucket-level grants conditioned on its prefix, and the group is a managed
+instance group that never repairs a stopped node (a finished or preempted node stays stopped;
+the router decides what happens next). Physical names that live in a project namespace are
+derived from the job name (`gcp_name`); the bucket, whose namespace is global, is autonamed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.args import (
+    CheckpointBucketArgs,
+    JobIdentityArgs,
+    NetworkArgs,
+    SpotGpuGroupArgs,
+    standard_labels,
+)
+from components.startup import render_startup_script
+
+# Deep Learning VM base image (Ubuntu 22.04, CUDA 12.8, NVIDIA driver 570, Docker + NVIDIA
+# container toolkit): the start-up script installs nothing. A family, so new nodes get the
+# latest patched image without an invoke at deploy time.
+IMAGE_PROJECT = "deeplearning-platform-release"
+IMAGE_FAMILY = "common-cu128-ubuntu-2204-nvidia-570"
+GPU_IMAGE = f"projects/{IMAGE_PROJECT}/global/images/family/{IMAGE_FAMILY}"
+BOOT_DISK_TYPE = "pd-balanced"
+SUBNET_CIDR = "10.42.0.0/20"
+MARKETS = ("spot", "on-demand")
+NAME_LIMIT = 63  # RFC 1035 names of compute resources
+BASE_INSTANCE_NAME_LIMIT = 54  # the MIG appends "-xxxx" to each node's name
+TEMPLATE_PREFIX_LIMIT = 37  # longer name_prefix values get a collision-prone short suffix
+AUTONAME_SUFFIX = 8  # Pulumi autonaming appends "-" and 7 random characters
+SERVICE_ACCOUNT_MIN, SERVICE_ACCOUNT_MAX = 6, 30
+LABEL_LIMIT = 63
+# `<n1 machine type>+<canonical GPU>:<count>`, as in router/data/instances.csv.
+ATTACHED_GPUS = re.compile(
+    r"^(?P<machine>n1-[a-z0-9]+-\d+)\+(?P<gpu>[A-Za-z0-9-]+):(?P<count>\d+)$"
+)
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+CHECKPOINT_ROLE = "roles/storage.objectUser"  # get/create/delete/list objects, no IAM changes
+DATA_ROLE = "roles/storage.objectViewer"
+
+
+def make_provider(name: str, region: str, project: str = "") -> pulumi.ProviderResource:
+    """Explicit GCP provider for `region` (and `project` if given), so no gcp:* config is read."""
+    return gcp.Provider(name, region=region, project=project or None)
+
+
+# --- pure naming and validation ----------------------------------------------------------------
+
+
+def _require(args: object, expected: type, what: str) -> None:
+    if not isinstance(args, expected):
+        raise TypeError(f"{what} takes {expected.__name__}, got {type(args).__name__}")
+
+
+def _digest(text: str, length: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def gcp_name(job_name: str, part: str, limit: int = NAME_LIMIT) -> str:
+    """RFC 1035 name `<job>-<part>` of at most `limit` chars; long job names get a hash suffix."""
+    base = re.sub(r"[^a-z0-9-]+", "-", job_name.lower()).strip("-")
+    if not base or not base[0].isalpha():
+        base = f"sr-{base}".rstrip("-")
+    name = f"{base}-{part}"
+    if len(name) <= limit:
+        return name
+    # Truncation alone would let two long job names with the same start collide.
+    tail = f"-{_digest(job_name, 6)}-{part}"
+    return base[: limit - len(tail)].rstrip("-") + tail
+
+
+def service_account_id(job_name: str) -> str:
+    """Service account id of a job: 6-30 chars of [a-z0-9-], a letter first, no dash last."""
+    base = re.sub(r"[^a-z0-9-]+", "-", job_name.lower()).strip("-")
+    account = f"sr-{base}".rstrip("-")
+    if len(account) > SERVICE_ACCOUNT_MAX:
+        tail = f"-{_digest(job_name, 6)}"
+        account = account[: SERVICE_ACCOUNT_MAX - len(tail)].rstrip("-") + tail
+    if len(account) < SERVICE_ACCOUNT_MIN:
+        account = f"{account}-job"
+    return account
+
+
+def _label_text(text: str) -> str:
+    return re.sub(r"[^a-z0-9_-]", "_", text.lower())[:LABEL_LIMIT]
+
+
+def gcp_labels(job_name: str, labels: dict[str, str]) -> dict[str, str]:
+    """standard_labels valid for GCP: keys and values lowercase [a-z0-9_-], at most 63 chars."""
+    sanitized: dict[str, str] = {}
+    for key, value in standard_labels(job_name, labels).items():
+        label_key = _label_text(key)
+        if not label_key[:1].isalpha():
+            label_key = _label_text(f"l_{label_key}")
+        sanitized[label_key] = _label_text(str(value))
+    return sanitized
+
+
+def parse_gs_url(url: str, field: str) -> tuple[str, str]:
+    """(bucket, object prefix) of a gs:// URL; the prefix is "" or ends with "/"."""
+    if not url.startswith("gs://"):
+        raise ValueError(f"{field}: {url!r} is not a gs:// URL — use gs://bucket/prefix/")
+    bucket, _, prefix = url[len("gs://") :].partition("/")
+    if not bucket or any(c in url for c in "*?"):
+        raise ValueError(f"{field}: {url!r} names no bucket — use gs://bucket/prefix/")
+    prefix = prefix.strip("/")
+    return bucket, (prefix + "/" if prefix else "")
+
+
+def ssh_source_ranges(ssh_cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(IPv4, IPv6) CIDRs allowed SSH in; refuses the whole internet and malformed CIDRs."""
+    if isinstance(ssh_cidrs, str):
+        raise TypeError("NetworkArgs.ssh_cidrs takes a tuple of CIDR strings, not one string")
+    v4: list[str] = []
+    v6: list[str] = []
+    for cidr in ssh_cidrs:
+        try:
+            network = ipaddress.ip_network(cidr, strict=False)
+        except ValueError as exc:
+            raise ValueError(
+                f"ssh_cidrs: {cidr!r} is not a CIDR — use e.g. 203.0.113.0/24"
+            ) from exc
+        if network.prefixlen == 0:
+            raise ValueError(
+                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
+            )
+        (v4 if network.version == 4 else v6).append(str(network))
+    return v4, v6
+
+
+def prefix_condition(bucket: str, prefix: str) -> str:
+    """IAM condition (CEL) matching objects under `prefix` and listings asking for that prefix."""
+    if not prefix or prefix == "/" or any(c in prefix for c in '*?"\\'):
+        raise ValueError(
+            f"checkpoint_prefix: {prefix!r} would grant the whole bucket — use e.g. 'job-name/'"
+        )
+    # Object reads and writes are checked against the object's name; a listing is checked against
+    # the bucket, so it needs the list-prefix attribute or listing the prefix is denied.
+    return (
+        f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}") || '
+        f'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("{prefix}")'
+    )
+
+
+def machine_and_accelerators(
+    instance_type: str, gpu: str, gpu_count: int
+) -> tuple[str, list[gcp.compute.InstanceTemplateGuestAcceleratorArgs]]:
+    """Machine type and attached GPUs of `n1-standard-8+T4:1` (N1 + GPUs) or `a2-ultragpu-8g`."""
+    match = ATTACHED_GPUS.match(instance_type)
+    if match is None:
+        if "+" in instance_type:
+            raise ValueError(
+                f"instance_types: {instance_type!r} — name attached GPUs "
+                "<n1 machine>+<GPU>:<count>, e.g. n1-standard-8+T4:1"
+            )
+        if instance_type.startswith("n1-"):
+            raise ValueError(
+                f"instance_types: {instance_type!r} has no GPUs — attach them, e.g. "
+                f"{instance_type}+T4:1"
+            )
+        # Accelerator-optimized machine types (a2, a3, g2, ...) come with their GPUs.
+        return instance_type, []
+    if match["gpu"] != gpu or int(match["count"]) != gpu_count:
+        raise ValueError(
+            f"instance_types: {instance_type!r} attaches {match['gpu']}:{match['count']} but the "
+            f"group asks for gpu {gpu} x {gpu_count} — make them agree"
+        )
+    accelerator = accelerator_type(match["gpu"])
+    return match["machine"], [
+        gcp.compute.InstanceTemplateGuestAcceleratorArgs(type=accelerator, count=gpu_count)
+    ]
+
+
+def accelerator_type(gpu: str) -> str:
+    """GCP accelerator type of a canonical GPU on N1 machines, from router/data/instances.csv."""
+    from router.catalog import load_catalog
+
+    for row in load_catalog().for_cloud("gcp"):
+        if row.gpu == gpu and row.accelerator_type:
+            return row.accelerator_type
+    raise ValueError(
+        f"instance_types: GCP attaches no {gpu} GPUs to N1 machines in router/data/instances.csv — "
+        "use an accelerator-optimized machine type or add the row"
+    )
+
+
+# --- components --------------------------------------------------------------------------------
+
+
+class Network(pulumi.ComponentResource):
+    """VPC with one private subnet and Cloud NAT; nothing may connect in unless asked."""
+
+    network_id: pulumi.Output[str]
+    subnet_id: pulumi.Output[str]
+    firewall_id: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        _require(args, NetworkArgs, "gcp.Network")
+        ssh_v4, ssh_v6 = ssh_source_ranges(args.ssh_cidrs)
+        super().__init__("spotroute:gcp:Network", name, None, opts)
+        # Names are fixed per job, so a replacement must delete the old resource first.
+        child = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
+        job = args.job_name
+
+        network = gcp.compute.Network(
+            f"{name}-vpc",
+            name=gcp_name(job, "vpc"),
+            description=f"spotroute job {job}",
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            opts=child,
+        )
+        subnet = gcp.compute.Subnetwork(
+            f"{name}-subnet",
+            name=gcp_name(job, "subnet"),
+            network=network.id,
+            region=args.region,
+            ip_cidr_range=SUBNET_CIDR,
+            # Checkpoints and data in Cloud Storage are reached without external addresses.
+            private_ip_google_access=True,
+            opts=child,
+        )
+        # Nodes have no external IP; NAT lets them pull images (~$0.045/h per gateway + data).
+        router = gcp.compute.Router(
+            f"{name}-router",
+            name=gcp_name(job, "router"),
+            network=network.id,
+            region=args.region,
+            opts=child,
+        )
+        gcp.compute.RouterNat(
+            f"{name}-nat",
+            name=gcp_name(job, "nat"),
+            router=router.name,
+            region=args.region,
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
+            subnetworks=[
+                gcp.compute.RouterNatSubnetworkArgs(
+                    name=subnet.id, source_ip_ranges_to_nats=["ALL_IP_RANGES"]
+                )
+            ],
+            log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
+            opts=child,
+        )
+        # GCP already denies ingress implicitly; the explicit rule makes that visible in reviews
+        # and gives the component a firewall to export even when SSH stays closed.
+        deny = gcp.compute.Firewall(
+            f"{name}-deny-ingress",
+            name=gcp_name(job, "deny-ingress"),
+            network=network.id,
+            description=f"spotroute job {job}: no inbound traffic unless sshCidrs allows it",
+            direction="INGRESS",
+            priority=65534,
+            source_ranges=["0.0.0.0/0"],
+            denies=[gcp.compute.FirewallDenyArgs(protocol="all")],
+            opts=child,
+        )
+        # A rule holds IPv4 or IPv6 sources, never both.
+        for family, ranges in (("ssh", ssh_v4), ("ssh-v6", ssh_v6)):
+            if ranges:
+                gcp.compute.Firewall(
+                    f"{name}-{family}",
+                    name=gcp_name(job, family),
+                    network=network.id,
+                    description="SSH from the CIDRs the stack declares (spotroute:sshCidrs)",
+                    direction="INGRESS",
+                    priority=1000,
+                    source_ranges=ranges,
+                    allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
+                    opts=child,
+                )
+
+        self.network_id = network.id
+        self.subnet_id = subnet.id
+        self.firewall_id = deny.id
+        self.register_outputs(
+            {"network_id": network.id, "subnet_id": subnet.id, "firewall_id": deny.id}
+        )
+
+
+class CheckpointBucket(pulumi.ComponentResource):
+    """Versioned, private Cloud Storage bucket for checkpoints, or an existing one by URL."""
+
+    bucket_name: pulumi.Output[str]
+    url: pulumi.Output[str]
+    arn_or_id: pulumi.Output[str]
+    key_prefix: str
+
+    def __init__(
+        self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        _require(args, CheckpointBucketArgs, "gcp.CheckpointBucket")
+        if args.noncurrent_version_days < 1:
+            raise ValueError(
+                f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
+            )
+        existing = parse_gs_url(args.existing_url, "existing_url") if args.existing_url else None
+        if existing is None:
+            _check_bucket_name(name)
+        super().__init__("spotroute:gcp:CheckpointBucket", name, None, opts)
+
+        if existing is not None:
+            # Reused bucket: its settings belong to whoever owns it; nothing is created.
+            bucket_name, self.key_prefix = existing
+            self.bucket_name = pulumi.Output.from_input(bucket_name)
+            self.url = pulumi.Output.from_input(f"gs://{bucket_name}/{self.key_prefix}")
+            self.arn_or_id = pulumi.Output.from_input(f"projects/_/buckets/{bucket_name}")
+        else:
+            self.key_prefix = ""
+            self._create(name, args)
+
+        self.register_outputs(
+            {"bucket_name": self.bucket_name, "url": self.url, "arn_or_id": self.arn_or_id}
+        )
+
+    def _create(self, name: str, args: CheckpointBucketArgs) -> None:
+        # Bucket names are global: Pulumi's random suffix keeps two teams' "llm" jobs apart.
+        bucket = gcp.storage.Bucket(
+            f"{name}-ckpt",
+            location=args.region.upper(),
+            storage_class="STANDARD",
+            # IAM conditions (the job's prefix grant) need uniform bucket-level access.
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+            lifecycle_rules=[
+                gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                        days_since_noncurrent_time=args.noncurrent_version_days,
+                        with_state="ARCHIVED",
+                    ),
+                ),
+                # Preempted uploads leave parts behind that are billed until aborted.
+                gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(
+                        type="AbortIncompleteMultipartUpload"
+                    ),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=1),
+                ),
+            ],
+            force_destroy=False,  # checkpoints outlive a stack unless someone empties the bucket
+            labels=gcp_labels(args.job_name, args.labels),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.bucket_name = bucket.name
+        self.url = bucket.name.apply(lambda b: f"gs://{b}/")
+        self.arn_or_id = bucket.name.apply(lambda b: f"projects/_/buckets/{b}")
+
+
+def _check_bucket_name(name: str) -> None:
+    """Fail before registering anything if the autonamed bucket `<name>-ckpt-xxxxxxx` is invalid."""
+    longest = NAME_LIMIT - len("-ckpt") - AUTONAME_SUFFIX
+    if len(name) > longest:
+        raise ValueError(
+            f"job_name: {name!r} is {len(name)} characters; a created Cloud Storage bucket allows "
+            f"{longest} — shorten the job name or set spotroute:checkpointUrl to a gs:// bucket"
+        )
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name) or "goog" in name:
+        raise ValueError(
+            f"job_name: {name!r} cannot start a Cloud Storage bucket name (lowercase letters, "
+            "digits, - and _, no 'goog') — rename the job or set spotroute:checkpointUrl"
+        )
+
+
+class JobIdentity(pulumi.ComponentResource):
+    """Service account that may touch only the job's checkpoint prefix (and read its data)."""
+
+    identity_id: pulumi.Output[str]
+    checkpoint_url: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: JobIdentityArgs,
+        bucket: CheckpointBucket,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        _require(args, JobIdentityArgs, "gcp.JobIdentity")
+        _require(bucket, CheckpointBucket, "gcp.JobIdentity bucket")
+        relative = args.checkpoint_prefix.strip("/")
+        relative_prefix = relative + "/" if relative else ""
+        object_prefix = bucket.key_prefix + relative_prefix
+        # Fails here, before registering anything, if the prefix would grant the whole bucket.
+        prefix_condition("validate", object_prefix)
+        data_bucket, data_prefix = "", ""
+        if args.data_url.startswith("gs://"):
+            data_bucket, data_prefix = parse_gs_url(args.data_url, "data_url")
+        # Data outside Cloud Storage (s3://, https://) cannot be granted by a GCP service account:
+        # the job brings its own credentials for it, so nothing is added here.
+        super().__init__("spotroute:gcp:JobIdentity", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        job = args.job_name
+
+        account = gcp.serviceaccount.Account(
+            f"{name}-sa",
+            account_id=service_account_id(job),
+            display_name=f"spotroute job {job}"[:100],
+            description=f"spotroute job {job}: checkpoints under {object_prefix}"[:256],
+            # The id is fixed per job, so a replacement must delete the old account first.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        member = account.email.apply(lambda email: f"serviceAccount:{email}")
+        gcp.storage.BucketIAMMember(
+            f"{name}-checkpoints",
+            bucket=bucket.bucket_name,
+            role=CHECKPOINT_ROLE,
+            member=member,
+            condition=gcp.storage.BucketIAMMemberConditionArgs(
+                title=f"spotroute {job} checkpoints"[:100],
+                description=bucket.bucket_name.apply(lambda b: f"gs://{b}/{object_prefix}"),
+                expression=bucket.bucket_name.apply(lambda b: prefix_condition(b, object_prefix)),
+            ),
+            opts=child,
+        )
+        if data_bucket:
+            gcp.storage.BucketIAMMember(
+                f"{name}-data",
+                bucket=data_bucket,
+                role=DATA_ROLE,
+                member=member,
+                condition=gcp.storage.BucketIAMMemberConditionArgs(
+                    title=f"spotroute {job} data"[:100],
+                    description=f"read gs://{data_bucket}/{data_prefix}",
+                    expression=prefix_condition(data_bucket, data_prefix),
+                )
+                if data_prefix
+                else None,
+                opts=child,
+            )
+
+        self.identity_id = account.email
+        self.checkpoint_url = bucket.url.apply(lambda url: url + relative_prefix)
+        self.register_outputs(
+            {"identity_id": self.identity_id, "checkpoint_url": self.checkpoint_url}
+        )
+
+
+class SpotGpuGroup(pulumi.ComponentResource):
+    """Instance template + managed instance group of node_count GPU VMs (spot or standard)."""
+
+    group_id: pulumi.Output[str]
+    checkpoint_url: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: SpotGpuGroupArgs,
+        network: Network,
+        identity: JobIdentity,
+        bucket: CheckpointBucket,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        _require(args, SpotGpuGroupArgs, "gcp.SpotGpuGroup")
+        _require(network, Network, "gcp.SpotGpuGroup network")
+        _require(identity, JobIdentity, "gcp.SpotGpuGroup identity")
+        _require(bucket, CheckpointBucket, "gcp.SpotGpuGroup bucket")
+        _check_group_args(args)
+        # GCP takes one machine shape per group: the planner's cheapest, listed first.
+        machine_type, accelerators = machine_and_accelerators(
+            args.instance_types[0], args.gpu, args.gpu_count
+        )
+        super().__init__("spotroute:gcp:SpotGpuGroup", name, None, opts)
+        job = args.job_name
+        labels = gcp_labels(job, args.labels)
+
+        startup_script = identity.checkpoint_url.apply(
+            lambda url: render_startup_script(job, url, args.job)
+        )
+        template = gcp.compute.InstanceTemplate(
+            f"{name}-template",
+            # Templates are immutable: every change makes a new one next to the old.
+            name_prefix=gcp_name(job, "", TEMPLATE_PREFIX_LIMIT),
+            description=f"spotroute job {job}: {args.gpu_count}x {args.gpu} ({args.market})",
+            machine_type=machine_type,
+            guest_accelerators=accelerators or None,
+            disks=[
+                gcp.compute.InstanceTemplateDiskArgs(
+                    boot=True,
+                    auto_delete=True,
+                    source_image=GPU_IMAGE,
+                    disk_size_gb=args.boot_disk_gb,
+                    disk_type=BOOT_DISK_TYPE,
+                    labels=labels,
+                )
+            ],
+            # No access config: no external IP. Outbound goes through the network's Cloud NAT.
+            network_interfaces=[
+                gcp.compute.InstanceTemplateNetworkInterfaceArgs(subnetwork=network.subnet_id)
+            ],
+            service_account=gcp.compute.InstanceTemplateServiceAccountArgs(
+                email=identity.identity_id, scopes=SCOPES
+            ),
+            scheduling=_scheduling(args.market),
+            # Secure Boot stays off: the image's NVIDIA kernel modules are not signed for it.
+            shielded_instance_config=gcp.compute.InstanceTemplateShieldedInstanceConfigArgs(
+                enable_secure_boot=False, enable_vtpm=True, enable_integrity_monitoring=True
+            ),
+            metadata={
+                "startup-script": startup_script,
+                "block-project-ssh-keys": "TRUE",
+                "enable-oslogin": "TRUE",
+            },
+            labels=labels,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+        group_options = pulumi.ResourceOptions(
+            parent=self,
+            # Nodes start the job at boot: their service account, grants and NAT must exist first.
+            depends_on=[identity, network],
+            # A new template replaces the whole group (like AWS's one-shot fleet): a multi-node job
+            # never runs half old, half new, and the group's fixed name is freed first.
+            replace_on_changes=["versions"],
+            delete_before_replace=True,
+        )
+        versions = [gcp.compute.InstanceGroupManagerVersionArgs(instance_template=template.id)]
+        # A node that stops (job finished, or preempted) stays stopped: repairing it would rerun a
+        # finished job forever. The router restarts or moves the job.
+        on_failure = "DO_NOTHING"
+        if args.zone:
+            group: gcp.compute.InstanceGroupManager | gcp.compute.RegionInstanceGroupManager = (
+                gcp.compute.InstanceGroupManager(
+                    f"{name}-group",
+                    name=gcp_name(job, "group"),
+                    description=f"spotroute job {job}",
+                    zone=args.zone,
+                    base_instance_name=gcp_name(job, "node", BASE_INSTANCE_NAME_LIMIT),
+                    versions=versions,
+                    target_size=args.node_count,
+                    instance_lifecycle_policy=gcp.compute.InstanceGroupManagerInstanceLifecyclePolicyArgs(
+                        default_action_on_failure=on_failure
+                    ),
+                    update_policy=gcp.compute.InstanceGroupManagerUpdatePolicyArgs(
+                        type="OPPORTUNISTIC", minimal_action="REPLACE"
+                    ),
+                    # Spot capacity may take hours; `pulumi up` returns and the router watches.
+                    wait_for_instances=False,
+                    opts=group_options,
+                )
+            )
+        else:
+            group = gcp.compute.RegionInstanceGroupManager(
+                f"{name}-group",
+                name=gcp_name(job, "group"),
+                description=f"spotroute job {job}",
+                region=args.region,
+                # All nodes in whichever zone has the capacity: NCCL across zones is slow and
+                # cross-zone traffic is billed.
+                distribution_policy_target_shape="ANY_SINGLE_ZONE",
+                base_instance_name=gcp_name(job, "node", BASE_INSTANCE_NAME_LIMIT),
+                versions=[
+                    gcp.compute.RegionInstanceGroupManagerVersionArgs(instance_template=template.id)
+                ],
+                target_size=args.node_count,
+                instance_lifecycle_policy=gcp.compute.RegionInstanceGroupManagerInstanceLifecyclePolicyArgs(
+                    default_action_on_failure=on_failure
+                ),
+                update_policy=gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs(
+                    type="OPPORTUNISTIC",
+                    minimal_action="REPLACE",
+                    # ANY_SINGLE_ZONE needs proactive redistribution off.
+                    instance_redistribution_type="NONE",
+                ),
+                wait_for_instances=False,
+                opts=group_options,
+            )
+
+        self.group_id = group.id
+        self.checkpoint_url = identity.checkpoint_url
+        self.register_outputs({"group_id": group.id, "checkpoint_url": self.checkpoint_url})
+
+
+def _scheduling(market: str) -> gcp.compute.InstanceTemplateSchedulingArgs:
+    """Spot VMs stop when preempted; both markets stop for host maintenance (GPUs can't migrate)."""
+    if market == "spot":
+        return gcp.compute.InstanceTemplateSchedulingArgs(
+            provisioning_model="SPOT",
+            preemptible=True,
+            automatic_restart=False,
+            on_host_maintenance="TERMINATE",
+            # STOP keeps the boot disk (and pulled image) so a restart resumes quickly.
+            instance_termination_action="STOP",
+        )
+    return gcp.compute.InstanceTemplateSchedulingArgs(
+        provisioning_model="STANDARD",
+        preemptible=False,
+        # After host maintenance the VM boots again and the start-up script resumes the job.
+        automatic_restart=True,
+        on_host_maintenance="TERMINATE",
+    )
+
+
+def _check_group_args(args: SpotGpuGroupArgs) -> None:
+    if args.market not in MARKETS:
+        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
+    if isinstance(args.instance_types, str) or not args.instance_types:
+        raise ValueError("instance_types: give a non-empty tuple of GCP machine types")
+    if args.node_count < 1:
+        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
+    if args.max_price_per_hour <= 0:
+        raise ValueError(
+            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
+        )
+    if args.boot_disk_gb < 1:
+        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
+    if args.zone and not args.zone.startswith(f"{args.region}-"):
+        raise ValueError(
+            f"zone: {args.zone!r} is not in region {args.region!r} — use e.g. {args.region}-a"
+        )
+    # Renders (and so validates env names, reserved keys, empty commands) before registering.
+    render_startup_script(args.job_name, "gs://validate/", args.job)
