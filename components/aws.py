@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
+import re
 from typing import Any
 
 import pulumi
@@ -47,12 +48,18 @@ GPU_AMI_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
 ROOT_DEVICE_NAME = "/dev/sda1"  # root device of the Ubuntu DLAMIs
+ZONE_ID = re.compile(r"[a-z]{2,4}[0-9]-az[0-9]+")
 VPC_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/20"
 MARKETS = ("spot", "on-demand")
 SPOT_ALLOCATION_STRATEGY = "price-capacity-optimized"
 # The EC2 API's name for "lowest-price" on on-demand fleets; the provider rejects the dashed form.
 ON_DEMAND_ALLOCATION_STRATEGY = "lowestPrice"
+
+
+def is_zone_id(zone: str) -> bool:
+    """True for an AZ ID like `use1-az4` (as opposed to a zone name like `us-east-1a`)."""
+    return bool(ZONE_ID.fullmatch(zone))
 
 
 def make_provider(name: str, region: str) -> pulumi.ProviderResource:
@@ -192,7 +199,10 @@ class Network(pulumi.ComponentResource):
             f"{name}-subnet",
             vpc_id=vpc.id,
             cidr_block=SUBNET_CIDR,
-            availability_zone=args.zone or None,
+            # Zone names (us-east-1a) map to different physical zones per account; zone IDs
+            # (use1-az4, what price catalogs record) do not. Both are accepted.
+            availability_zone=None if is_zone_id(args.zone) else args.zone or None,
+            availability_zone_id=args.zone if is_zone_id(args.zone) else None,
             # Public addresses let nodes pull images without a NAT gateway (~$33/month + data).
             map_public_ip_on_launch=True,
             tags=_tags(job, labels, "subnet"),

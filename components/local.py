@@ -1,0 +1,310 @@
+"""The local target: the same four components as the clouds, on this machine, no plugin binaries.
+
+`SpotGpuGroup` runs the job's command as a local process in a sandbox under SPOTROUTE_HOME
+(create starts it, read reports whether it is alive, delete stops it gracefully, a changed
+command/env replaces it). `CheckpointBucket` is a directory with a `file://` URL. `Network` and
+`JobIdentity` have nothing to create locally and only export what the program expects. Both
+stateful parts are Pulumi dynamic providers, run by the engine through the
+`pulumi-resource-pulumi-python` shim. The local target has no GPU and no container runtime:
+the job's command runs directly and `image` is recorded but not pulled.
+
+Constructors match components/aws.py:
+  make_provider(name, region) -> None
+  Network(name, args: NetworkArgs, opts=None)
+  CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
+  JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None)
+  SpotGpuGroup(name, args: SpotGpuGroupArgs, network, identity, bucket, opts=None)
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import signal
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+
+from components.args import (
+    CheckpointBucketArgs,
+    JobIdentityArgs,
+    NetworkArgs,
+    SpotGpuGroupArgs,
+    standard_labels,
+)
+
+STOP_GRACE_S = 10.0  # SIGTERM first so the job can write a last checkpoint, then SIGKILL
+# Changing any of these means a different job process: replace, never patch in place.
+REPLACE_ON = ("job_name", "command", "env", "checkpoint_url")
+UPDATE_IN_PLACE = ("image", "market", "labels")  # recorded only: the process is untouched
+
+
+def _home() -> Path:
+    # Resolved in the provider process, which inherits the deploying process's environment.
+    from router.home import spotroute_home
+
+    return spotroute_home()
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (guards against PID reuse)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):  # zombie or dead: finished, just not reaped yet
+        return None
+    return int(fields[19])
+
+
+def process_alive(pid: int, start_ticks: int) -> bool:
+    """True while the process started by the local target is running."""
+    return pid > 0 and _start_ticks(pid) == start_ticks
+
+
+def parse_group_id(group_id: str) -> tuple[int, int] | None:
+    """(pid, start_ticks) from a local group id `local-process:<pid>:<ticks>`; None otherwise."""
+    parts = group_id.split(":")
+    if len(parts) != 3 or parts[0] != "local-process":
+        return None
+    try:
+        return int(parts[1]), int(parts[2])
+    except ValueError:
+        return None
+
+
+def stop_process(pid: int, start_ticks: int, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM the job's process group, SIGKILL after `grace_s` seconds if it is still running."""
+    if not process_alive(pid, start_ticks):
+        return
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)  # the job is its own session leader: pgid == pid
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not process_alive(pid, start_ticks):
+                return
+            time.sleep(0.05)
+
+
+class LocalProcessProvider(ResourceProvider):
+    """Dynamic provider: a job process in a sandbox directory under SPOTROUTE_HOME/sandbox."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        sandbox = _home() / "sandbox" / props["job_name"]
+        sandbox.mkdir(parents=True, exist_ok=True, mode=0o700)
+        log_path = sandbox / "job.log"
+        checkpoint_dir = Path(urlparse(props["checkpoint_url"]).path)
+        checkpoint_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(sandbox),
+            "LANG": "C.UTF-8",
+            **props.get("env", {}),
+            "SPOTROUTE_JOB_ID": props["job_name"],
+            "SPOTROUTE_CHECKPOINT_URL": props["checkpoint_url"],
+            "SPOTROUTE_CHECKPOINT_DIR": str(checkpoint_dir),
+        }
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                list(props["command"]),
+                cwd=sandbox,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # survives the provider process; stoppable as a group
+                close_fds=True,
+            )
+        ticks = _start_ticks(proc.pid)
+        if ticks is None:
+            raise RuntimeError(f"job command exited at once; see {log_path}")
+        outs = {
+            **props,
+            "pid": proc.pid,
+            "start_ticks": ticks,
+            "sandbox": str(sandbox),
+            "log_path": str(log_path),
+            "started_at": datetime.now(UTC).isoformat(),
+        }
+        return CreateResult(id_=f"local-process:{proc.pid}:{ticks}", outs=outs)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        ids = parse_group_id(id_)
+        if ids is None or not process_alive(*ids):
+            return ReadResult(id_="", outs={})  # gone: a refresh drops it from the state
+        return ReadResult(id_=id_, outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = [k for k in (*REPLACE_ON, *UPDATE_IN_PLACE) if olds.get(k) != news.get(k)]
+        replaces = [k for k in changed if k in REPLACE_ON]
+        return DiffResult(
+            changes=bool(changed), replaces=replaces, delete_before_replace=True
+        )
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs={**olds, **news})
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        ids = parse_group_id(id_)
+        if ids is not None:
+            stop_process(*ids)
+
+
+class LocalDirectoryProvider(ResourceProvider):
+    """Dynamic provider: a checkpoint directory under SPOTROUTE_HOME/checkpoints (mode 0700)."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        path = _home() / "checkpoints" / props["job_name"]
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return CreateResult(id_=str(path), outs={**props, "path": str(path), "url": f"file://{path}/"})
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_ if Path(id_).is_dir() else "", outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = ["job_name"] if olds.get("job_name") != news.get("job_name") else []
+        return DiffResult(changes=bool(replaces), replaces=replaces)
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        # Checkpoints are the job's work: empty directories go, any file (and its parents) stays.
+        path = Path(id_)
+        if not path.is_dir():
+            return
+        for directory in sorted((d for d in path.rglob("*") if d.is_dir()), reverse=True):
+            if not any(directory.iterdir()):
+                directory.rmdir()
+        if not any(path.iterdir()):
+            path.rmdir()
+
+
+class LocalProcess(pulumi.dynamic.Resource, module="spotroute", name="LocalProcess"):
+    pid: pulumi.Output[int]
+    log_path: pulumi.Output[str]
+    sandbox: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+        super().__init__(
+            LocalProcessProvider(),
+            name,
+            {**props, "pid": None, "start_ticks": None, "log_path": None, "sandbox": None,
+             "started_at": None},
+            opts,
+        )
+
+
+class LocalDirectory(pulumi.dynamic.Resource, module="spotroute", name="LocalDirectory"):
+    url: pulumi.Output[str]
+    path: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+        super().__init__(LocalDirectoryProvider(), name, {**props, "url": None, "path": None}, opts)
+
+
+# --- components -----------------------------------------------------------------------------------
+
+
+def make_provider(name: str, region: str) -> None:
+    """The local target needs no provider: dynamic resources bring their own."""
+    return None
+
+
+class Network(pulumi.ComponentResource):
+    """Nothing to create locally: the job process shares this machine's network, no inbound."""
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("spotroute:local:Network", name, None, opts)
+        self.network_id = pulumi.Output.from_input("local")
+        self.subnet_id = pulumi.Output.from_input("local")
+        self.firewall_id = pulumi.Output.from_input("local")
+        self.register_outputs(
+            {"network_id": self.network_id, "subnet_id": self.subnet_id, "firewall_id": self.firewall_id}
+        )
+
+
+class CheckpointBucket(pulumi.ComponentResource):
+    """A private directory (file:// URL); an existing file:// URL is reused as is."""
+
+    def __init__(self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("spotroute:local:CheckpointBucket", name, None, opts)
+        if args.existing_url:
+            if not args.existing_url.startswith("file://"):
+                raise ValueError(
+                    f"existing_url: the local target needs a file:// URL, got {args.existing_url!r}"
+                )
+            url = args.existing_url if args.existing_url.endswith("/") else args.existing_url + "/"
+            self.url = pulumi.Output.from_input(url)
+            self.bucket_name = pulumi.Output.from_input(urlparse(url).path)
+        else:
+            directory = LocalDirectory(
+                f"{name}-dir",
+                {"job_name": args.job_name, "labels": standard_labels(args.job_name, args.labels)},
+                pulumi.ResourceOptions(parent=self),
+            )
+            self.url = directory.url
+            self.bucket_name = directory.path
+        self.arn_or_id = self.bucket_name
+        self.register_outputs({"bucket_name": self.bucket_name, "url": self.url})
+
+
+class JobIdentity(pulumi.ComponentResource):
+    """The job runs as the deploying user; there is no separate identity to create."""
+
+    def __init__(
+        self,
+        name: str,
+        args: JobIdentityArgs,
+        bucket: CheckpointBucket,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("spotroute:local:JobIdentity", name, None, opts)
+        self.identity_id = pulumi.Output.from_input(f"local-user:{getpass.getuser()}")
+        # Same shape as the clouds: the job writes only below bucket URL + checkpoint prefix.
+        self.checkpoint_url = pulumi.Output.concat(bucket.url, args.checkpoint_prefix)
+        self.register_outputs({"identity_id": self.identity_id, "checkpoint_url": self.checkpoint_url})
+
+
+class SpotGpuGroup(pulumi.ComponentResource):
+    """The job's command as one local process (node_count is recorded; one process runs)."""
+
+    def __init__(
+        self,
+        name: str,
+        args: SpotGpuGroupArgs,
+        network: Network,
+        identity: JobIdentity,
+        bucket: CheckpointBucket,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("spotroute:local:SpotGpuGroup", name, None, opts)
+        process = LocalProcess(
+            f"{name}-process",
+            {
+                "job_name": args.job_name,
+                "command": list(args.job.command),
+                "env": dict(args.job.env),
+                "image": args.job.image,
+                "checkpoint_url": identity.checkpoint_url,
+                "market": args.market,
+                "labels": standard_labels(args.job_name, args.labels),
+            },
+            pulumi.ResourceOptions(parent=self),
+        )
+        self.group_id = process.id
+        self.checkpoint_url = identity.checkpoint_url
+        self.log_path = process.log_path
+        self.register_outputs(
+            {"group_id": self.group_id, "checkpoint_url": self.checkpoint_url, "log_path": self.log_path}
+        )
