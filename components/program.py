@@ -188,7 +188,8 @@ def read_placement_config(config: ConfigSource, stack_file: str = "") -> Placeme
         raise read.fail("instanceTypes", "is empty — list at least one instance type")
     market = read.choice("market", MARKETS)
     max_price = read.number("maxPrice", required=True)
-    if max_price <= 0:
+    # The local target is free; every cloud placement needs a real cap.
+    if max_price < 0 or (max_price == 0 and cloud != "local"):
         raise read.fail("maxPrice", f"{max_price:g} — use a positive USD per instance-hour")
     checkpointing = read.boolean("checkpointing", default=False)
     if market == "spot" and not checkpointing:

@@ -250,6 +250,126 @@ def plan(
 
 
 # ---------------------------------------------------------------------------------------------
+# deploying (Pulumi is imported inside router.jobs, only on these paths)
+
+
+def _target(value: str | None) -> str | None:
+    if value is None:
+        return None
+    cloud = value.partition("/")[0]
+    if cloud not in ("aws", "gcp", "azure", "local"):
+        raise click.BadParameter(f"'{value}' — use CLOUD or CLOUD/REGION, e.g. aws/us-east-1",
+                                 param_hint="--to")
+    return value
+
+
+@cli.command()
+@click.argument("job", type=click.Path(path_type=Path))
+@click.option("--yes", "-y", is_flag=True, help="Deploy without asking after the preview.")
+@click.option("--dry-run", is_flag=True, help="Plan and preview only; leave the stack config as it was.")
+@click.option("--to", "to", help="Place in this CLOUD or CLOUD/REGION only.")
+@click.option("--require-fresh", is_flag=True, help="Refuse stale quotes.")
+@json_option
+@click.pass_context
+def deploy(ctx: click.Context, job: Path, yes: bool, dry_run: bool, to: str | None,
+           require_fresh: bool, as_json: bool) -> None:
+    """Plan → choose → write stack config → preview → confirm → up → record."""
+    from router import jobs, render
+
+    project = _project(ctx, required=True)
+    proposal = jobs.propose(job, project=project, now=_now(), to=_target(to),
+                            require_fresh=require_fresh)
+    if not as_json:
+        render.proposal(proposal)
+
+    def confirm(review: object) -> bool:
+        if not as_json:
+            render.review_summary(review)
+        if yes or dry_run:
+            return not dry_run
+        if not sys.stdin.isatty():
+            raise click.UsageError("not a terminal to confirm on — pass --yes to deploy")
+        return click.confirm("Deploy?", default=False)
+
+    with render.EngineProgress(f"deploying {proposal.job.name}") as progress:
+        outcome = jobs.deploy(proposal, project=project, confirm=confirm, dry_run=dry_run,
+                              on_event=None if as_json else progress)
+    if as_json:
+        render.print_json({"job": outcome.job, "applied": outcome.applied,
+                           "placement": outcome.placement.to_json(), "outputs": outcome.outputs,
+                           "config_diff": list(proposal.config_diff)})
+    else:
+        render.deploy_outcome(outcome)
+
+
+@cli.command()
+@click.argument("job", type=click.Path(path_type=Path))
+@click.option("--to", "to", help="Preview placing in this CLOUD or CLOUD/REGION only.")
+@click.option("--review", "review_format", type=click.Choice(["markdown", "json"]),
+              help="Print a pull-request review summary: identities, access, firewall, storage first.")
+@click.pass_context
+def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | None) -> None:
+    """The engine's preview of deploying JOB now; changes nothing."""
+    from router import jobs, render
+    from router.review import review_json, review_markdown
+
+    project = _project(ctx, required=True)
+    with render.EngineProgress("previewing") as progress:
+        review = jobs.preview_job(job, project=project, now=_now(), to=_target(to),
+                                  on_event=None if review_format else progress)
+    if review_format == "json":
+        render.print_json(review_json(review))
+    elif review_format == "markdown":
+        click.echo(review_markdown(review))
+    else:
+        render.review_summary(review)
+
+
+@cli.command()
+@click.argument("job", required=False)
+@json_option
+@click.pass_context
+def status(ctx: click.Context, job: str | None, as_json: bool) -> None:
+    """Jobs in the backend: placement, price then and now, up since, cost so far."""
+    from router import jobs, render
+
+    now = _now()
+    statuses = jobs.job_status(project=_project(ctx, required=True), now=now, job=job)
+    if as_json:
+        render.print_json([s.to_json() for s in statuses])
+    else:
+        render.status_table(statuses, now)
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--yes", "-y", is_flag=True, help="Destroy without asking.")
+@click.pass_context
+def destroy(ctx: click.Context, job: str, yes: bool) -> None:
+    """Tear down JOB's stack (the job's process/instances, network, identity)."""
+    from router import jobs, render
+
+    project = _project(ctx, required=True)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.UsageError("not a terminal to confirm on — pass --yes to destroy")
+        click.confirm(f"Destroy job {job}?", default=False, abort=True)
+    with render.EngineProgress(f"destroying {job}") as progress:
+        deleted = jobs.destroy_job(job, project=project, on_event=progress)
+    click.echo(f"destroyed {job}: {deleted} resources deleted")
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
+def init(directory: Path) -> None:
+    """Scaffold a spotroute project in DIRECTORY (Pulumi.yaml, stacks/, spotroute.yaml, a job)."""
+    from router.scaffold import init_project
+
+    for path in init_project(directory):
+        click.echo(f"created {path}")
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def main() -> None:

@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 def _console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    # Piped output keeps whole rows (rich would otherwise squeeze tables into 80 columns).
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 200
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width, emoji=False)
 
 
 def print_json(data: Any) -> None:
@@ -199,15 +202,15 @@ def plan_table(report: PlanReport, *, explain: bool) -> None:
     else:
         table = Table(title=f"placements for '{job.name}', best first (USD, {job.duration_hours:g} h"
                       f" × {job.node_count} node{'s' if job.node_count > 1 else ''})")
-        for name, justify in [("#", "right"), ("cloud", "left"), ("region", "left"),
-                              ("zone", "left"), ("instance type", "left"), ("market", "left"),
-                              ("$/h", "right"), ("compute", "right"), ("egress", "right"),
-                              ("interruption", "right"), ("total", "right"), ("source", "left")]:
-            table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        for name, justify in [("#", "right"), ("placement", "left"), ("instance type", "left"),
+                              ("market", "left"), ("$/h", "right"), ("compute", "right"),
+                              ("egress", "right"), ("interruption", "right"), ("total", "right"),
+                              ("price source", "left")]:
+            table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for rank, p in enumerate(result.placements, 1):
             source = f"{p.price_source} {age(p.price_age_s)}"
             table.add_row(
-                str(rank), p.cloud, p.region, p.zone or "-", p.instance_type, p.market,
+                str(rank), f"{p.cloud} {p.zone or p.region}", p.instance_type, p.market,
                 f"{p.price_per_hour:,.2f}", money(p.compute_cost), money(p.egress_cost),
                 money(p.interruption_cost), f"[bold]{money(p.total_cost)}[/]",
                 f"[yellow]{source} stale[/]" if p.stale else source,
@@ -228,3 +231,120 @@ def plan_table(report: PlanReport, *, explain: bool) -> None:
             table.add_row(o.cloud, o.region, o.zone or "-", o.instance_type, o.market,
                           f"{o.price_per_hour:,.2f}", r.reason)
         console.print(table)
+
+
+# --- engine -------------------------------------------------------------------------------------
+
+
+class EngineProgress:
+    """Live engine progress on stderr: counts by operation, the current resource, elapsed time.
+
+    Engine events arrive on a background thread (Automation API); rich's Live redraws from its own
+    thread, so this only updates plain fields under a lock.
+    """
+
+    def __init__(self, title: str) -> None:
+        import threading
+        import time
+
+        from rich.live import Live
+
+        self.title = title
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._clock = time.monotonic
+        self.counts: dict[str, int] = {}
+        self.current = ""
+        self.diagnostics: list[str] = []
+        self._live = Live(self._render(), console=_console(stderr=True), refresh_per_second=8,
+                          transient=True, get_renderable=self._render)
+
+    def _render(self) -> Any:
+        from rich.text import Text
+
+        with self._lock:
+            counts = ", ".join(f"{n} {op}" for op, n in sorted(self.counts.items())) or "starting"
+            elapsed = self._clock() - self._started
+            return Text(f"{self.title}: {counts}  {self.current}  {elapsed:.0f}s")
+
+    def __call__(self, event: Any) -> None:
+        with self._lock:
+            if event.resource_pre_event is not None:
+                meta = event.resource_pre_event.metadata
+                self.current = f"{meta.op.value} {meta.urn.rsplit('::', 1)[-1]}"
+            elif event.res_outputs_event is not None:
+                op = event.res_outputs_event.metadata.op.value
+                if op not in ("same", "read", "refresh"):
+                    self.counts[op] = self.counts.get(op, 0) + 1
+            elif event.diagnostic_event is not None and event.diagnostic_event.severity == "error":
+                self.diagnostics.append(event.diagnostic_event.message.strip())
+
+    def __enter__(self) -> EngineProgress:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.__exit__(None, None, None)
+        elapsed = self._clock() - self._started
+        counts = ", ".join(f"{n} {op}" for op, n in sorted(self.counts.items())) or "no changes"
+        _console(stderr=True).print(f"{self.title}: {counts} in {elapsed:.1f}s")
+
+
+def proposal(p: Any) -> None:
+    """The chosen placement and the stack config change, before the preview."""
+    console = _console()
+    c = p.chosen
+    console.print(f"[bold]{p.job.name}[/] → {c.cloud} {c.region} {c.zone or ''} {c.instance_type} "
+                  f"{c.market} at {money(c.price_per_hour)}/h ({c.price_source}), "
+                  f"expected total {money(c.total_cost)}")
+    if p.config_diff:
+        console.print(f"config changes in {p.stack_file.name}:")
+        for line in p.config_diff:
+            color = {"+": "green", "-": "red", "~": "yellow"}[line[0]]
+            console.print(f"  [{color}]{line}[/]", markup=True, highlight=False)
+    else:
+        console.print(f"config in {p.stack_file.name} unchanged")
+
+
+def review_summary(r: Any) -> None:
+    console = _console()
+    counts = ", ".join(f"{n} to {op}" for op, n in sorted(r.counts.items())) or "no changes"
+    console.print(f"preview: {counts}")
+    for name, changes in r.by_category.items():
+        for c in changes:
+            console.print(f"  {c.op:>8} {name:<17} {c.type} {c.name}")
+    for v in r.policy_violations:
+        console.print(f"  [red]policy[/] {v}")
+
+
+def deploy_outcome(o: Any) -> None:
+    console = _console()
+    if not o.applied:
+        console.print("nothing deployed (dry run or declined); stack config left as it was")
+        return
+    console.print(f"[green]deployed[/] {o.job}: " + ", ".join(f"{k}={v}" for k, v in sorted(o.outputs.items())
+                                                          if k in ("groupId", "checkpointUrl", "identity")))
+
+
+def status_table(statuses: Sequence[Any], now: datetime) -> None:
+    from rich.table import Table
+
+    console = _console()
+    if not statuses:
+        console.print("no jobs deployed — `route deploy JOB`")
+        return
+    table = Table(title="jobs")
+    for name, justify in [("job", "left"), ("state", "left"), ("placement", "left"),
+                          ("market", "left"), ("$/h then", "right"), ("best $/h now", "right"),
+                          ("up since", "left"), ("cost so far", "right")]:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for s in statuses:
+        place = " ".join(x for x in (s.cloud, s.region, s.zone, s.instance_type) if x) or "-"
+        table.add_row(
+            s.job, s.state, place, s.market or "-",
+            money(s.price_per_hour) if s.price_per_hour is not None else "-",
+            money(s.best_price_now) if s.best_price_now is not None else "-",
+            f"{s.up_since:%Y-%m-%d %H:%M} ({age((now - s.up_since).total_seconds())})" if s.up_since else "-",
+            money(s.cost_so_far) if s.cost_so_far is not None else "-",
+        )
+    console.print(table)

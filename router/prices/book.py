@@ -54,12 +54,22 @@ def known_offers(
     store: QuoteStore | None,
     clouds: Sequence[str] | None = None,
 ) -> list[Offer]:
-    """Every offer known now: cached live/imported quotes merged over the snapshot."""
+    """Every offer known now: cached live/imported quotes merged over the snapshot.
+
+    A cached quote for a (cloud, region, type, market) replaces every snapshot row for it, even
+    when the two name zones differently (the snapshot prices AWS on-demand per region and names
+    AWS zones by ID; the live API prices per zone name).
+    """
     wanted = set(clouds) if clouds else None
-    quotes = [q for q in snapshot if wanted is None or q.cloud in wanted]
-    if store is not None:
-        quotes.extend(store.latest(clouds=sorted(wanted) if wanted else None))
-    return offers_from_quotes(freshest(quotes), catalog).offers
+    cached = store.latest(clouds=sorted(wanted) if wanted else None) if store is not None else []
+    covered = {(q.cloud, q.region, q.instance_type, q.market) for q in cached}
+    quotes = [
+        q
+        for q in snapshot
+        if (wanted is None or q.cloud in wanted)
+        and (q.cloud, q.region, q.instance_type, q.market) not in covered
+    ]
+    return offers_from_quotes(freshest([*quotes, *cached]), catalog).offers
 
 
 @dataclass(frozen=True)

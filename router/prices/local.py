@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
+from router.gpus import gpu_memory_gb
 from router.jobspec import Job
 from router.offers import Offer
 
@@ -30,7 +31,7 @@ def local_offers(job: Job, now: datetime) -> list[Offer]:
             instance_type=LOCAL_INSTANCE_TYPE,
             gpu=want.gpu,
             gpu_count=want.count,
-            gpu_memory_gb=0,
+            gpu_memory_gb=gpu_memory_gb(want.gpu),  # a stand-in: it reports what was asked
             vcpus=max(cpus, job.resources.min_vcpus),
             memory_gb=max(1.0, job.resources.min_memory_gb),
             market=market,

@@ -1,0 +1,231 @@
+"""The Pulumi engine through the Automation API: one stack per job, an inline program.
+
+The program is components.program.placement_program, run in-process (no language-host binary).
+Config is written through the CLI (`pulumi config set-all --json`), which honours Pulumi.yaml's
+`stackConfigDir`, so it lands in stacks/Pulumi.<job>.yaml where it is reviewed. The Python
+Automation API itself would write next to Pulumi.yaml (pulumi issue #10305), so it is never
+asked to save stack settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from router.errors import BadInput, OperationFailed
+from router.project import Project
+
+if TYPE_CHECKING:
+    from pulumi import automation as auto
+
+PROJECT_NAME = "spotroute"
+PASSPHRASE_FILE = "passphrase"
+
+EventHandler = Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where stack state lives: file:// (default, under SPOTROUTE_HOME), s3://, gs://, azblob://, postgres://."""
+
+    url: str
+    is_default: bool
+
+
+def choose_backend(home: Path, configured: str | None) -> Backend:
+    """The org config's backend_url, else $PULUMI_BACKEND_URL, else file://$SPOTROUTE_HOME/state."""
+    url = configured or os.environ.get("PULUMI_BACKEND_URL")
+    if url:
+        if not url.startswith(("file://", "s3://", "gs://", "azblob://", "postgres://")):
+            raise BadInput(
+                f"backend_url: '{url}' is not a DIY backend — use file://, s3://, gs://, "
+                "azblob:// or postgres://"
+            )
+        return Backend(url, is_default=False)
+    state = home / "state"
+    state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return Backend(f"file://{state}", is_default=True)
+
+
+def passphrase_env(home: Path, backend: Backend) -> dict[str, str]:
+    """Secrets-provider settings for the engine; never logged.
+
+    A user-set PULUMI_CONFIG_PASSPHRASE(_FILE) always wins. With the default local backend a
+    random passphrase file is created under SPOTROUTE_HOME (mode 0600) so the quickstart works;
+    shared backends require the user to choose one, because teammates must share it.
+    """
+    for var in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"):
+        if var in os.environ:
+            return {var: os.environ[var]}
+    if not backend.is_default:
+        raise BadInput(
+            f"no passphrase for stack secrets on backend {backend.url} — set "
+            "PULUMI_CONFIG_PASSPHRASE_FILE (or PULUMI_CONFIG_PASSPHRASE) to the team's passphrase"
+        )
+    path = home / PASSPHRASE_FILE
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+    return {"PULUMI_CONFIG_PASSPHRASE_FILE": str(path)}
+
+
+def find_pulumi() -> str:
+    """The pulumi CLI's directory; a clear error when it is missing."""
+    found = shutil.which("pulumi")
+    if not found:
+        raise OperationFailed(
+            "the pulumi CLI is not on PATH — run `bash scripts/ensure-pulumi.sh` (or `make setup`) "
+            "and put the directory it prints first on PATH"
+        )
+    return str(Path(found).parent)
+
+
+def policy_pack_dir() -> Path:
+    """The CrossGuard pack shipped with spotroute (the `policies` package directory)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("policies")
+    if spec is None or spec.origin is None:
+        raise OperationFailed("spotroute's policy pack is not installed — reinstall spotroute")
+    return Path(spec.origin).parent
+
+
+@dataclass
+class Engine:
+    """One project's stacks on one backend."""
+
+    project: Project
+    home: Path
+    backend: Backend
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PULUMI_BACKEND_URL": self.backend.url,
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
+            # The engine's Python plugins (dynamic providers, policy packs) use this interpreter.
+            "SPOTROUTE_PYTHON": sys.executable,
+            "SPOTROUTE_HOME": str(self.home),
+            **passphrase_env(self.home, self.backend),
+        }
+
+    def workspace(self) -> auto.LocalWorkspace:
+        from pulumi import automation as auto
+
+        from components.program import placement_program
+
+        command = auto.PulumiCommand(root=None) if False else None  # noqa: SIM108 — PATH lookup
+        find_pulumi()
+        return auto.LocalWorkspace(
+            work_dir=str(self.project.root),
+            program=placement_program,
+            env_vars=self.env(),
+            pulumi_command=command,
+        )
+
+    def stack(self, job: str, *, create: bool = True) -> auto.Stack:
+        from pulumi import automation as auto
+
+        ws = self.workspace()
+        try:
+            if create:
+                return auto.Stack.create_or_select(job, ws)
+            return auto.Stack.select(job, ws)
+        except auto.StackNotFoundError:
+            raise OperationFailed(
+                f"no deployed job '{job}' on backend {self.backend.url} — see `route status`"
+            ) from None
+        except auto.CommandError as exc:
+            raise engine_error(job, exc) from None
+
+    def write_config(self, job: str, config: Mapping[str, Any]) -> None:
+        """Set every spotroute:* key in one CLI call; the CLI writes stacks/Pulumi.<job>.yaml."""
+        from pulumi import automation as auto
+
+        payload = {
+            f"spotroute:{key}": (
+                {"value": value, "secret": False}
+                if isinstance(value, str)
+                else {"value": json.dumps(value), "objectValue": value, "secret": False}
+            )
+            for key, value in config.items()
+        }
+        ws = self.workspace()
+        try:
+            ws.set_all_config_json(job, json.dumps(payload))
+        except auto.CommandError as exc:
+            raise engine_error(job, exc) from None
+
+    def list_stacks(self) -> list[auto.StackSummary]:
+        from pulumi import automation as auto
+
+        try:
+            return self.workspace().list_stacks()
+        except auto.CommandError as exc:
+            raise OperationFailed(f"cannot list jobs on {self.backend.url}: {first_line(exc)}") from None
+
+
+def first_line(exc: Exception) -> str:
+    """The most telling line of an engine error (the CLI prints pages)."""
+    text = str(exc)
+    for marker in ("error: ", "Error: "):
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith(marker) and len(line) > len(marker):
+                return line[len(marker):].strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith(("code:", "stdout:", "stderr:"))]
+    return lines[0] if lines else type(exc).__name__
+
+
+def engine_error(job: str, exc: Exception) -> OperationFailed:
+    """A one-line OperationFailed for an engine CommandError (locks get their own wording)."""
+    text = str(exc)
+    if "currently locked" in text or "Conflict: Another update is currently in progress" in text:
+        return OperationFailed(
+            f"job {job} is being changed by another process — wait for it to finish, or if it "
+            f"died, run `pulumi cancel --stack {job}`"
+        )
+    return OperationFailed(f"job {job}: {first_line(exc)}")
+
+
+@contextmanager
+def job_lock(home: Path, job: str) -> Iterator[None]:
+    """Exclusive right to change one job on this machine; a second process fails at once."""
+    from filelock import FileLock, Timeout
+
+    locks = home / "locks"
+    locks.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = FileLock(str(locks / f"{job}.lock"), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise OperationFailed(
+            f"job {job} is being changed by another process — wait for it to finish"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextmanager
+def config_transaction(path: Path) -> Iterator[None]:
+    """Restore the stack file as it was if the block fails: nothing half-changed is left behind."""
+    before = path.read_bytes() if path.exists() else None
+    try:
+        yield
+    except BaseException:
+        if before is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_bytes(before)
+        raise

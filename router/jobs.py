@@ -1,0 +1,373 @@
+"""What the job verbs do: deploy, preview, status, destroy. One Pulumi stack per job.
+
+The engine adapter is router/deploy.py; placements come from router/planning.py; stack config
+from router/stackconfig.py. Confirmation and progress are callbacks the CLI passes in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from router.deploy import Engine, choose_backend, config_transaction, engine_error, job_lock
+from router.errors import BadInput, OperationFailed
+from router.home import spotroute_home
+from router.jobspec import Job
+from router.planner import Placement
+from router.planning import org_config_for, plan_job
+from router.project import Project
+from router.review import Change, Review, change_from_event, review
+from router.stackconfig import StackConfig, config_diff, read_stack_file, stack_config
+
+EventHandler = Callable[[Any], None]
+
+
+def engine_for(project: Project) -> Engine:
+    """The engine for this project's backend (org config backend_url, default local files)."""
+    home = spotroute_home()
+    return Engine(project, home, choose_backend(home, org_config_for(project).backend_url))
+
+
+# --- deploy -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The placement chosen for a job and the stack config change it means."""
+
+    job: Job
+    chosen: Placement
+    config: StackConfig
+    config_diff: tuple[str, ...]
+    stack_file: Path
+
+
+def _matches(p: Placement, target: str) -> bool:
+    cloud, _, region = target.partition("/")
+    return p.cloud == cloud and (not region or p.region == region)
+
+
+def propose(
+    job_path: Path, *, project: Project, now: datetime, to: str | None = None,
+    require_fresh: bool = False,
+) -> Proposal:
+    """Plan the job and pick the best placement (within `to` = CLOUD or CLOUD/REGION if given)."""
+    report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
+    ranked = report.result.placements
+    candidates = [p for p in ranked if to is None or _matches(p, to)]
+    if not candidates:
+        where = f" in {to}" if to else ""
+        raise OperationFailed(
+            f"no placement{where} fits job '{report.job.name}' — see `route plan {job_path} --explain`"
+        )
+    chosen = candidates[0]
+    config = stack_config(report.job, chosen, candidates)
+    stack_file = project.stack_config_path(report.job.name)
+    return Proposal(report.job, chosen, config, tuple(config_diff(read_stack_file(stack_file), config)),
+                    stack_file)
+
+
+@dataclass
+class PreviewResult:
+    changes: list[Change] = field(default_factory=list)
+    policy_violations: list[str] = field(default_factory=list)
+
+    def on_event(self, event: Any) -> None:
+        if event.resource_pre_event is not None:
+            self.changes.append(change_from_event(event.resource_pre_event.metadata))
+        if event.policy_event is not None:
+            pe = event.policy_event
+            self.policy_violations.append(
+                f"[{pe.enforcement_level}] {pe.policy_name}: {pe.message.strip().splitlines()[0]}"
+                + (f" ({pe.resource_urn.rsplit('::', 1)[-1]})" if pe.resource_urn else "")
+            )
+
+
+@dataclass(frozen=True)
+class DeployOutcome:
+    job: str
+    applied: bool
+    review: Review
+    outputs: dict[str, Any]
+    placement: Placement
+    record_path: Path | None = None
+
+
+class _Rollback(Exception):
+    """Undo the config write (dry run, or the user said no)."""
+
+
+def _fan_out(*handlers: EventHandler | None) -> EventHandler:
+    live = [h for h in handlers if h is not None]
+
+    def handle(event: Any) -> None:
+        for h in live:
+            h(event)
+
+    return handle
+
+
+def _stack_exists(engine: Engine, job: str) -> bool:
+    return any(s.name == job for s in engine.list_stacks())
+
+
+def deploy(
+    proposal: Proposal,
+    *,
+    project: Project,
+    confirm: Callable[[Review], bool],
+    dry_run: bool = False,
+    on_event: EventHandler | None = None,
+    policy_config: dict[str, Any] | None = None,
+) -> DeployOutcome:
+    """Write config → preview (with the policy pack) → confirm → up → record; undo on failure."""
+    from pulumi import automation as auto
+
+    engine = engine_for(project)
+    job = proposal.job.name
+    preview = PreviewResult()
+    with job_lock(engine.home, job):
+        existed = _stack_exists(engine, job)
+        try:
+            with config_transaction(proposal.stack_file):
+                stack = engine.stack(job)
+                engine.write_config(job, proposal.config)
+                packs, configs = _policy_args(engine, job, proposal, policy_config)
+                try:
+                    stack.preview(on_event=_fan_out(preview.on_event, on_event), diff=True,
+                                  policy_packs=packs, policy_pack_configs=configs)
+                except auto.CommandError as exc:
+                    raise _preview_error(job, exc, preview) from None
+                summary = review(job, preview.changes, proposal.config_diff, preview.policy_violations)
+                if dry_run or not confirm(summary):
+                    raise _Rollback
+                try:
+                    stack.up(on_event=on_event, policy_packs=packs, policy_pack_configs=configs)
+                    outputs = {k: v.value for k, v in stack.outputs().items()}
+                except auto.CommandError as exc:
+                    raise engine_error(job, exc) from None
+        except _Rollback:
+            if not existed:
+                engine.workspace().remove_stack(job)
+            return DeployOutcome(job, False, summary, {}, proposal.chosen)
+        except BaseException:
+            if not existed and _stack_exists(engine, job):
+                _remove_if_empty(engine, job)
+            raise
+    record = record_placement(engine.home, proposal, outputs, datetime.now(UTC))
+    return DeployOutcome(job, True, summary, outputs, proposal.chosen, record)
+
+
+def _remove_if_empty(engine: Engine, job: str) -> None:
+    for s in engine.list_stacks():
+        if s.name == job and not s.resource_count:
+            engine.workspace().remove_stack(job)
+
+
+def _preview_error(job: str, exc: Exception, preview: PreviewResult) -> OperationFailed:
+    mandatory = [v for v in preview.policy_violations if v.startswith("[mandatory]")]
+    if mandatory:
+        return OperationFailed(
+            f"job {job}: refused by policy — {mandatory[0]}"
+            + (f" (+{len(mandatory) - 1} more; see `route preview --review markdown`)" if len(mandatory) > 1 else "")
+        )
+    return engine_error(job, exc)
+
+
+def _policy_args(
+    engine: Engine, job: str, proposal: Proposal | None, extra: dict[str, Any] | None
+) -> tuple[list[str], list[str]]:
+    """The policy pack and a per-job config file for it (budget, regions, checkpointing)."""
+    from router.deploy import policy_pack_dir
+
+    pack = policy_pack_dir()
+    org = org_config_for(engine.project)
+    config: dict[str, Any] = {}
+    if org.budgets.max_price_per_hour is not None:
+        config["max_price_per_hour"] = org.budgets.max_price_per_hour
+    if org.regions.allow:
+        config["allowed_regions"] = list(org.regions.allow)
+    if extra:
+        config.update(extra)
+    if not config:
+        return [str(pack)], []
+    path = engine.home / "policy-config" / f"{job}.json"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(json.dumps(_per_policy(config), indent=2))
+    return [str(pack)], [str(path)]
+
+
+def _per_policy(config: dict[str, Any]) -> dict[str, Any]:
+    from policies.rules import policy_config_for
+
+    result: dict[str, Any] = policy_config_for(config)
+    return result
+
+
+def record_placement(home: Path, proposal: Proposal, outputs: dict[str, Any], at: datetime) -> Path:
+    """Remember where and at what price the job was placed (for status and migration)."""
+    p = proposal.chosen
+    record = {
+        "job": proposal.job.name,
+        "cloud": p.cloud, "region": p.region, "zone": p.zone, "instance_type": p.instance_type,
+        "market": p.market, "gpu": p.gpu, "gpu_count": p.gpu_count, "node_count": p.node_count,
+        "price_per_hour": p.price_per_hour, "price_source": p.price_source,
+        "deployed_at": at.isoformat(), "outputs": outputs,
+    }
+    path = home / "placements" / f"{proposal.job.name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+def read_placement(home: Path, job: str) -> dict[str, Any] | None:
+    path = home / "placements" / f"{job}.json"
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    except (OSError, ValueError):
+        return None
+
+
+# --- preview ------------------------------------------------------------------------------------
+
+
+def preview_job(
+    job_path: Path, *, project: Project, now: datetime, to: str | None = None,
+    on_event: EventHandler | None = None,
+) -> Review:
+    """The engine's preview of deploying the job now, as a review; nothing is changed."""
+    proposal = propose(job_path, project=project, now=now, to=to)
+    outcome = deploy(proposal, project=project, confirm=lambda _r: False, dry_run=True,
+                     on_event=on_event)
+    return outcome.review
+
+
+# --- destroy ------------------------------------------------------------------------------------
+
+
+def destroy_job(job: str, *, project: Project, on_event: EventHandler | None = None) -> int:
+    """Tear the job's stack down and forget it; returns how many resources were deleted."""
+    from pulumi import automation as auto
+
+    _check_job_name(job)
+    engine = engine_for(project)
+    with job_lock(engine.home, job):
+        stack = engine.stack(job, create=False)
+        deleted = 0
+
+        def count(event: Any) -> None:
+            nonlocal deleted
+            if event.res_outputs_event is not None and event.res_outputs_event.metadata.op.value == "delete":
+                deleted += 1
+
+        try:
+            stack.destroy(on_event=_fan_out(count, on_event))
+            stack.workspace.remove_stack(job)
+        except auto.CommandError as exc:
+            raise engine_error(job, exc) from None
+        (engine.home / "placements" / f"{job}.json").unlink(missing_ok=True)
+        project.stack_config_path(job).unlink(missing_ok=True)
+    return deleted
+
+
+def _check_job_name(job: str) -> None:
+    import re
+
+    if not re.fullmatch(r"[a-z][a-z0-9-]{0,39}", job):
+        raise BadInput(f"JOB: '{job}' is not a job name — use the `name` from the job file")
+
+
+# --- status -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job: str
+    state: str  # running | deployed | stopped | updating | empty
+    cloud: str | None
+    region: str | None
+    zone: str | None
+    instance_type: str | None
+    market: str | None
+    node_count: int
+    price_per_hour: float | None  # USD per instance-hour at placement time
+    best_price_now: float | None  # cheapest known offer of the same shape and market now
+    up_since: datetime | None
+    cost_so_far: float | None  # USD
+    resources: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job, "state": self.state, "cloud": self.cloud, "region": self.region,
+            "zone": self.zone, "instance_type": self.instance_type, "market": self.market,
+            "node_count": self.node_count, "price_per_hour": self.price_per_hour,
+            "best_price_now": self.best_price_now,
+            "up_since": self.up_since.isoformat() if self.up_since else None,
+            "cost_so_far": self.cost_so_far, "resources": self.resources,
+        }
+
+
+def job_status(*, project: Project, now: datetime, job: str | None = None) -> list[JobStatus]:
+    """Every job found in the backend (or one), with its placement, price then and now, and cost."""
+    from router.catalog import load_catalog
+    from router.home import cache_path
+    from router.prices.book import OfferFilter, known_offers, select_offers
+    from router.prices.cache import QuoteCache
+    from router.prices.snapshot import load_snapshot
+
+    engine = engine_for(project)
+    stacks = [s for s in engine.list_stacks() if job is None or s.name == job]
+    if job is not None and not stacks:
+        raise OperationFailed(f"no deployed job '{job}' on backend {engine.backend.url} — see `route status`")
+    offers = None
+    statuses = []
+    for s in sorted(stacks, key=lambda s: s.name):
+        record = read_placement(engine.home, s.name) or {}
+        config = read_stack_file(project.stack_config_path(s.name))
+        cloud = record.get("cloud") or config.get("cloud")
+        market = record.get("market") or config.get("market")
+        gpu, gpu_count = record.get("gpu") or config.get("gpu"), record.get("gpu_count") or config.get("gpuCount")
+        best = None
+        if cloud and cloud != "local" and gpu and gpu_count:
+            if offers is None:
+                with QuoteCache(cache_path()) as cache:
+                    offers = known_offers(load_catalog(), load_snapshot(), cache)
+            same = select_offers(offers, OfferFilter(gpu=gpu, gpu_count=int(gpu_count),
+                                                     markets=(market,) if market else ()))
+            best = same[0].price_per_hour if same else None
+        elif cloud == "local":
+            best = 0.0
+        up_since = datetime.fromisoformat(record["deployed_at"]) if record.get("deployed_at") else None
+        price = record.get("price_per_hour", config.get("pricePerHour"))
+        nodes = int(record.get("node_count") or config.get("nodeCount") or 1)
+        cost = price * nodes * (now - up_since).total_seconds() / 3600 if price is not None and up_since else None
+        statuses.append(JobStatus(
+            job=s.name, state=_state(s, record), cloud=cloud, region=record.get("region") or config.get("region"),
+            zone=record.get("zone") or config.get("zone") or None,
+            instance_type=record.get("instance_type") or (config.get("instanceTypes") or [None])[0],
+            market=market, node_count=nodes, price_per_hour=price, best_price_now=best,
+            up_since=up_since, cost_so_far=cost, resources=s.resource_count or 0,
+        ))
+    return statuses
+
+
+def _state(summary: Any, record: dict[str, Any]) -> str:
+    if summary.update_in_progress:
+        return "updating"
+    if not summary.resource_count:
+        return "empty"
+    group_id = str((record.get("outputs") or {}).get("groupId", ""))
+    if group_id.startswith("local-process:"):
+        from components.local import parse_group_id, process_alive
+
+        ids = parse_group_id(group_id)
+        return "running" if ids and process_alive(*ids) else "stopped"
+    return "deployed"

@@ -1,0 +1,104 @@
+"""Pure: a chosen placement + the job → the stack config the placement program reads.
+
+Keys and meanings are in docs/stack-config.md. The router writes only these keys; the program
+reads only these keys. Reading and diffing the reviewed `stacks/Pulumi.<job>.yaml` lives here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from router.errors import BadInput
+from router.jobspec import Job
+from router.planner import Placement
+
+NAMESPACE = "spotroute"
+DEFAULT_BOOT_DISK_GB = 200
+# Spot cap when the job sets none: enough headroom that ordinary spot price moves do not evict
+# the job, low enough that a price spike does.
+SPOT_CAP_HEADROOM = 1.5
+
+StackConfig = dict[str, Any]
+
+
+def equivalent_types(chosen: Placement, ranked: Sequence[Placement]) -> tuple[str, ...]:
+    """Instance types the group may use: the chosen one first, then ranked ones in the same place."""
+    types = [chosen.instance_type]
+    for p in ranked:
+        same_place = (p.cloud, p.region, p.zone, p.market) == (
+            chosen.cloud, chosen.region, chosen.zone, chosen.market
+        )
+        if same_place and p.instance_type not in types:
+            types.append(p.instance_type)
+    return tuple(types)
+
+
+def max_price(job: Job, chosen: Placement) -> float:
+    """USD per instance-hour cap written as spotroute:maxPrice."""
+    if job.max_price_per_hour is not None:
+        return job.max_price_per_hour
+    return round(chosen.price_per_hour * SPOT_CAP_HEADROOM, 4)
+
+
+def stack_config(job: Job, chosen: Placement, ranked: Sequence[Placement] = ()) -> StackConfig:
+    """The `spotroute:*` config for deploying `job` at `chosen` (keys without the namespace)."""
+    checkpoint_url = ""
+    if job.checkpoint is not None and job.checkpoint.url != "auto":
+        checkpoint_url = job.checkpoint.url
+    return {
+        "jobName": job.name,
+        "cloud": chosen.cloud,
+        "region": chosen.region,
+        "zone": chosen.zone or "",
+        "instanceTypes": list(equivalent_types(chosen, ranked)),
+        "market": chosen.market,
+        "maxPrice": max_price(job, chosen),
+        "nodeCount": job.node_count,
+        "gpu": chosen.gpu,
+        "gpuCount": chosen.gpu_count,
+        "bootDiskGb": DEFAULT_BOOT_DISK_GB,
+        "job": {
+            "image": job.run.image,
+            "command": list(job.run.command),
+            "env": dict(sorted(job.run.env.items())),
+        },
+        "checkpointing": job.checkpoint is not None,
+        "checkpointUrl": checkpoint_url,
+        "dataUrl": job.data.url if job.data else "",
+        "sshCidrs": [],
+        "labels": dict(sorted(job.labels.items())),
+        "pricePerHour": chosen.price_per_hour,
+        "priceSource": chosen.price_source,
+    }
+
+
+def read_stack_file(path: Path) -> StackConfig:
+    """The `spotroute:*` config in a stack file (namespace stripped); {} when the file is absent."""
+    if not path.exists():
+        return {}
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise BadInput(f"{path}: not a readable stack file ({type(exc).__name__}) — fix or remove it") from None
+    config = doc.get("config") if isinstance(doc, dict) else None
+    if not isinstance(config, dict):
+        return {}
+    prefix = f"{NAMESPACE}:"
+    return {k[len(prefix):]: v for k, v in config.items() if isinstance(k, str) and k.startswith(prefix)}
+
+
+def config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Human-readable changes between two configs: `+ key: value`, `- key: value`, `~ key: a → b`."""
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        if key not in old:
+            lines.append(f"+ {NAMESPACE}:{key}: {new[key]!r}")
+        elif key not in new:
+            lines.append(f"- {NAMESPACE}:{key}: {old[key]!r}")
+        elif old[key] != new[key]:
+            lines.append(f"~ {NAMESPACE}:{key}: {old[key]!r} → {new[key]!r}")
+    return lines
