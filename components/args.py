@@ -23,7 +23,8 @@ class NetworkArgs:
 class CheckpointBucketArgs:
     job_name: str
     region: str
-    existing_url: str = ""  # reuse this bucket (s3://, gs://, https://<acct>.blob.core.windows.net/<container>, file://)
+    # Reuse this bucket: s3://, gs://, https://<acct>.blob.core.windows.net/<container>, file://
+    existing_url: str = ""
     noncurrent_version_days: int = 7  # lifecycle: expire old checkpoint versions after this
     labels: dict[str, str] = field(default_factory=dict)
 

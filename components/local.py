@@ -150,9 +150,7 @@ class LocalProcessProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in (*REPLACE_ON, *UPDATE_IN_PLACE) if olds.get(k) != news.get(k)]
         replaces = [k for k in changed if k in REPLACE_ON]
-        return DiffResult(
-            changes=bool(changed), replaces=replaces, delete_before_replace=True
-        )
+        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs={**olds, **news})
@@ -169,7 +167,9 @@ class LocalDirectoryProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         path = _home() / "checkpoints" / props["job_name"]
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return CreateResult(id_=str(path), outs={**props, "path": str(path), "url": f"file://{path}/"})
+        return CreateResult(
+            id_=str(path), outs={**props, "path": str(path), "url": f"file://{path}/"}
+        )
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         return ReadResult(id_=id_ if Path(id_).is_dir() else "", outs=props)
@@ -195,12 +195,20 @@ class LocalProcess(pulumi.dynamic.Resource, module="spotroute", name="LocalProce
     log_path: pulumi.Output[str]
     sandbox: pulumi.Output[str]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
+    ):
         super().__init__(
             LocalProcessProvider(),
             name,
-            {**props, "pid": None, "start_ticks": None, "log_path": None, "sandbox": None,
-             "started_at": None},
+            {
+                **props,
+                "pid": None,
+                "start_ticks": None,
+                "log_path": None,
+                "sandbox": None,
+                "started_at": None,
+            },
             opts,
         )
 
@@ -209,7 +217,9 @@ class LocalDirectory(pulumi.dynamic.Resource, module="spotroute", name="LocalDir
     url: pulumi.Output[str]
     path: pulumi.Output[str]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
+    ):
         super().__init__(LocalDirectoryProvider(), name, {**props, "url": None, "path": None}, opts)
 
 
@@ -230,14 +240,20 @@ class Network(pulumi.ComponentResource):
         self.subnet_id = pulumi.Output.from_input("local")
         self.firewall_id = pulumi.Output.from_input("local")
         self.register_outputs(
-            {"network_id": self.network_id, "subnet_id": self.subnet_id, "firewall_id": self.firewall_id}
+            {
+                "network_id": self.network_id,
+                "subnet_id": self.subnet_id,
+                "firewall_id": self.firewall_id,
+            }
         )
 
 
 class CheckpointBucket(pulumi.ComponentResource):
     """A private directory (file:// URL); an existing file:// URL is reused as is."""
 
-    def __init__(self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
+    ):
         super().__init__("spotroute:local:CheckpointBucket", name, None, opts)
         if args.existing_url:
             if not args.existing_url.startswith("file://"):
@@ -273,7 +289,9 @@ class JobIdentity(pulumi.ComponentResource):
         self.identity_id = pulumi.Output.from_input(f"local-user:{getpass.getuser()}")
         # Same shape as the clouds: the job writes only below bucket URL + checkpoint prefix.
         self.checkpoint_url = pulumi.Output.concat(bucket.url, args.checkpoint_prefix)
-        self.register_outputs({"identity_id": self.identity_id, "checkpoint_url": self.checkpoint_url})
+        self.register_outputs(
+            {"identity_id": self.identity_id, "checkpoint_url": self.checkpoint_url}
+        )
 
 
 class SpotGpuGroup(pulumi.ComponentResource):
@@ -306,5 +324,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
         self.checkpoint_url = identity.checkpoint_url
         self.log_path = process.log_path
         self.register_outputs(
-            {"group_id": self.group_id, "checkpoint_url": self.checkpoint_url, "log_path": self.log_path}
+            {
+                "group_id": self.group_id,
+                "checkpoint_url": self.checkpoint_url,
+                "log_path": self.log_path,
+            }
         )

@@ -37,7 +37,9 @@ def _project(ctx: click.Context, required: bool = False) -> Any:
 
 
 def json_option(f: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in docs/cli-json.md).")(f)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON (schema in docs/cli-json.md)."
+    )(f)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -103,7 +105,9 @@ def schema() -> None:
     show_default=True,
 )
 @click.option("--clouds", multiple=True, help="Comma-separated: aws,gcp,azure.")
-@click.option("--regions", multiple=True, help="Comma-separated region globs, e.g. 'us-*,europe-*'.")
+@click.option(
+    "--regions", multiple=True, help="Comma-separated region globs, e.g. 'us-*,europe-*'."
+)
 @click.option("--limit", type=click.IntRange(1), default=None, help="Show at most N rows.")
 @json_option
 @click.pass_context
@@ -143,10 +147,18 @@ def prices(
 
 @prices.command("refresh")
 @click.option("--clouds", multiple=True, help="Comma-separated: aws,gcp,azure (default: all).")
-@click.option("--regions", multiple=True, help="Region globs (default: the regions spotroute knows).")
+@click.option(
+    "--regions", multiple=True, help="Region globs (default: the regions spotroute knows)."
+)
 @click.option("--gpu", help="Only instance types with this GPU.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0.1), default=10.0, show_default=True,
-              help="Seconds per API call.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds per API call.",
+)
 @json_option
 @click.pass_context
 def prices_refresh(
@@ -174,8 +186,11 @@ def prices_refresh(
 @prices.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["skypilot"]), required=True)
-@click.option("--cloud", type=click.Choice(["aws", "gcp", "azure"]),
-              help="The file's cloud (default: from its path or instance names).")
+@click.option(
+    "--cloud",
+    type=click.Choice(["aws", "gcp", "azure"]),
+    help="The file's cloud (default: from its path or instance names).",
+)
 @json_option
 def prices_import(file: Path, fmt: str, cloud: str | None, as_json: bool) -> None:
     """Import a price catalog file (SkyPilot vms.csv) into the cache."""
@@ -193,7 +208,9 @@ def prices_import(file: Path, fmt: str, cloud: str | None, as_json: bool) -> Non
 @click.option("--instance-type", required=True)
 @click.option("--region")
 @click.option("--market", type=click.Choice(["spot", "on-demand"]))
-@click.option("--since-hours", type=click.FloatRange(0), default=None, help="Only the last N hours.")
+@click.option(
+    "--since-hours", type=click.FloatRange(0), default=None, help="Only the last N hours."
+)
 @json_option
 def prices_history(
     cloud: str,
@@ -208,8 +225,12 @@ def prices_history(
 
     now = _now()
     quotes = pricing.price_history(
-        cloud=cloud, instance_type=instance_type, region=region, market=market,
-        since_hours=since_hours, now=now,
+        cloud=cloud,
+        instance_type=instance_type,
+        region=region,
+        market=market,
+        since_hours=since_hours,
+        now=now,
     )
     if as_json:
         render.print_json([render.quote_json(q, now) for q in quotes])
@@ -223,11 +244,17 @@ def prices_history(
 
 @cli.command()
 @click.argument("job", type=click.Path(path_type=Path))
-@click.option("--top", type=click.IntRange(1), default=10, show_default=True,
-              help="Show the N best placements.")
+@click.option(
+    "--top",
+    type=click.IntRange(1),
+    default=10,
+    show_default=True,
+    help="Show the N best placements.",
+)
 @click.option("--explain", is_flag=True, help="Also list rejected offers with the reason.")
-@click.option("--require-fresh", is_flag=True,
-              help="Refuse quotes older than the org's max quote age.")
+@click.option(
+    "--require-fresh", is_flag=True, help="Refuse quotes older than the org's max quote age."
+)
 @json_option
 @click.pass_context
 def plan(
@@ -238,9 +265,7 @@ def plan(
     from router.planning import plan_job
 
     now = _now()
-    report = plan_job(
-        job, project=_project(ctx), now=now, require_fresh=require_fresh, top=top
-    )
+    report = plan_job(job, project=_project(ctx), now=now, require_fresh=require_fresh, top=top)
     if as_json:
         render.print_json(render.plan_json(report, explain=explain))
     else:
@@ -258,27 +283,38 @@ def _target(value: str | None) -> str | None:
         return None
     cloud = value.partition("/")[0]
     if cloud not in ("aws", "gcp", "azure", "local"):
-        raise click.BadParameter(f"'{value}' — use CLOUD or CLOUD/REGION, e.g. aws/us-east-1",
-                                 param_hint="--to")
+        raise click.BadParameter(
+            f"'{value}' — use CLOUD or CLOUD/REGION, e.g. aws/us-east-1", param_hint="--to"
+        )
     return value
 
 
 @cli.command()
 @click.argument("job", type=click.Path(path_type=Path))
 @click.option("--yes", "-y", is_flag=True, help="Deploy without asking after the preview.")
-@click.option("--dry-run", is_flag=True, help="Plan and preview only; leave the stack config as it was.")
+@click.option(
+    "--dry-run", is_flag=True, help="Plan and preview only; leave the stack config as it was."
+)
 @click.option("--to", "to", help="Place in this CLOUD or CLOUD/REGION only.")
 @click.option("--require-fresh", is_flag=True, help="Refuse stale quotes.")
 @json_option
 @click.pass_context
-def deploy(ctx: click.Context, job: Path, yes: bool, dry_run: bool, to: str | None,
-           require_fresh: bool, as_json: bool) -> None:
+def deploy(
+    ctx: click.Context,
+    job: Path,
+    yes: bool,
+    dry_run: bool,
+    to: str | None,
+    require_fresh: bool,
+    as_json: bool,
+) -> None:
     """Plan → choose → write stack config → preview → confirm → up → record."""
     from router import jobs, render
 
     project = _project(ctx, required=True)
-    proposal = jobs.propose(job, project=project, now=_now(), to=_target(to),
-                            require_fresh=require_fresh)
+    proposal = jobs.propose(
+        job, project=project, now=_now(), to=_target(to), require_fresh=require_fresh
+    )
     if not as_json:
         render.proposal(proposal)
 
@@ -292,12 +328,23 @@ def deploy(ctx: click.Context, job: Path, yes: bool, dry_run: bool, to: str | No
         return click.confirm("Deploy?", default=False)
 
     with render.EngineProgress(f"deploying {proposal.job.name}") as progress:
-        outcome = jobs.deploy(proposal, project=project, confirm=confirm, dry_run=dry_run,
-                              on_event=None if as_json else progress)
+        outcome = jobs.deploy(
+            proposal,
+            project=project,
+            confirm=confirm,
+            dry_run=dry_run,
+            on_event=None if as_json else progress,
+        )
     if as_json:
-        render.print_json({"job": outcome.job, "applied": outcome.applied,
-                           "placement": outcome.placement.to_json(), "outputs": outcome.outputs,
-                           "config_diff": list(proposal.config_diff)})
+        render.print_json(
+            {
+                "job": outcome.job,
+                "applied": outcome.applied,
+                "placement": outcome.placement.to_json(),
+                "outputs": outcome.outputs,
+                "config_diff": list(proposal.config_diff),
+            }
+        )
     else:
         render.deploy_outcome(outcome)
 
@@ -305,8 +352,12 @@ def deploy(ctx: click.Context, job: Path, yes: bool, dry_run: bool, to: str | No
 @cli.command()
 @click.argument("job", type=click.Path(path_type=Path))
 @click.option("--to", "to", help="Preview placing in this CLOUD or CLOUD/REGION only.")
-@click.option("--review", "review_format", type=click.Choice(["markdown", "json"]),
-              help="Print a pull-request review summary: identities, access, firewall, storage first.")
+@click.option(
+    "--review",
+    "review_format",
+    type=click.Choice(["markdown", "json"]),
+    help="Print a pull-request review summary: identities, access, firewall, storage first.",
+)
 @click.pass_context
 def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | None) -> None:
     """The engine's preview of deploying JOB now; changes nothing."""
@@ -315,8 +366,13 @@ def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | 
 
     project = _project(ctx, required=True)
     with render.EngineProgress("previewing") as progress:
-        review = jobs.preview_job(job, project=project, now=_now(), to=_target(to),
-                                  on_event=None if review_format else progress)
+        review = jobs.preview_job(
+            job,
+            project=project,
+            now=_now(),
+            to=_target(to),
+            on_event=None if review_format else progress,
+        )
     if review_format == "json":
         render.print_json(review_json(review))
     elif review_format == "markdown":

@@ -16,7 +16,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,15 +78,27 @@ def passphrase_env(home: Path, backend: Backend) -> dict[str, str]:
     return {"PULUMI_CONFIG_PASSPHRASE_FILE": str(path)}
 
 
-def find_pulumi() -> str:
-    """The pulumi CLI's directory; a clear error when it is missing."""
+PULUMI_VERSION = "3.274.1"  # keep in step with scripts/ensure-pulumi.sh
+
+
+def tools_bin_dir() -> Path:
+    """Where scripts/ensure-pulumi.sh puts the CLI it builds and the Python plugin shims."""
+    default = Path.home() / ".cache" / "spotroute" / f"pulumi-v{PULUMI_VERSION}"
+    return Path(os.environ.get("SPOTROUTE_TOOLS_DIR") or default) / "bin"
+
+
+def find_pulumi() -> Path:
+    """The pulumi CLI: spotroute's own build if present, else the one on PATH."""
+    own = tools_bin_dir() / "pulumi"
+    if own.is_file() and os.access(own, os.X_OK):
+        return own
     found = shutil.which("pulumi")
     if not found:
         raise OperationFailed(
-            "the pulumi CLI is not on PATH — run `bash scripts/ensure-pulumi.sh` (or `make setup`) "
-            "and put the directory it prints first on PATH"
+            "the pulumi CLI was not found — run `bash scripts/ensure-pulumi.sh` (or `make setup`); "
+            "it builds one into ~/.cache/spotroute"
         )
-    return str(Path(found).parent)
+    return Path(found)
 
 
 def policy_pack_dir() -> Path:
@@ -106,9 +118,14 @@ class Engine:
     project: Project
     home: Path
     backend: Backend
+    _workspace: auto.LocalWorkspace | None = field(default=None, repr=False)
 
     def env(self) -> dict[str, str]:
+        # The shims for the engine's Python plugins live next to spotroute's CLI build; put that
+        # directory first so the engine finds them whichever pulumi binary runs.
+        path = os.pathsep.join([str(tools_bin_dir()), str(find_pulumi().parent), os.environ["PATH"]])
         return {
+            "PATH": path,
             "PULUMI_BACKEND_URL": self.backend.url,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
@@ -119,18 +136,20 @@ class Engine:
         }
 
     def workspace(self) -> auto.LocalWorkspace:
-        from pulumi import automation as auto
+        """The project's workspace, built once (building one runs `pulumi version`)."""
+        if self._workspace is None:
+            from pulumi import automation as auto
 
-        from components.program import placement_program
+            from components.program import placement_program
 
-        command = auto.PulumiCommand(root=None) if False else None  # noqa: SIM108 — PATH lookup
-        find_pulumi()
-        return auto.LocalWorkspace(
-            work_dir=str(self.project.root),
-            program=placement_program,
-            env_vars=self.env(),
-            pulumi_command=command,
-        )
+            pulumi = find_pulumi()
+            self._workspace = auto.LocalWorkspace(
+                work_dir=str(self.project.root),
+                program=placement_program,
+                env_vars=self.env(),
+                pulumi_command=auto.PulumiCommand(root=str(pulumi.parent.parent)),
+            )
+        return self._workspace
 
     def stack(self, job: str, *, create: bool = True) -> auto.Stack:
         from pulumi import automation as auto
@@ -171,7 +190,9 @@ class Engine:
         try:
             return self.workspace().list_stacks()
         except auto.CommandError as exc:
-            raise OperationFailed(f"cannot list jobs on {self.backend.url}: {first_line(exc)}") from None
+            raise OperationFailed(
+                f"cannot list jobs on {self.backend.url}: {first_line(exc)}"
+            ) from None
 
 
 def first_line(exc: Exception) -> str:
@@ -181,8 +202,12 @@ def first_line(exc: Exception) -> str:
         for line in text.splitlines():
             line = line.strip()
             if line.startswith(marker) and len(line) > len(marker):
-                return line[len(marker):].strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith(("code:", "stdout:", "stderr:"))]
+                return line[len(marker) :].strip()
+    lines = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.startswith(("code:", "stdout:", "stderr:"))
+    ]
     return lines[0] if lines else type(exc).__name__
 
 

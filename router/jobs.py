@@ -53,7 +53,11 @@ def _matches(p: Placement, target: str) -> bool:
 
 
 def propose(
-    job_path: Path, *, project: Project, now: datetime, to: str | None = None,
+    job_path: Path,
+    *,
+    project: Project,
+    now: datetime,
+    to: str | None = None,
     require_fresh: bool = False,
 ) -> Proposal:
     """Plan the job and pick the best placement (within `to` = CLOUD or CLOUD/REGION if given)."""
@@ -63,13 +67,19 @@ def propose(
     if not candidates:
         where = f" in {to}" if to else ""
         raise OperationFailed(
-            f"no placement{where} fits job '{report.job.name}' — see `route plan {job_path} --explain`"
+            f"no placement{where} fits job '{report.job.name}' — "
+            f"see `route plan {job_path} --explain`"
         )
     chosen = candidates[0]
     config = stack_config(report.job, chosen, candidates)
     stack_file = project.stack_config_path(report.job.name)
-    return Proposal(report.job, chosen, config, tuple(config_diff(read_stack_file(stack_file), config)),
-                    stack_file)
+    return Proposal(
+        report.job,
+        chosen,
+        config,
+        tuple(config_diff(read_stack_file(stack_file), config)),
+        stack_file,
+    )
 
 
 @dataclass
@@ -139,11 +149,17 @@ def deploy(
                 engine.write_config(job, proposal.config)
                 packs, configs = _policy_args(engine, job, proposal, policy_config)
                 try:
-                    stack.preview(on_event=_fan_out(preview.on_event, on_event), diff=True,
-                                  policy_packs=packs, policy_pack_configs=configs)
+                    stack.preview(
+                        on_event=_fan_out(preview.on_event, on_event),
+                        diff=True,
+                        policy_packs=packs,
+                        policy_pack_configs=configs,
+                    )
                 except auto.CommandError as exc:
                     raise _preview_error(job, exc, preview) from None
-                summary = review(job, preview.changes, proposal.config_diff, preview.policy_violations)
+                summary = review(
+                    job, preview.changes, proposal.config_diff, preview.policy_violations
+                )
                 if dry_run or not confirm(summary):
                     raise _Rollback
                 try:
@@ -174,7 +190,11 @@ def _preview_error(job: str, exc: Exception, preview: PreviewResult) -> Operatio
     if mandatory:
         return OperationFailed(
             f"job {job}: refused by policy — {mandatory[0]}"
-            + (f" (+{len(mandatory) - 1} more; see `route preview --review markdown`)" if len(mandatory) > 1 else "")
+            + (
+                f" (+{len(mandatory) - 1} more; see `route preview --review markdown`)"
+                if len(mandatory) > 1
+                else ""
+            )
         )
     return engine_error(job, exc)
 
@@ -214,10 +234,18 @@ def record_placement(home: Path, proposal: Proposal, outputs: dict[str, Any], at
     p = proposal.chosen
     record = {
         "job": proposal.job.name,
-        "cloud": p.cloud, "region": p.region, "zone": p.zone, "instance_type": p.instance_type,
-        "market": p.market, "gpu": p.gpu, "gpu_count": p.gpu_count, "node_count": p.node_count,
-        "price_per_hour": p.price_per_hour, "price_source": p.price_source,
-        "deployed_at": at.isoformat(), "outputs": outputs,
+        "cloud": p.cloud,
+        "region": p.region,
+        "zone": p.zone,
+        "instance_type": p.instance_type,
+        "market": p.market,
+        "gpu": p.gpu,
+        "gpu_count": p.gpu_count,
+        "node_count": p.node_count,
+        "price_per_hour": p.price_per_hour,
+        "price_source": p.price_source,
+        "deployed_at": at.isoformat(),
+        "outputs": outputs,
     }
     path = home / "placements" / f"{proposal.job.name}.json"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -240,13 +268,18 @@ def read_placement(home: Path, job: str) -> dict[str, Any] | None:
 
 
 def preview_job(
-    job_path: Path, *, project: Project, now: datetime, to: str | None = None,
+    job_path: Path,
+    *,
+    project: Project,
+    now: datetime,
+    to: str | None = None,
     on_event: EventHandler | None = None,
 ) -> Review:
     """The engine's preview of deploying the job now, as a review; nothing is changed."""
     proposal = propose(job_path, project=project, now=now, to=to)
-    outcome = deploy(proposal, project=project, confirm=lambda _r: False, dry_run=True,
-                     on_event=on_event)
+    outcome = deploy(
+        proposal, project=project, confirm=lambda _r: False, dry_run=True, on_event=on_event
+    )
     return outcome.review
 
 
@@ -265,7 +298,10 @@ def destroy_job(job: str, *, project: Project, on_event: EventHandler | None = N
 
         def count(event: Any) -> None:
             nonlocal deleted
-            if event.res_outputs_event is not None and event.res_outputs_event.metadata.op.value == "delete":
+            if (
+                event.res_outputs_event is not None
+                and event.res_outputs_event.metadata.op.value == "delete"
+            ):
                 deleted += 1
 
         try:
@@ -306,12 +342,19 @@ class JobStatus:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "job": self.job, "state": self.state, "cloud": self.cloud, "region": self.region,
-            "zone": self.zone, "instance_type": self.instance_type, "market": self.market,
-            "node_count": self.node_count, "price_per_hour": self.price_per_hour,
+            "job": self.job,
+            "state": self.state,
+            "cloud": self.cloud,
+            "region": self.region,
+            "zone": self.zone,
+            "instance_type": self.instance_type,
+            "market": self.market,
+            "node_count": self.node_count,
+            "price_per_hour": self.price_per_hour,
             "best_price_now": self.best_price_now,
             "up_since": self.up_since.isoformat() if self.up_since else None,
-            "cost_so_far": self.cost_so_far, "resources": self.resources,
+            "cost_so_far": self.cost_so_far,
+            "resources": self.resources,
         }
 
 
@@ -326,7 +369,9 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
     engine = engine_for(project)
     stacks = [s for s in engine.list_stacks() if job is None or s.name == job]
     if job is not None and not stacks:
-        raise OperationFailed(f"no deployed job '{job}' on backend {engine.backend.url} — see `route status`")
+        raise OperationFailed(
+            f"no deployed job '{job}' on backend {engine.backend.url} — see `route status`"
+        )
     offers = None
     statuses = []
     for s in sorted(stacks, key=lambda s: s.name):
@@ -334,28 +379,50 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
         config = read_stack_file(project.stack_config_path(s.name))
         cloud = record.get("cloud") or config.get("cloud")
         market = record.get("market") or config.get("market")
-        gpu, gpu_count = record.get("gpu") or config.get("gpu"), record.get("gpu_count") or config.get("gpuCount")
+        gpu, gpu_count = (
+            record.get("gpu") or config.get("gpu"),
+            record.get("gpu_count") or config.get("gpuCount"),
+        )
         best = None
         if cloud and cloud != "local" and gpu and gpu_count:
             if offers is None:
                 with QuoteCache(cache_path()) as cache:
                     offers = known_offers(load_catalog(), load_snapshot(), cache)
-            same = select_offers(offers, OfferFilter(gpu=gpu, gpu_count=int(gpu_count),
-                                                     markets=(market,) if market else ()))
+            same = select_offers(
+                offers,
+                OfferFilter(gpu=gpu, gpu_count=int(gpu_count), markets=(market,) if market else ()),
+            )
             best = same[0].price_per_hour if same else None
         elif cloud == "local":
             best = 0.0
-        up_since = datetime.fromisoformat(record["deployed_at"]) if record.get("deployed_at") else None
+        up_since = (
+            datetime.fromisoformat(record["deployed_at"]) if record.get("deployed_at") else None
+        )
         price = record.get("price_per_hour", config.get("pricePerHour"))
         nodes = int(record.get("node_count") or config.get("nodeCount") or 1)
-        cost = price * nodes * (now - up_since).total_seconds() / 3600 if price is not None and up_since else None
-        statuses.append(JobStatus(
-            job=s.name, state=_state(s, record), cloud=cloud, region=record.get("region") or config.get("region"),
-            zone=record.get("zone") or config.get("zone") or None,
-            instance_type=record.get("instance_type") or (config.get("instanceTypes") or [None])[0],
-            market=market, node_count=nodes, price_per_hour=price, best_price_now=best,
-            up_since=up_since, cost_so_far=cost, resources=s.resource_count or 0,
-        ))
+        cost = (
+            price * nodes * (now - up_since).total_seconds() / 3600
+            if price is not None and up_since
+            else None
+        )
+        statuses.append(
+            JobStatus(
+                job=s.name,
+                state=_state(s, record),
+                cloud=cloud,
+                region=record.get("region") or config.get("region"),
+                zone=record.get("zone") or config.get("zone") or None,
+                instance_type=record.get("instance_type")
+                or (config.get("instanceTypes") or [None])[0],
+                market=market,
+                node_count=nodes,
+                price_per_hour=price,
+                best_price_now=best,
+                up_since=up_since,
+                cost_so_far=cost,
+                resources=s.resource_count or 0,
+            )
+        )
     return statuses
 
 

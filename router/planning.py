@@ -1,4 +1,4 @@
-"""From a job file to ranked placements: gathers the job, org config and offers, runs the planner."""
+"""From a job file to ranked placements: gathers job, org config and offers; runs the planner."""
 
 from __future__ import annotations
 

@@ -84,21 +84,32 @@ def refresh_requests(
     requests = {}
     for cloud in _clouds(clouds) or tuple(LIVE_SOURCES):
         types = tuple(
-            sorted(it.instance_type for it in catalog.for_cloud(cloud) if gpu is None or it.gpu == gpu)
+            sorted(
+                it.instance_type for it in catalog.for_cloud(cloud) if gpu is None or it.gpu == gpu
+            )
         )
         known = snapshot_regions(cloud)
-        chosen = tuple(r for r in known if not regions or any(fnmatch.fnmatchcase(r, p) for p in regions))
+        chosen = tuple(
+            r for r in known if not regions or any(fnmatch.fnmatchcase(r, p) for p in regions)
+        )
         if not chosen:
             raise BadInput(
-                f"--regions: no {cloud} region matches {', '.join(regions)} — known: {', '.join(known)}"
+                f"--regions: no {cloud} region matches {', '.join(regions)} — "
+                f"known: {', '.join(known)}"
             )
         if types:
-            requests[cloud] = PriceRequest(instance_types=types, regions=chosen, timeout_s=timeout_s)
+            requests[cloud] = PriceRequest(
+                instance_types=types, regions=chosen, timeout_s=timeout_s
+            )
     return requests
 
 
 def refresh_prices(
-    *, clouds: tuple[str, ...], regions: tuple[str, ...], gpu: str | None, timeout_s: float,
+    *,
+    clouds: tuple[str, ...],
+    regions: tuple[str, ...],
+    gpu: str | None,
+    timeout_s: float,
     now: datetime,
 ) -> list[RefreshOutcome]:
     """Fetch live quotes from each cloud's API into the cache; failures are per cloud."""
@@ -118,8 +129,13 @@ def import_prices(path: Path, *, fmt: str, cloud: str | None, now: datetime) -> 
 
 
 def price_history(
-    *, cloud: str, instance_type: str, region: str | None, market: str | None,
-    since_hours: float | None, now: datetime,
+    *,
+    cloud: str,
+    instance_type: str,
+    region: str | None,
+    market: str | None,
+    since_hours: float | None,
+    now: datetime,
 ) -> list[Quote]:
     """Cached quotes of one instance type, oldest first."""
     since = now - timedelta(hours=since_hours) if since_hours is not None else None

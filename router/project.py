@@ -13,7 +13,7 @@ ORG_CONFIG_FILE = "spotroute.yaml"
 
 @dataclass(frozen=True)
 class Project:
-    """A Pulumi project directory: Pulumi.yaml, stacks/ (one config file per job), spotroute.yaml."""
+    """A Pulumi project: Pulumi.yaml, stacks/ (one config file per job), spotroute.yaml."""
 
     root: Path
 

@@ -72,14 +72,25 @@ def price_table(offers: Sequence[Offer], now: datetime, max_age_s: float, total:
 
     console = _console()
     if not offers:
-        console.print("no offers match — widen --gpu/--count/--clouds/--regions, or run "
-                      "`route prices refresh`")
+        console.print(
+            "no offers match — widen --gpu/--count/--clouds/--regions, or run "
+            "`route prices refresh`"
+        )
         return
     table = Table(title=f"{len(offers)} of {total} offers, cheapest first (USD per instance-hour)")
-    for name, justify in [("cloud", "left"), ("region", "left"), ("zone", "left"),
-                          ("instance type", "left"), ("gpu", "left"), ("market", "left"),
-                          ("$/h", "right"), ("$/gpu-h", "right"), ("interruptions", "left"),
-                          ("source", "left"), ("age", "right")]:
+    for name, justify in [
+        ("cloud", "left"),
+        ("region", "left"),
+        ("zone", "left"),
+        ("instance type", "left"),
+        ("gpu", "left"),
+        ("market", "left"),
+        ("$/h", "right"),
+        ("$/gpu-h", "right"),
+        ("interruptions", "left"),
+        ("source", "left"),
+        ("age", "right"),
+    ]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     stale_rows = 0
     for o in offers:
@@ -87,15 +98,24 @@ def price_table(offers: Sequence[Offer], now: datetime, max_age_s: float, total:
         stale = age_s > max_age_s
         stale_rows += stale
         table.add_row(
-            o.cloud, o.region, o.zone or "-", o.instance_type, f"{o.gpu}×{o.gpu_count}", o.market,
-            f"{o.price_per_hour:,.3f}", f"{o.price_per_hour / o.gpu_count:,.3f}",
-            o.interruption_bucket or "-", o.source,
+            o.cloud,
+            o.region,
+            o.zone or "-",
+            o.instance_type,
+            f"{o.gpu}×{o.gpu_count}",
+            o.market,
+            f"{o.price_per_hour:,.3f}",
+            f"{o.price_per_hour / o.gpu_count:,.3f}",
+            o.interruption_bucket or "-",
+            o.source,
             f"[yellow]{age(age_s)} stale[/]" if stale else age(age_s),
         )
     console.print(table)
     if stale_rows:
-        console.print(f"[yellow]{stale_rows} quotes are older than {age(max_age_s)}[/]: "
-                      "run `route prices refresh` for live prices")
+        console.print(
+            f"[yellow]{stale_rows} quotes are older than {age(max_age_s)}[/]: "
+            "run `route prices refresh` for live prices"
+        )
 
 
 def refresh_json(outcome: RefreshOutcome) -> dict[str, Any]:
@@ -115,8 +135,10 @@ def refresh_summary(outcomes: Sequence[RefreshOutcome]) -> None:
         if o.error:
             console.print(f"[red]{o.cloud}[/]: {o.error}")
         else:
-            console.print(f"[green]{o.cloud}[/]: {o.quotes_stored} quotes from {len(o.regions)} "
-                          f"regions, {o.instance_types} instance types in {o.elapsed_s:.1f}s")
+            console.print(
+                f"[green]{o.cloud}[/]: {o.quotes_stored} quotes from {len(o.regions)} "
+                f"regions, {o.instance_types} instance types in {o.elapsed_s:.1f}s"
+            )
 
 
 def import_json(result: ImportResult) -> dict[str, Any]:
@@ -131,8 +153,10 @@ def import_json(result: ImportResult) -> dict[str, Any]:
 
 def import_summary(result: ImportResult) -> None:
     reasons = ", ".join(f"{n} {why}" for why, n in sorted(result.skipped_reasons.items()))
-    line = (f"imported {len(result.quotes)} quotes ({result.cloud}) from {result.rows_read} rows, "
-            f"skipped {result.rows_skipped}")
+    line = (
+        f"imported {len(result.quotes)} quotes ({result.cloud}) from {result.rows_read} rows, "
+        f"skipped {result.rows_skipped}"
+    )
     _console().print(line + (f": {reasons}" if reasons else ""))
 
 
@@ -161,8 +185,14 @@ def history_table(quotes: Sequence[Quote], now: datetime) -> None:
     for name in ("observed", "region", "zone", "market", "$/h", "source"):
         table.add_column(name)
     for q in quotes:
-        table.add_row(q.observed_at.strftime("%Y-%m-%d %H:%M"), q.region, q.zone or "-",
-                      q.market, f"{q.price_per_hour:,.4f}", q.source)
+        table.add_row(
+            q.observed_at.strftime("%Y-%m-%d %H:%M"),
+            q.region,
+            q.zone or "-",
+            q.market,
+            f"{q.price_per_hour:,.4f}",
+            q.source,
+        )
     console.print(table)
 
 
@@ -197,22 +227,40 @@ def plan_table(report: PlanReport, *, explain: bool) -> None:
     console = _console()
     job, result = report.job, report.result
     if not result.placements:
-        console.print(f"[red]no placement fits job '{job.name}'[/] ({report.offers_considered} "
-                      "offers considered) — rerun with --explain to see why each was rejected")
+        console.print(
+            f"[red]no placement fits job '{job.name}'[/] ({report.offers_considered} "
+            "offers considered) — rerun with --explain to see why each was rejected"
+        )
     else:
-        table = Table(title=f"placements for '{job.name}', best first (USD, {job.duration_hours:g} h"
-                      f" × {job.node_count} node{'s' if job.node_count > 1 else ''})")
-        for name, justify in [("#", "right"), ("placement", "left"), ("instance type", "left"),
-                              ("market", "left"), ("$/h", "right"), ("compute", "right"),
-                              ("egress", "right"), ("interruption", "right"), ("total", "right"),
-                              ("price source", "left")]:
+        table = Table(
+            title=f"placements for '{job.name}', best first (USD, {job.duration_hours:g} h"
+            f" × {job.node_count} node{'s' if job.node_count > 1 else ''})"
+        )
+        for name, justify in [
+            ("#", "right"),
+            ("placement", "left"),
+            ("instance type", "left"),
+            ("market", "left"),
+            ("$/h", "right"),
+            ("compute", "right"),
+            ("egress", "right"),
+            ("interruption", "right"),
+            ("total", "right"),
+            ("price source", "left"),
+        ]:
             table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for rank, p in enumerate(result.placements, 1):
             source = f"{p.price_source} {age(p.price_age_s)}"
             table.add_row(
-                str(rank), f"{p.cloud} {p.zone or p.region}", p.instance_type, p.market,
-                f"{p.price_per_hour:,.2f}", money(p.compute_cost), money(p.egress_cost),
-                money(p.interruption_cost), f"[bold]{money(p.total_cost)}[/]",
+                str(rank),
+                f"{p.cloud} {p.zone or p.region}",
+                p.instance_type,
+                p.market,
+                f"{p.price_per_hour:,.2f}",
+                money(p.compute_cost),
+                money(p.egress_cost),
+                money(p.interruption_cost),
+                f"[bold]{money(p.total_cost)}[/]",
                 f"[yellow]{source} stale[/]" if p.stale else source,
             )
         console.print(table)
@@ -220,16 +268,25 @@ def plan_table(report: PlanReport, *, explain: bool) -> None:
         for reason in best.reasons:
             console.print(f"  #1: {reason}")
         if any(p.stale for p in result.placements):
-            console.print("[yellow]some prices are stale[/]: run `route prices refresh`, or "
-                          "`route plan --require-fresh` to refuse them")
+            console.print(
+                "[yellow]some prices are stale[/]: run `route prices refresh`, or "
+                "`route plan --require-fresh` to refuse them"
+            )
     if explain and result.rejected:
         table = Table(title=f"{len(result.rejected)} rejected offers")
         for name in ("cloud", "region", "zone", "instance type", "market", "$/h", "reason"):
             table.add_column(name)
         for r in result.rejected:
             o = r.offer
-            table.add_row(o.cloud, o.region, o.zone or "-", o.instance_type, o.market,
-                          f"{o.price_per_hour:,.2f}", r.reason)
+            table.add_row(
+                o.cloud,
+                o.region,
+                o.zone or "-",
+                o.instance_type,
+                o.market,
+                f"{o.price_per_hour:,.2f}",
+                r.reason,
+            )
         console.print(table)
 
 
@@ -256,8 +313,13 @@ class EngineProgress:
         self.counts: dict[str, int] = {}
         self.current = ""
         self.diagnostics: list[str] = []
-        self._live = Live(self._render(), console=_console(stderr=True), refresh_per_second=8,
-                          transient=True, get_renderable=self._render)
+        self._live = Live(
+            self._render(),
+            console=_console(stderr=True),
+            refresh_per_second=8,
+            transient=True,
+            get_renderable=self._render,
+        )
 
     def _render(self) -> Any:
         from rich.text import Text
@@ -294,9 +356,11 @@ def proposal(p: Any) -> None:
     """The chosen placement and the stack config change, before the preview."""
     console = _console()
     c = p.chosen
-    console.print(f"[bold]{p.job.name}[/] → {c.cloud} {c.region} {c.zone or ''} {c.instance_type} "
-                  f"{c.market} at {money(c.price_per_hour)}/h ({c.price_source}), "
-                  f"expected total {money(c.total_cost)}")
+    console.print(
+        f"[bold]{p.job.name}[/] → {c.cloud} {c.region} {c.zone or ''} {c.instance_type} "
+        f"{c.market} at {money(c.price_per_hour)}/h ({c.price_source}), "
+        f"expected total {money(c.total_cost)}"
+    )
     if p.config_diff:
         console.print(f"config changes in {p.stack_file.name}:")
         for line in p.config_diff:
@@ -322,8 +386,14 @@ def deploy_outcome(o: Any) -> None:
     if not o.applied:
         console.print("nothing deployed (dry run or declined); stack config left as it was")
         return
-    console.print(f"[green]deployed[/] {o.job}: " + ", ".join(f"{k}={v}" for k, v in sorted(o.outputs.items())
-                                                          if k in ("groupId", "checkpointUrl", "identity")))
+    console.print(
+        f"[green]deployed[/] {o.job}: "
+        + ", ".join(
+            f"{k}={v}"
+            for k, v in sorted(o.outputs.items())
+            if k in ("groupId", "checkpointUrl", "identity")
+        )
+    )
 
 
 def status_table(statuses: Sequence[Any], now: datetime) -> None:
@@ -334,17 +404,29 @@ def status_table(statuses: Sequence[Any], now: datetime) -> None:
         console.print("no jobs deployed — `route deploy JOB`")
         return
     table = Table(title="jobs")
-    for name, justify in [("job", "left"), ("state", "left"), ("placement", "left"),
-                          ("market", "left"), ("$/h then", "right"), ("best $/h now", "right"),
-                          ("up since", "left"), ("cost so far", "right")]:
+    for name, justify in [
+        ("job", "left"),
+        ("state", "left"),
+        ("placement", "left"),
+        ("market", "left"),
+        ("$/h then", "right"),
+        ("best $/h now", "right"),
+        ("up since", "left"),
+        ("cost so far", "right"),
+    ]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for s in statuses:
         place = " ".join(x for x in (s.cloud, s.region, s.zone, s.instance_type) if x) or "-"
         table.add_row(
-            s.job, s.state, place, s.market or "-",
+            s.job,
+            s.state,
+            place,
+            s.market or "-",
             money(s.price_per_hour) if s.price_per_hour is not None else "-",
             money(s.best_price_now) if s.best_price_now is not None else "-",
-            f"{s.up_since:%Y-%m-%d %H:%M} ({age((now - s.up_since).total_seconds())})" if s.up_since else "-",
+            f"{s.up_since:%Y-%m-%d %H:%M} ({age((now - s.up_since).total_seconds())})"
+            if s.up_since
+            else "-",
             money(s.cost_so_far) if s.cost_so_far is not None else "-",
         )
     console.print(table)

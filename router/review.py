@@ -10,24 +10,49 @@ from typing import Any
 
 # Ordered: the first matching category wins. Matched against the resource type token.
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("identities", (
-        "aws:iam/role:", "aws:iam/instanceProfile:", "aws:iam/openIdConnectProvider:",
-        "gcp:serviceaccount/account:", "gcp:iam/workloadIdentityPool",
-        "azure-native:managedidentity:",
-    )),
-    ("access", (
-        "aws:iam/rolePolicy", "aws:iam/policy", "aws:s3/bucketPolicy:",
-        "gcp:storage/bucketIAM", "gcp:projects/iAM", "gcp:serviceaccount/iAM",
-        "azure-native:authorization:",
-    )),
-    ("network exposure", (
-        "aws:ec2/securityGroup", "aws:vpc/securityGroup", "gcp:compute/firewall:",
-        "azure-native:network:NetworkSecurityGroup", "azure-native:network:SecurityRule",
-    )),
-    ("storage", (
-        "aws:s3/", "gcp:storage/bucket:", "azure-native:storage:", "spotroute:index:LocalDirectory",
-        "pulumi-python:dynamic:Resource::LocalDirectory",
-    )),
+    (
+        "identities",
+        (
+            "aws:iam/role:",
+            "aws:iam/instanceProfile:",
+            "aws:iam/openIdConnectProvider:",
+            "gcp:serviceaccount/account:",
+            "gcp:iam/workloadIdentityPool",
+            "azure-native:managedidentity:",
+        ),
+    ),
+    (
+        "access",
+        (
+            "aws:iam/rolePolicy",
+            "aws:iam/policy",
+            "aws:s3/bucketPolicy:",
+            "gcp:storage/bucketIAM",
+            "gcp:projects/iAM",
+            "gcp:serviceaccount/iAM",
+            "azure-native:authorization:",
+        ),
+    ),
+    (
+        "network exposure",
+        (
+            "aws:ec2/securityGroup",
+            "aws:vpc/securityGroup",
+            "gcp:compute/firewall:",
+            "azure-native:network:NetworkSecurityGroup",
+            "azure-native:network:SecurityRule",
+        ),
+    ),
+    (
+        "storage",
+        (
+            "aws:s3/",
+            "gcp:storage/bucket:",
+            "azure-native:storage:",
+            "spotroute:index:LocalDirectory",
+            "pulumi-python:dynamic:Resource::LocalDirectory",
+        ),
+    ),
 )
 SKIPPED_OPS = {"same", "read", "refresh"}
 
@@ -76,10 +101,18 @@ class Review:
     policy_violations: tuple[str, ...] = ()
 
 
-def review(stack: str, changes: Iterable[Change], config_diff: Sequence[str] = (),
-           policy_violations: Sequence[str] = ()) -> Review:
+def review(
+    stack: str,
+    changes: Iterable[Change],
+    config_diff: Sequence[str] = (),
+    policy_violations: Sequence[str] = (),
+) -> Review:
     """Group the steps that change something by category, security-relevant ones first."""
-    real = [c for c in changes if c.op not in SKIPPED_OPS and not c.type.startswith("pulumi:pulumi:Stack")]
+    real = [
+        c
+        for c in changes
+        if c.op not in SKIPPED_OPS and not c.type.startswith("pulumi:pulumi:Stack")
+    ]
     grouped: dict[str, list[Change]] = {name: [] for name, _ in CATEGORIES}
     grouped["compute and other"] = []
     for c in real:
@@ -101,8 +134,13 @@ def review_json(r: Review) -> dict[str, Any]:
         "policy_violations": list(r.policy_violations),
         "categories": {
             name: [
-                {"op": c.op, "type": c.type, "name": c.name, "diffs": list(c.diffs),
-                 "inputs": _plain(c.inputs)}
+                {
+                    "op": c.op,
+                    "type": c.type,
+                    "name": c.name,
+                    "diffs": list(c.diffs),
+                    "inputs": _plain(c.inputs),
+                }
                 for c in changes
             ]
             for name, changes in r.by_category.items()
@@ -134,8 +172,11 @@ def review_markdown(r: Review) -> str:
             continue
         for c in changes:
             lines.append(f"- **{c.op}** `{c.type}` `{c.name}`")
-            lines += [f"  - `{k}`: `{_short(v)}`" for k, v in sorted(c.inputs.items())
-                      if not k.startswith("__")]
+            lines += [
+                f"  - `{k}`: `{_short(v)}`"
+                for k, v in sorted(c.inputs.items())
+                if not k.startswith("__")
+            ]
         lines.append("")
     if r.config_diff:
         lines += ["### Stack config", "", "```diff", *r.config_diff, "```", ""]

@@ -1,4 +1,8 @@
-"""`route init DIR`: a spotroute project for teams that install spotroute into their own repo."""
+"""`route init DIR`: a spotroute project for teams that install spotroute into their own repo.
+
+The templates are YAML text, kept verbatim (some lines are long).
+"""
+# ruff: noqa: E501
 
 from __future__ import annotations
 

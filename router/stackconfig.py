@@ -26,11 +26,14 @@ StackConfig = dict[str, Any]
 
 
 def equivalent_types(chosen: Placement, ranked: Sequence[Placement]) -> tuple[str, ...]:
-    """Instance types the group may use: the chosen one first, then ranked ones in the same place."""
+    """Instance types the group may use: the chosen one, then ranked ones in the same place."""
     types = [chosen.instance_type]
     for p in ranked:
         same_place = (p.cloud, p.region, p.zone, p.market) == (
-            chosen.cloud, chosen.region, chosen.zone, chosen.market
+            chosen.cloud,
+            chosen.region,
+            chosen.zone,
+            chosen.market,
         )
         if same_place and p.instance_type not in types:
             types.append(p.instance_type)
@@ -83,16 +86,22 @@ def read_stack_file(path: Path) -> StackConfig:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise BadInput(f"{path}: not a readable stack file ({type(exc).__name__}) — fix or remove it") from None
+        raise BadInput(
+            f"{path}: not a readable stack file ({type(exc).__name__}) — fix or remove it"
+        ) from None
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict):
         return {}
     prefix = f"{NAMESPACE}:"
-    return {k[len(prefix):]: v for k, v in config.items() if isinstance(k, str) and k.startswith(prefix)}
+    return {
+        k[len(prefix) :]: v
+        for k, v in config.items()
+        if isinstance(k, str) and k.startswith(prefix)
+    }
 
 
 def config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """Human-readable changes between two configs: `+ key: value`, `- key: value`, `~ key: a → b`."""
+    """Readable changes between two configs: `+ key: v`, `- key: v`, `~ key: a → b`."""
     lines = []
     for key in sorted(set(old) | set(new)):
         if key not in old:

@@ -94,7 +94,9 @@ def select_offers(offers: Iterable[Offer], where: OfferFilter) -> list[Offer]:
         and (not where.clouds or o.cloud in where.clouds)
         and (not where.regions or any(fnmatch.fnmatchcase(o.region, p) for p in where.regions))
     ]
-    selected.sort(key=lambda o: (o.price_per_hour, o.cloud, o.region, o.zone or "", o.instance_type))
+    selected.sort(
+        key=lambda o: (o.price_per_hour, o.cloud, o.region, o.zone or "", o.instance_type)
+    )
     return selected
 
 
@@ -130,7 +132,7 @@ def refresh(
     now: datetime,
     fetchers: dict[str, Fetcher] | None = None,
 ) -> list[RefreshOutcome]:
-    """Fetch live quotes for each cloud concurrently, then store them; one cloud's failure is its own."""
+    """Fetch live quotes per cloud concurrently, then store them; a failure stays per cloud."""
 
     def fetch(cloud: str) -> tuple[list[Quote], str | None, float]:
         started = time.monotonic()
@@ -149,6 +151,8 @@ def refresh(
         request = requests[cloud]
         stored = store.add(quotes) if quotes else 0
         outcomes.append(
-            RefreshOutcome(cloud, request.regions, len(request.instance_types), stored, elapsed_s, error)
+            RefreshOutcome(
+                cloud, request.regions, len(request.instance_types), stored, elapsed_s, error
+            )
         )
     return outcomes

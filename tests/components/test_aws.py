@@ -498,7 +498,9 @@ def test_subnet_accepts_zone_ids_from_price_catalogs_and_zone_names_from_the_api
     aws_config: dict[str, Any],
 ) -> None:
     by_id = placement(aws_config, region="us-east-1", zone="use1-az4").one("aws:ec2/subnet:Subnet")
-    by_name = placement(aws_config, region="us-east-1", zone="us-east-1a").one("aws:ec2/subnet:Subnet")
+    by_name = placement(aws_config, region="us-east-1", zone="us-east-1a").one(
+        "aws:ec2/subnet:Subnet"
+    )
 
     assert by_id.inputs.get("availabilityZoneId") == "use1-az4"
     assert "availabilityZone" not in by_id.inputs

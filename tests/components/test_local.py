@@ -42,11 +42,17 @@ def _wait_for(predicate, timeout_s: float = 10.0) -> bool:  # type: ignore[no-un
     return False
 
 
-LOOP = ["/bin/sh", "-c",
-        'echo "$GREETING $SPOTROUTE_JOB_ID"; while true; do date > "$SPOTROUTE_CHECKPOINT_DIR/step"; sleep 0.2; done']
+LOOP = [
+    "/bin/sh",
+    "-c",
+    'echo "$GREETING $SPOTROUTE_JOB_ID"; '
+    'while true; do date > "$SPOTROUTE_CHECKPOINT_DIR/step"; sleep 0.2; done',
+]
 
 
-def test_process_starts_in_sandbox_with_job_env_and_stops_on_delete(home: Path, tmp_path: Path) -> None:
+def test_process_starts_in_sandbox_with_job_env_and_stops_on_delete(
+    home: Path, tmp_path: Path
+) -> None:
     checkpoints = tmp_path / "ckpt"
     checkpoints.mkdir()
     provider = LocalProcessProvider()
