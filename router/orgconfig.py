@@ -1,0 +1,223 @@
+"""spotroute.yaml (next to Pulumi.yaml): what an organisation allows, owns and has negotiated.
+
+Reference: docs/org-config.md. The file is committed to git, so it holds hints only, never
+secrets: keys that look like secrets are refused. A missing file means the defaults.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from router.errors import BadInput
+
+ORG_CONFIG_FILE = "spotroute.yaml"
+DEFAULT_MAX_QUOTE_AGE_S = 86_400.0  # a day: spot prices move slowly, interruption data daily
+SECRET_KEY_GLOBS = ("*secret*", "*password*", "*passwd*", "*key*", "*token*")
+KNOWN_CREDENTIAL_HINTS = (
+    "aws_profile",
+    "aws_region",
+    "gcp_project",
+    "azure_subscription_id",
+    "azure_tenant_id",
+)
+
+OrgCloud = Literal["aws", "gcp", "azure", "local"]
+ReservableCloud = Literal["aws", "gcp", "azure"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_SECONDS_PER_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
+
+
+class _Section(BaseModel):
+    """Every section refuses unknown keys: a typo in a budget must not pass silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RegionRules(_Section):
+    """Glob patterns over region names (or "cloud:region"); deny wins. Empty allow = all."""
+
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+
+class Reservation(_Section):
+    """Capacity the organisation already pays for; its marginal cost is 0 unless stated."""
+
+    cloud: ReservableCloud
+    region: str = Field(min_length=1)
+    zone: str | None = None
+    instance_type: str = Field(min_length=1)
+    count: int = Field(ge=1)
+    price_per_hour: float = Field(ge=0)  # effective USD per instance-hour, already paid
+    marginal_price_per_hour: float | None = Field(default=None, ge=0)  # USD per instance-hour
+
+    @property
+    def marginal_cost_per_hour(self) -> float:
+        """USD per instance-hour a job adds by running here (0 for capacity already paid)."""
+        return self.marginal_price_per_hour if self.marginal_price_per_hour is not None else 0.0
+
+
+class Discount(_Section):
+    """A negotiated percentage off list price for a cloud, optionally one family and market."""
+
+    cloud: ReservableCloud
+    family: str = Field(default="*", min_length=1)  # instance-type glob: "p4*", "a2-*"
+    market: Literal["spot", "on-demand", "reserved"] | None = None  # None = every market
+    percent: float
+
+    @field_validator("percent")
+    @classmethod
+    def _percent_in_range(cls, value: float) -> float:
+        if not 0 <= value <= 100 or math.isnan(value):
+            raise ValueError(
+                "must be between 0 and 100 — a discount is the percentage off list price"
+            )
+        return value
+
+    def applies_to(self, cloud: str, instance_type: str, market: str) -> bool:
+        """True when this discount covers the instance type in that cloud and market."""
+        return (
+            cloud == self.cloud
+            and (self.market is None or self.market == market)
+            and fnmatch.fnmatchcase(instance_type, self.family)
+        )
+
+    @property
+    def label(self) -> str:
+        """How a placement's reasons name it: "discount 10% (aws p4*)"."""
+        market = f" {self.market}" if self.market else ""
+        return f"discount {self.percent:g}% ({self.cloud} {self.family}{market})"
+
+
+class Budgets(_Section):
+    """Ceilings every plan respects: USD per instance-hour and USD per job."""
+
+    max_price_per_hour: float | None = Field(default=None, gt=0)
+    max_job_cost: float | None = Field(default=None, gt=0)
+
+
+class OrgConfig(_Section):
+    """The parsed spotroute.yaml; `OrgConfig()` is what a project without the file gets."""
+
+    clouds: tuple[OrgCloud, ...] = ("aws", "gcp", "azure", "local")
+    regions: RegionRules = RegionRules()
+    reservations: tuple[Reservation, ...] = ()
+    discounts: tuple[Discount, ...] = ()
+    budgets: Budgets = Budgets()
+    backend_url: str | None = None
+    max_quote_age_s: float = Field(default=DEFAULT_MAX_QUOTE_AGE_S, gt=0)
+    credentials: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("max_quote_age_s", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        # "24h" reads better than 86400 in a reviewed file; plain numbers are seconds.
+        if isinstance(value, str):
+            match = _DURATION.match(value)
+            if not match:
+                raise ValueError(f"{value!r} is not a duration — use seconds or e.g. 90m, 24h, 2d")
+            return float(match[1]) * _SECONDS_PER_UNIT[match[2]]
+        return value
+
+    @field_validator("credentials")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            lowered = key.lower()
+            if any(fnmatch.fnmatchcase(lowered, glob) for glob in SECRET_KEY_GLOBS):
+                # The value is never echoed: it may be the secret itself.
+                raise ValueError(
+                    f"{key!r} looks like a secret — spotroute.yaml is committed to git and "
+                    f"holds hints only ({', '.join(KNOWN_CREDENTIAL_HINTS)}); keep secrets in "
+                    "your cloud CLI's credential store or environment"
+                )
+        return value
+
+    @field_validator("backend_url")
+    @classmethod
+    def _no_password_in_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).password:
+            raise ValueError(
+                "contains a password — put the URL with credentials in PULUMI_BACKEND_URL "
+                "(environment), not in spotroute.yaml"
+            )
+        return value
+
+    def discount_for(self, cloud: str, instance_type: str, market: str) -> Discount | None:
+        """The largest discount covering this instance type and market (discounts never stack)."""
+        best: Discount | None = None
+        for discount in self.discounts:
+            if discount.applies_to(cloud, instance_type, market) and (
+                best is None or discount.percent > best.percent
+            ):
+                best = discount
+        return best
+
+
+def org_config_path(project_dir: Path) -> Path:
+    """Where a project's org config lives: spotroute.yaml next to Pulumi.yaml."""
+    return project_dir / ORG_CONFIG_FILE
+
+
+def load_org_config(path: Path | None) -> OrgConfig:
+    """Read spotroute.yaml; None or a missing file gives the defaults, bad content BadInput."""
+    if path is None or not path.exists():
+        return OrgConfig()
+    name = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{name}: cannot read the file ({exc})") from exc
+    return parse_org_config(text, name=name)
+
+
+def parse_org_config(text: str, *, name: str = ORG_CONFIG_FILE) -> OrgConfig:
+    """Validate spotroute.yaml text; the first problem becomes a one-line BadInput."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise BadInput(f"{name}: not valid YAML{where}: {problem}") from None
+    if raw is None:
+        return OrgConfig()
+    if not isinstance(raw, dict):
+        raise BadInput(
+            f"{name}: must be a mapping of settings (clouds, regions, reservations, discounts, "
+            "budgets, backend_url, max_quote_age_s, credentials) — see docs/org-config.md"
+        )
+    try:
+        return OrgConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise BadInput(_one_line(name, exc)) from None
+
+
+def _one_line(name: str, exc: ValidationError) -> str:
+    errors = exc.errors(include_input=False, include_url=False)
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{name}: {_field_path(first['loc'])}: {_message(first)}{more}"
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(top level)"
+
+
+def _message(error: Any) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown key — check the spelling (docs/org-config.md lists every key)"
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ")
