@@ -44,7 +44,13 @@ def max_price(job: Job, chosen: Placement) -> float:
     """USD per instance-hour cap written as spotroute:maxPrice."""
     if job.max_price_per_hour is not None:
         return job.max_price_per_hour
-    return round(chosen.price_per_hour * SPOT_CAP_HEADROOM, 4)
+    # Clouds compare the cap with their list price, not our discounted one.
+    return round(chosen.list_price_per_hour * SPOT_CAP_HEADROOM, 4)
+
+
+def program_market(chosen: Placement) -> str:
+    """Reserved capacity is consumed as on-demand instances (the reservation matches them)."""
+    return "on-demand" if chosen.market == "reserved" else chosen.market
 
 
 def stack_config(job: Job, chosen: Placement, ranked: Sequence[Placement] = ()) -> StackConfig:
@@ -58,7 +64,7 @@ def stack_config(job: Job, chosen: Placement, ranked: Sequence[Placement] = ()) 
         "region": chosen.region,
         "zone": chosen.zone or "",
         "instanceTypes": list(equivalent_types(chosen, ranked)),
-        "market": chosen.market,
+        "market": program_market(chosen),
         "maxPrice": max_price(job, chosen),
         "nodeCount": job.node_count,
         "gpu": chosen.gpu,

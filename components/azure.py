@@ -1,0 +1,757 @@
+"""Azure placement components: Network, CheckpointBucket, JobIdentity, SpotGpuGroup.
+
+Same contract as components/aws.py (class names, constructor shapes, output names); the Azure
+additions are keyword-only and optional, so the shared program runs them unchanged:
+
+    make_provider(name, region) -> azure-native Provider pinned to `region`
+    Network(name, args, opts=None)
+        outputs: network_id (VNet id), subnet_id, firewall_id (NSG id)
+                 Azure also: resource_group_name (the job's resource group)
+    CheckpointBucket(name, args, opts=None, *, storage_account_ids=None)
+        outputs: bucket_name ("<account>/<container>"), url
+                 ("https://<account>.blob.core.windows.net/<container>/" + base prefix),
+                 arn_or_id (the container's resource id: what role assignments are scoped to)
+                 Azure also: account_name
+        plain attributes: key_prefix ("" or the existing URL's path), container_name
+    JobIdentity(name, args, bucket, opts=None, *, resource_group_name=None,
+                storage_account_ids=None)
+        outputs: identity_id (user-assigned identity resource id), checkpoint_url
+                 Azure also: client_id, principal_id
+    SpotGpuGroup(name, args, network, identity, bucket, opts=None)
+        outputs: group_id (the VM scale set id), checkpoint_url
+
+Resource groups. Every Azure resource lives in one, and a resource group's deletion deletes
+everything in it. Network creates the job's resource group (VNet, NSG, scale set). The checkpoint
+storage gets its own group, kept on `pulumi destroy` together with the account and container, so
+checkpoints outlive the stack as they do on AWS. JobIdentity puts the identity into
+`resource_group_name` when the program passes the network's group, else into a group of its own.
+
+Existing storage. Azure grants access by resource id, which a blob URL does not carry: reusing an
+account (`existing_url`) or reading Azure data (`data_url`) needs `storage_account_ids`, a map from
+account name to `/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Storage/
+storageAccounts/<account>`. The subscription comes from the environment at deploy time
+(ARM_SUBSCRIPTION_ID, or the Azure CLI's default), never from the components.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+
+import pulumi
+from pulumi_azure_native import (
+    authorization,
+    compute,
+    managedidentity,
+    network,
+    resources,
+    storage,
+)
+from pulumi_azure_native.provider import Provider
+
+from components.args import (
+    CheckpointBucketArgs,
+    JobIdentityArgs,
+    NetworkArgs,
+    SpotGpuGroupArgs,
+    standard_labels,
+)
+from components.startup import render_startup_script
+
+VNET_CIDR = "10.42.0.0/16"
+SUBNET_CIDR = "10.42.0.0/20"
+MARKETS = ("spot", "on-demand")
+BLOB_HOST_SUFFIX = ".blob.core.windows.net"
+CONTAINER_NAME = "checkpoints"
+# Built-in data-plane roles (ids are the same in every tenant). Never Owner/Contributor.
+STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+# Ubuntu 22.04 HPC image: NVIDIA driver, CUDA, NCCL, InfiniBand, Moby and the NVIDIA container
+# toolkit preinstalled, so the start-up script installs nothing (Azure/azhpc-images).
+GPU_IMAGE = {
+    "publisher": "microsoft-dsvm",
+    "offer": "ubuntu-hpc",
+    "sku": "2204",
+    "version": "latest",
+}
+ADMIN_USERNAME = "spotroute"
+NETWORK_API_VERSION = "2020-11-01"  # required by Flexible scale sets that create their own NICs
+SSH_DENIED_SOURCES = ("*", "any", "internet")  # NSG wildcards / service tags for "everyone"
+_BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+_ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
+_CONTAINER = re.compile(r"[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]")
+# Characters a blob prefix may have here; anything else (quotes above all) could break out of
+# the role assignment condition's string literal.
+_PREFIX = re.compile(r"[A-Za-z0-9._/-]+")
+_ZONE = re.compile(r"(?:([a-z0-9]+)-)?([1-3])")
+
+
+def make_provider(name: str, region: str) -> pulumi.ProviderResource:
+    """Explicit azure-native provider pinned to `region`; the subscription comes from the env."""
+    return Provider(name, location=region)
+
+
+# --- pure helpers -------------------------------------------------------------------------------
+
+
+def _require(args: object, expected: type, what: str) -> None:
+    if not isinstance(args, expected):
+        raise TypeError(f"{what} takes {expected.__name__}, got {type(args).__name__}")
+
+
+def _tags(job_name: str, labels: dict[str, str]) -> dict[str, str]:
+    return standard_labels(job_name, labels)
+
+
+def _physical_name(job_name: str, part: str, limit: int) -> str:
+    """`<job>-<part>` cut to Azure's `limit` characters without a trailing dash."""
+    return f"{job_name[: limit - len(part) - 1].rstrip('-')}-{part}"
+
+
+def storage_account_name(job_name: str, salt: str) -> str:
+    """Globally unique storage account name: 'sr' + job letters/digits + 8 hex of a stable hash.
+
+    3–24 lowercase letters and digits, as Azure requires; `salt` (subscription and resource
+    group) makes the name differ between subscriptions and between deployments of one job.
+    """
+    letters = re.sub(r"[^a-z0-9]", "", job_name.lower())
+    digest = hashlib.sha256(f"{job_name}\0{salt}".encode()).hexdigest()[:8]
+    return f"sr{letters}"[:16] + digest
+
+
+def role_definition_id(subscription_id: str, role_guid: str) -> str:
+    """Subscription-scoped resource id of a built-in role definition."""
+    return (
+        f"/subscriptions/{subscription_id}/providers/Microsoft.Authorization/roleDefinitions/"
+        f"{role_guid}"
+    )
+
+
+def parse_blob_url(url: str, field: str) -> tuple[str, str, str]:
+    """(account, container, prefix) of https://<account>.blob.core.windows.net/<container>/<prefix>.
+
+    The prefix is "" or ends with "/".
+    """
+    example = f"https://<account>{BLOB_HOST_SUFFIX}/<container>/<prefix>/"
+    if not url.startswith("https://"):
+        raise ValueError(f"{field}: {url!r} is not an https:// blob URL — use {example}")
+    host, _, path = url[len("https://") :].partition("/")
+    account = host.lower().removesuffix(BLOB_HOST_SUFFIX)
+    if account == host.lower() or not _ACCOUNT.fullmatch(account):
+        raise ValueError(f"{field}: {url!r} names no Azure storage account — use {example}")
+    container, _, prefix = path.partition("/")
+    if not _CONTAINER.fullmatch(container):
+        raise ValueError(
+            f"{field}: {url!r} names no valid container (3–63 lowercase letters, digits, dashes)"
+            f" — use {example}"
+        )
+    prefix = prefix.strip("/")
+    if prefix and not _PREFIX.fullmatch(prefix):
+        raise ValueError(
+            f"{field}: {url!r} has a path with characters spotroute cannot grant safely — "
+            "use letters, digits, '.', '_', '-' and '/'"
+        )
+    return account, container, (prefix + "/" if prefix else "")
+
+
+def is_blob_url(url: str) -> bool:
+    """True for https URLs on the Azure Blob Storage endpoint."""
+    host = url.removeprefix("https://").partition("/")[0].lower()
+    return url.startswith("https://") and host.endswith(BLOB_HOST_SUFFIX)
+
+
+def container_resource_id(
+    account: str, container: str, storage_account_ids: Mapping[str, str], field: str
+) -> str:
+    """Resource id of `container` in `account`, from the account ids the program passes."""
+    by_name = {name.lower(): value for name, value in storage_account_ids.items()}
+    account_id = by_name.get(account, "")
+    if not account_id:
+        raise ValueError(
+            f"{field}: Azure grants access by resource id, which the URL lacks — pass "
+            f"storage_account_ids={{{account!r}: '/subscriptions/<id>/resourceGroups/<rg>/"
+            f"providers/Microsoft.Storage/storageAccounts/{account}'}}"
+        )
+    pattern = (
+        r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Storage/"
+        rf"storageAccounts/{re.escape(account)}"
+    )
+    if not re.fullmatch(pattern, account_id, flags=re.IGNORECASE):
+        raise ValueError(
+            f"storage_account_ids: {account_id!r} is not the resource id of account "
+            f"{account!r} — use /subscriptions/<id>/resourceGroups/<rg>/providers/"
+            f"Microsoft.Storage/storageAccounts/{account}"
+        )
+    return f"{account_id}/blobServices/default/containers/{container}"
+
+
+def blob_prefix_condition(prefix: str, *, write: bool) -> str:
+    """ABAC condition (version 2.0) limiting blob reads, lists and, with `write`, writes, adds,
+    renames and deletes to blobs whose path starts with `prefix`.
+
+    Azure RBAC scopes stop at the container; the condition narrows the grant to the prefix.
+    """
+    if not prefix or prefix == "/" or not _PREFIX.fullmatch(prefix):
+        raise ValueError(
+            f"checkpoint_prefix: {prefix!r} would grant the whole container or cannot be quoted "
+            "safely — use e.g. 'job-name/'"
+        )
+    guarded = [f"!(ActionMatches{{'{_BLOBS}/read'}} AND NOT SubOperationMatches{{'Blob.List'}})"]
+    if write:
+        guarded += [
+            f"!(ActionMatches{{'{_BLOBS}/{action}'}})"
+            for action in ("write", "add/action", "delete", "move/action")
+        ]
+    objects = (
+        "(\n (\n  "
+        + "\n  AND\n  ".join(guarded)
+        + "\n )\n OR\n (\n  "
+        + f"@Resource[{_BLOBS}:path] StringStartsWith '{prefix}'"
+        + "\n )\n)"
+    )
+    listing = (
+        "(\n (\n  "
+        + f"!(ActionMatches{{'{_BLOBS}/read'}} AND SubOperationMatches{{'Blob.List'}})"
+        + "\n )\n OR\n (\n  "
+        + f"@Request[{_BLOBS}:prefix] StringStartsWith '{prefix}'"
+        + "\n )\n)"
+    )
+    return f"{objects}\nAND\n{listing}"
+
+
+def ssh_source_prefixes(ssh_cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(IPv4, IPv6) CIDRs allowed SSH in; refuses the whole internet and malformed CIDRs."""
+    if isinstance(ssh_cidrs, str):
+        raise TypeError("NetworkArgs.ssh_cidrs takes a tuple of CIDR strings, not one string")
+    v4: list[str] = []
+    v6: list[str] = []
+    for cidr in ssh_cidrs:
+        if cidr.strip().lower() in SSH_DENIED_SOURCES:
+            raise ValueError(
+                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
+            )
+        try:
+            block = ipaddress.ip_network(cidr, strict=False)
+        except ValueError as exc:
+            raise ValueError(
+                f"ssh_cidrs: {cidr!r} is not a CIDR — use e.g. 203.0.113.0/24"
+            ) from exc
+        if block.prefixlen == 0:
+            raise ValueError(
+                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
+            )
+        (v4 if block.version == 4 else v6).append(str(block))
+    return v4, v6
+
+
+def zone_number(zone: str, region: str) -> str:
+    """Azure's zone number ("1".."3") from "2" or "<region>-2"; "" when no zone is pinned."""
+    if not zone:
+        return ""
+    match = _ZONE.fullmatch(zone.strip().lower())
+    if match is None or match.group(1) not in (None, region.lower()):
+        raise ValueError(f"zone: {zone!r} is not an Azure zone of {region} — use 1, 2 or 3")
+    return match.group(2)
+
+
+def locked_ssh_public_key() -> str:
+    """An ssh-rsa public key (2048 bits) that nobody holds the private key for.
+
+    Azure refuses Linux VMs with password login off and no SSH key. The modulus is a hash output,
+    whose factors nobody knows, so the key satisfies the API while allowing no login. Operators
+    who need a shell add their own key per VM (`az vm user update --ssh-key-value`), which Azure
+    RBAC governs.
+    """
+    seed = hashlib.shake_256(b"spotroute: no private key exists for this modulus").digest(256)
+    modulus = int.from_bytes(seed, "big") | (1 << 2047) | 1
+
+    def field(data: bytes) -> bytes:
+        return len(data).to_bytes(4, "big") + data
+
+    def mpint(value: int) -> bytes:
+        return field(value.to_bytes((value.bit_length() + 8) // 8, "big"))
+
+    blob = field(b"ssh-rsa") + mpint(65537) + mpint(modulus)
+    return f"ssh-rsa {base64.b64encode(blob).decode()} spotroute-no-login"
+
+
+# --- components ---------------------------------------------------------------------------------
+
+
+class Network(pulumi.ComponentResource):
+    """Job resource group, VNet and subnet behind an NSG: no inbound from the internet."""
+
+    network_id: pulumi.Output[str]
+    subnet_id: pulumi.Output[str]
+    firewall_id: pulumi.Output[str]
+    resource_group_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        _require(args, NetworkArgs, "azure.Network")
+        ssh_v4, ssh_v6 = ssh_source_prefixes(args.ssh_cidrs)
+        super().__init__("spotroute:azure:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        job, tags = args.job_name, _tags(args.job_name, args.labels)
+
+        group = resources.ResourceGroup(f"{name}-rg", location=args.region, tags=tags, opts=child)
+        vnet = network.VirtualNetwork(
+            f"{name}-vnet",
+            resource_group_name=group.name,
+            virtual_network_name=_physical_name(job, "vnet", 64),
+            location=args.region,
+            address_space=network.AddressSpaceArgs(address_prefixes=[VNET_CIDR]),
+            tags=tags,
+            opts=child,
+        )
+        rules = [
+            network.SecurityRuleArgs(
+                name=f"allow-ssh-ipv{version}",
+                description="SSH from the CIDRs the stack declares (spotroute:sshCidrs)",
+                priority=priority,
+                direction="Inbound",
+                access="Allow",
+                protocol="Tcp",
+                source_address_prefixes=prefixes,
+                source_port_range="*",
+                destination_address_prefix="VirtualNetwork",
+                destination_port_range="22",
+            )
+            for version, priority, prefixes in ((4, 100, ssh_v4), (6, 101, ssh_v6))
+            if prefixes
+        ]
+        # Azure's default rules already end in DenyAllInBound; this explicit rule keeps "nothing
+        # from the internet" visible in reviews. AllowVnetInBound stays: the VNet holds only this
+        # job's nodes, which talk to each other in multi-node training.
+        rules.append(
+            network.SecurityRuleArgs(
+                name="deny-internet-inbound",
+                description="spotroute: nothing from the internet connects in",
+                priority=4096,
+                direction="Inbound",
+                access="Deny",
+                protocol="*",
+                source_address_prefix="Internet",
+                source_port_range="*",
+                destination_address_prefix="*",
+                destination_port_range="*",
+            )
+        )
+        firewall = network.NetworkSecurityGroup(
+            f"{name}-nsg",
+            resource_group_name=group.name,
+            network_security_group_name=_physical_name(job, "nsg", 80),
+            location=args.region,
+            security_rules=rules,
+            tags=tags,
+            opts=child,
+        )
+        subnet = network.Subnet(
+            f"{name}-subnet",
+            resource_group_name=group.name,
+            virtual_network_name=vnet.name,
+            subnet_name="nodes",
+            address_prefix=SUBNET_CIDR,
+            network_security_group=network.NetworkSecurityGroupArgs(id=firewall.id),
+            # Outbound without public IPs or a NAT gateway (~$32/month + data): image pulls and
+            # checkpoints. Newer API versions default new subnets to private, so say it.
+            default_outbound_access=True,
+            # Checkpoint traffic to Storage stays on the Azure backbone; service endpoints are free.
+            service_endpoints=[
+                network.ServiceEndpointPropertiesFormatArgs(service="Microsoft.Storage")
+            ],
+            opts=child,
+        )
+
+        self.network_id = vnet.id
+        self.subnet_id = subnet.id
+        self.firewall_id = firewall.id
+        self.resource_group_name = group.name
+        self.register_outputs(
+            {
+                "network_id": vnet.id,
+                "subnet_id": subnet.id,
+                "firewall_id": firewall.id,
+                "resource_group_name": group.name,
+            }
+        )
+
+
+class CheckpointBucket(pulumi.ComponentResource):
+    """Versioned, private, identity-only blob container for checkpoints, or an existing one."""
+
+    bucket_name: pulumi.Output[str]
+    url: pulumi.Output[str]
+    arn_or_id: pulumi.Output[str]
+    key_prefix: str
+    account_name: pulumi.Output[str]
+    container_name: str
+
+    def __init__(
+        self,
+        name: str,
+        args: CheckpointBucketArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        storage_account_ids: Mapping[str, str] | None = None,
+    ) -> None:
+        _require(args, CheckpointBucketArgs, "azure.CheckpointBucket")
+        if args.noncurrent_version_days < 1:
+            raise ValueError(
+                f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
+            )
+        existing = parse_blob_url(args.existing_url, "existing_url") if args.existing_url else None
+        existing_id = (
+            container_resource_id(
+                existing[0], existing[1], storage_account_ids or {}, "existing_url"
+            )
+            if existing
+            else ""
+        )
+        super().__init__("spotroute:azure:CheckpointBucket", name, None, opts)
+
+        if existing is not None:
+            # Reused container: its settings belong to whoever owns it; nothing is created.
+            account, container, self.key_prefix = existing
+            self.container_name = container
+            self.account_name = pulumi.Output.from_input(account)
+            self.bucket_name = pulumi.Output.from_input(f"{account}/{container}")
+            self.url = pulumi.Output.from_input(
+                f"https://{account}{BLOB_HOST_SUFFIX}/{container}/{self.key_prefix}"
+            )
+            self.arn_or_id = pulumi.Output.from_input(existing_id)
+        else:
+            self.key_prefix = ""
+            self.container_name = CONTAINER_NAME
+            self._create(name, args)
+
+        self.register_outputs(
+            {"bucket_name": self.bucket_name, "url": self.url, "arn_or_id": self.arn_or_id}
+        )
+
+    def _create(self, name: str, args: CheckpointBucketArgs) -> None:
+        # Deleting a resource group deletes everything in it, so checkpoints get a group of their
+        # own and `pulumi destroy` leaves group, account and container in place (AWS keeps its
+        # bucket too); delete them by hand once the checkpoints are no longer needed.
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+        tags = _tags(args.job_name, args.labels)
+        group = resources.ResourceGroup(
+            f"{name}-checkpoints-rg", location=args.region, tags=tags, opts=keep
+        )
+        client = authorization.get_client_config_output(
+            opts=pulumi.InvokeOutputOptions(parent=self)
+        )
+        account_name = pulumi.Output.all(client.subscription_id, group.name).apply(
+            lambda ids: storage_account_name(args.job_name, f"{ids[0]}/{ids[1]}")
+        )
+        account = storage.StorageAccount(
+            f"{name}-storage",
+            resource_group_name=group.name,
+            account_name=account_name,
+            location=args.region,
+            kind="StorageV2",
+            sku=storage.SkuArgs(name="Standard_LRS"),
+            access_tier=storage.AccessTier.HOT,
+            allow_blob_public_access=False,
+            enable_https_traffic_only=True,
+            minimum_tls_version="TLS1_2",
+            # Identity-based access only: no account keys, no SAS signed with them.
+            allow_shared_key_access=False,
+            default_to_o_auth_authentication=True,
+            allow_cross_tenant_replication=False,
+            # Nodes reach it without public IPs; access is decided by Entra ID roles, not network.
+            public_network_access="Enabled",
+            tags=tags,
+            opts=keep,
+        )
+        service = storage.BlobServiceProperties(
+            f"{name}-blob-service",
+            resource_group_name=group.name,
+            account_name=account.name,
+            blob_services_name="default",
+            is_versioning_enabled=True,
+            delete_retention_policy=storage.DeleteRetentionPolicyArgs(
+                enabled=True, days=args.noncurrent_version_days
+            ),
+            container_delete_retention_policy=storage.DeleteRetentionPolicyArgs(
+                enabled=True, days=args.noncurrent_version_days
+            ),
+            opts=keep,
+        )
+        container = storage.BlobContainer(
+            f"{name}-container",
+            resource_group_name=group.name,
+            account_name=account.name,
+            container_name=CONTAINER_NAME,
+            public_access=storage.PublicAccess.NONE,
+            opts=keep,
+        )
+        storage.ManagementPolicy(
+            f"{name}-lifecycle",
+            resource_group_name=group.name,
+            account_name=account.name,
+            management_policy_name="default",
+            policy=storage.ManagementPolicySchemaArgs(
+                rules=[
+                    storage.ManagementPolicyRuleArgs(
+                        name="expire-old-checkpoint-versions",
+                        type="Lifecycle",
+                        enabled=True,
+                        definition=storage.ManagementPolicyDefinitionArgs(
+                            filters=storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"]),
+                            actions=storage.ManagementPolicyActionArgs(
+                                # A version is created when its blob is overwritten, so this
+                                # counts days since it stopped being current, like S3's
+                                # noncurrent-version expiration.
+                                version=storage.ManagementPolicyVersionArgs(
+                                    delete=storage.DateAfterCreationArgs(
+                                        days_after_creation_greater_than=args.noncurrent_version_days
+                                    )
+                                )
+                            ),
+                        ),
+                    )
+                ]
+            ),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=[service]),
+        )
+        self.account_name = account.name
+        self.bucket_name = account.name.apply(lambda a: f"{a}/{CONTAINER_NAME}")
+        self.url = account.name.apply(lambda a: f"https://{a}{BLOB_HOST_SUFFIX}/{CONTAINER_NAME}/")
+        self.arn_or_id = container.id
+
+
+class JobIdentity(pulumi.ComponentResource):
+    """User-assigned identity that may touch only the job's checkpoint prefix and read its data."""
+
+    identity_id: pulumi.Output[str]
+    client_id: pulumi.Output[str]
+    principal_id: pulumi.Output[str]
+    checkpoint_url: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: JobIdentityArgs,
+        bucket: CheckpointBucket,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        resource_group_name: pulumi.Input[str] | None = None,
+        storage_account_ids: Mapping[str, str] | None = None,
+    ) -> None:
+        _require(args, JobIdentityArgs, "azure.JobIdentity")
+        _require(bucket, CheckpointBucket, "azure.JobIdentity bucket")
+        relative = args.checkpoint_prefix.strip("/")
+        relative_prefix = relative + "/" if relative else ""
+        key_prefix = bucket.key_prefix + relative_prefix
+        # Fails here, before registering anything, if the prefix would grant the whole container.
+        checkpoint_condition = blob_prefix_condition(key_prefix, write=True)
+        data_scope, data_condition = "", ""
+        if is_blob_url(args.data_url):
+            account, container, data_prefix = parse_blob_url(args.data_url, "data_url")
+            data_scope = container_resource_id(
+                account, container, storage_account_ids or {}, "data_url"
+            )
+            data_condition = blob_prefix_condition(data_prefix, write=False) if data_prefix else ""
+        # Data elsewhere (s3://, gs://, other https) cannot be granted by an Azure role: the job
+        # brings its own credentials for it, so nothing is added here.
+        super().__init__("spotroute:azure:JobIdentity", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        job, tags = args.job_name, _tags(args.job_name, args.labels)
+
+        if resource_group_name is None:
+            resource_group_name = resources.ResourceGroup(
+                f"{name}-identity-rg", location=args.region, tags=tags, opts=child
+            ).name
+        identity = managedidentity.UserAssignedIdentity(
+            f"{name}-identity",
+            resource_group_name=resource_group_name,
+            location=args.region,
+            tags=tags,
+            opts=child,
+        )
+        client = authorization.get_client_config_output(
+            opts=pulumi.InvokeOutputOptions(parent=self)
+        )
+        authorization.RoleAssignment(
+            f"{name}-checkpoints-access",
+            scope=bucket.arn_or_id,
+            role_definition_id=client.subscription_id.apply(
+                lambda sub: role_definition_id(sub, STORAGE_BLOB_DATA_CONTRIBUTOR)
+            ),
+            principal_id=identity.principal_id,
+            # Skips the directory lookup that fails while a new identity is still replicating.
+            principal_type="ServicePrincipal",
+            condition=checkpoint_condition,
+            condition_version="2.0",
+            description=f"spotroute job {job}: checkpoints under {key_prefix} only",
+            opts=child,
+        )
+        if data_scope:
+            authorization.RoleAssignment(
+                f"{name}-data-access",
+                scope=data_scope,
+                role_definition_id=client.subscription_id.apply(
+                    lambda sub: role_definition_id(sub, STORAGE_BLOB_DATA_READER)
+                ),
+                principal_id=identity.principal_id,
+                principal_type="ServicePrincipal",
+                condition=data_condition or None,
+                condition_version="2.0" if data_condition else None,
+                description=f"spotroute job {job}: read its data",
+                opts=child,
+            )
+
+        self.identity_id = identity.id
+        self.client_id = identity.client_id
+        self.principal_id = identity.principal_id
+        self.checkpoint_url = bucket.url.apply(lambda url: url + relative_prefix)
+        self.register_outputs(
+            {
+                "identity_id": self.identity_id,
+                "client_id": self.client_id,
+                "principal_id": self.principal_id,
+                "checkpoint_url": self.checkpoint_url,
+            }
+        )
+
+
+class SpotGpuGroup(pulumi.ComponentResource):
+    """Flexible VM scale set of node_count GPU VMs (Spot or Regular), private IPs only."""
+
+    group_id: pulumi.Output[str]
+    checkpoint_url: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: SpotGpuGroupArgs,
+        network: Network,
+        identity: JobIdentity,
+        bucket: CheckpointBucket,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        _require(args, SpotGpuGroupArgs, "azure.SpotGpuGroup")
+        _require(network, Network, "azure.SpotGpuGroup network")
+        _require(identity, JobIdentity, "azure.SpotGpuGroup identity")
+        _require(bucket, CheckpointBucket, "azure.SpotGpuGroup bucket")
+        zone = _check_group_args(args)
+        super().__init__("spotroute:azure:SpotGpuGroup", name, None, opts)
+        job = args.job_name
+        spot = args.market == "spot"
+
+        def custom_data(values: list[str]) -> str:
+            url, client_id = values
+            # azure-identity (DefaultAzureCredential, adlfs) picks the node's identity by this.
+            command = replace(args.job, env={"AZURE_CLIENT_ID": client_id, **args.job.env})
+            return base64.b64encode(render_startup_script(job, url, command).encode()).decode()
+
+        scale_set = compute.VirtualMachineScaleSet(
+            f"{name}-vmss",
+            resource_group_name=network.resource_group_name,
+            vm_scale_set_name=_physical_name(job, "nodes", 64),
+            location=args.region,
+            orchestration_mode="Flexible",
+            platform_fault_domain_count=1,
+            # Only the first (cheapest) type: a scale set runs one VM size.
+            sku=compute.SkuArgs(name=args.instance_types[0], capacity=args.node_count),
+            zones=[zone] if zone else None,
+            identity=compute.VirtualMachineScaleSetIdentityArgs(
+                type=compute.ResourceIdentityType.USER_ASSIGNED,
+                user_assigned_identities=[identity.identity_id],
+            ),
+            virtual_machine_profile=compute.VirtualMachineScaleSetVMProfileArgs(
+                priority="Spot" if spot else "Regular",
+                # Evicted VMs and their disks go away: nothing bills after an eviction.
+                eviction_policy="Delete" if spot else None,
+                billing_profile=compute.BillingProfileArgs(max_price=args.max_price_per_hour)
+                if spot
+                else None,
+                os_profile=compute.VirtualMachineScaleSetOSProfileArgs(
+                    computer_name_prefix=job[:15].rstrip("-"),
+                    admin_username=ADMIN_USERNAME,
+                    custom_data=pulumi.Output.all(
+                        identity.checkpoint_url, identity.client_id
+                    ).apply(custom_data),
+                    linux_configuration=compute.LinuxConfigurationArgs(
+                        disable_password_authentication=True,
+                        provision_vm_agent=True,
+                        ssh=compute.SshConfigurationArgs(
+                            public_keys=[
+                                compute.SshPublicKeyArgs(
+                                    path=f"/home/{ADMIN_USERNAME}/.ssh/authorized_keys",
+                                    key_data=locked_ssh_public_key(),
+                                )
+                            ]
+                        ),
+                    ),
+                ),
+                storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(
+                    image_reference=compute.ImageReferenceArgs(**GPU_IMAGE),
+                    os_disk=compute.VirtualMachineScaleSetOSDiskArgs(
+                        create_option="FromImage",
+                        caching=compute.CachingTypes.READ_WRITE,
+                        disk_size_gb=args.boot_disk_gb,
+                        delete_option="Delete",
+                        managed_disk=compute.VirtualMachineScaleSetManagedDiskParametersArgs(
+                            storage_account_type="Premium_LRS"
+                        ),
+                    ),
+                ),
+                network_profile=compute.VirtualMachineScaleSetNetworkProfileArgs(
+                    network_api_version=NETWORK_API_VERSION,
+                    network_interface_configurations=[
+                        compute.VirtualMachineScaleSetNetworkConfigurationArgs(
+                            name="nic",
+                            primary=True,
+                            delete_option="Delete",
+                            network_security_group=compute.SubResourceArgs(id=network.firewall_id),
+                            # No public_ip_address_configuration: nodes have private IPs only.
+                            ip_configurations=[
+                                compute.VirtualMachineScaleSetIPConfigurationArgs(
+                                    name="ipconfig",
+                                    primary=True,
+                                    subnet=compute.ApiEntityReferenceArgs(id=network.subnet_id),
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                # Serial log and screenshot in managed storage: the first place to look when a
+                # node never starts the job.
+                diagnostics_profile=compute.DiagnosticsProfileArgs(
+                    boot_diagnostics=compute.BootDiagnosticsArgs(enabled=True)
+                ),
+            ),
+            tags=_tags(job, args.labels),
+            # Nodes start the job at boot: their identity and its role assignments must exist.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[identity, network]),
+        )
+
+        self.group_id = scale_set.id
+        self.checkpoint_url = identity.checkpoint_url
+        self.register_outputs({"group_id": scale_set.id, "checkpoint_url": self.checkpoint_url})
+
+
+def _check_group_args(args: SpotGpuGroupArgs) -> str:
+    """Validate the group's Args before anything is registered; returns the zone number."""
+    if args.market not in MARKETS:
+        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
+    if isinstance(args.instance_types, str) or not args.instance_types:
+        raise ValueError("instance_types: give a non-empty tuple of Azure VM sizes")
+    if args.node_count < 1:
+        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
+    if args.max_price_per_hour <= 0:
+        raise ValueError(
+            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
+        )
+    if args.boot_disk_gb < 1:
+        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
+    # Renders (and so validates env names, reserved keys, empty commands) before registering.
+    render_startup_script(args.job_name, "https://validate/", args.job)
+    return zone_number(args.zone, args.region)

@@ -1,0 +1,826 @@
+"""Azure components under Pulumi mocks: what a `pulumi up` of an Azure placement would create."""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import load_ssh_public_key
+from harness import (
+    CallAnswer,
+    CapturedStack,
+    StateFiller,
+    config_value,
+    run_components,
+    run_program,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+from components import azure as azure_components
+from components.args import (
+    CheckpointBucketArgs,
+    JobCommand,
+    JobIdentityArgs,
+    NetworkArgs,
+    SpotGpuGroupArgs,
+)
+from components.program import JOB_NAME, read_placement_config
+
+SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
+PRINCIPAL_ID = "11111111-1111-4111-8111-111111111111"
+CLIENT_ID = "22222222-2222-4222-8222-222222222222"
+VMSS = "azure-native:compute:VirtualMachineScaleSet"
+NSG = "azure-native:network:NetworkSecurityGroup"
+SUBNET = "azure-native:network:Subnet"
+ACCOUNT = "azure-native:storage:StorageAccount"
+CONTAINER = "azure-native:storage:BlobContainer"
+ROLE = "azure-native:authorization:RoleAssignment"
+GROUP = "azure-native:resources:ResourceGroup"
+IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
+CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # Storage Blob Data Contributor
+READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader
+BROAD_ROLES = {
+    "8e3af657-a8ff-443c-a75c-2fe8c4bcb635",  # Owner
+    "b24988ac-6180-42a0-ab88-20f7382dd24c",  # Contributor
+    "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9",  # User Access Administrator
+}
+EXISTING_URL = "https://acmeckpt.blob.core.windows.net/shared/teams/ml/"
+DATA_URL = "https://acmedata.blob.core.windows.net/datasets/llm/"
+ACCOUNT_IDS = {
+    "acmeckpt": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/ml-storage/providers/"
+    "Microsoft.Storage/storageAccounts/acmeckpt",
+    "acmedata": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/ml-data/providers/"
+    "Microsoft.Storage/storageAccounts/acmedata",
+}
+BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+# Every Azure resource type the components create, split by whether Azure lets it carry tags. A
+# new resource type fails test_every_resource_type_is_classified_for_tagging until it is listed.
+TAGGABLE = {
+    GROUP,
+    "azure-native:network:VirtualNetwork",
+    NSG,
+    ACCOUNT,
+    IDENTITY,
+    VMSS,
+}
+UNTAGGABLE = {
+    SUBNET,
+    "azure-native:storage:BlobServiceProperties",
+    CONTAINER,
+    "azure-native:storage:ManagementPolicy",
+    ROLE,
+}
+
+# The azure-native invoke the components make: the deploying principal's subscription.
+AZURE_CALLS: dict[str, CallAnswer] = {
+    "azure-native:authorization:getClientConfig": lambda args: {
+        "subscriptionId": SUBSCRIPTION,
+        "tenantId": "33333333-3333-4333-8333-333333333333",
+        "clientId": "44444444-4444-4444-8444-444444444444",
+        "objectId": "55555555-5555-4555-8555-555555555555",
+    }
+}
+
+
+def _named(name_input: str) -> StateFiller:
+    """Azure's `name` output: the explicit physical name, else logical name + an autoname suffix."""
+    return lambda name, inputs: {"name": inputs.get(name_input) or f"{name}a1b2c3"}
+
+
+# Computed outputs the components read; the scale set's identity comes back as a map, not the
+# list it was given (the SDK refuses to deserialize the echoed list).
+AZURE_STATES: dict[str, StateFiller] = {
+    GROUP: _named("resourceGroupName"),
+    ACCOUNT: _named("accountName"),
+    "azure-native:network:VirtualNetwork": _named("virtualNetworkName"),
+    NSG: _named("networkSecurityGroupName"),
+    IDENTITY: lambda name, inputs: {
+        "name": inputs.get("resourceName") or f"{name}a1b2c3",
+        "principalId": PRINCIPAL_ID,
+        "clientId": CLIENT_ID,
+    },
+    VMSS: lambda name, inputs: {
+        "identity": {
+            "type": inputs["identity"]["type"],
+            "userAssignedIdentities": {i: {} for i in inputs["identity"]["userAssignedIdentities"]},
+        }
+    },
+}
+
+
+@pytest.fixture
+def azure_config() -> dict[str, Any]:
+    """A complete, valid `spotroute:*` config for an Azure spot placement (keys unprefixed)."""
+    return {
+        "jobName": "llm-finetune",
+        "cloud": "azure",
+        "region": "eastus",
+        "zone": "2",
+        "instanceTypes": ["Standard_NC96ads_A100_v4", "Standard_NC48ads_A100_v4"],
+        "market": "spot",
+        "maxPrice": 20.0,
+        "nodeCount": 2,
+        "gpu": "A100-80GB",
+        "gpuCount": 4,
+        "bootDiskGb": 200,
+        "job": {
+            "image": "ghcr.io/acme/trainer:1.4",
+            "command": ["python", "train.py", "--resume"],
+            "env": {"EPOCHS": "3"},
+        },
+        "checkpointing": True,
+        "checkpointUrl": "",
+        "dataUrl": "",
+        "sshCidrs": [],
+        "labels": {"team": "ml-platform", "cost-center": "4711"},
+        "pricePerHour": 12.5,
+        "priceSource": "azure-api",
+    }
+
+
+def placement(config: dict[str, Any], **changes: Any) -> CapturedStack:
+    """The shared placement program (components/program.py), unchanged, on Azure."""
+    return run_program({**config, **changes}, calls=AZURE_CALLS, states=AZURE_STATES)
+
+
+class _Config:
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def get(self, key: str) -> str | None:
+        return config_value(self.values[key]) if key in self.values else None
+
+
+def wired(config: dict[str, Any], **changes: Any) -> CapturedStack:
+    """The program's wiring plus the Azure keywords proposed for it: one job resource group
+    (network's, shared with the identity) and the account ids of existing storage."""
+    placement_config = read_placement_config(_Config({**config, **changes}))
+
+    def program() -> None:
+        p = placement_config
+        job, labels = p.job_name, p.labels
+        provider = azure_components.make_provider(f"{job}-azure", p.region)
+        opts = pulumi.ResourceOptions(providers=[provider])
+        network = azure_components.Network(
+            job,
+            NetworkArgs(
+                job_name=job, region=p.region, zone=p.zone, ssh_cidrs=p.ssh_cidrs, labels=labels
+            ),
+            opts,
+        )
+        bucket = azure_components.CheckpointBucket(
+            job,
+            CheckpointBucketArgs(
+                job_name=job, region=p.region, existing_url=p.checkpoint_url, labels=labels
+            ),
+            opts,
+            storage_account_ids=ACCOUNT_IDS,
+        )
+        identity = azure_components.JobIdentity(
+            job,
+            JobIdentityArgs(
+                job_name=job,
+                region=p.region,
+                checkpoint_prefix=f"{job}/",
+                data_url=p.data_url,
+                labels=labels,
+            ),
+            bucket,
+            opts,
+            resource_group_name=network.resource_group_name,
+            storage_account_ids=ACCOUNT_IDS,
+        )
+        group = azure_components.SpotGpuGroup(
+            job,
+            SpotGpuGroupArgs(
+                job_name=job,
+                region=p.region,
+                zone=p.zone,
+                instance_types=p.instance_types,
+                market=p.market,
+                max_price_per_hour=p.max_price_per_hour,
+                node_count=p.node_count,
+                gpu=p.gpu,
+                gpu_count=p.gpu_count,
+                boot_disk_gb=p.boot_disk_gb,
+                job=p.job,
+                labels=labels,
+            ),
+            network,
+            identity,
+            bucket,
+            opts,
+        )
+        pulumi.export("checkpointUrl", group.checkpoint_url)
+        pulumi.export("identity", identity.identity_id)
+
+    return run_components(program, calls=AZURE_CALLS, states=AZURE_STATES)
+
+
+def vm_profile(stack: CapturedStack) -> dict[str, Any]:
+    profile: dict[str, Any] = stack.one(VMSS).inputs["virtualMachineProfile"]
+    return profile
+
+
+def custom_data(stack: CapturedStack) -> str:
+    return base64.b64decode(vm_profile(stack)["osProfile"]["customData"]).decode()
+
+
+def inbound_rules(stack: CapturedStack) -> list[dict[str, Any]]:
+    rules = stack.one(NSG).inputs.get("securityRules", [])
+    return [r for r in rules if r["direction"] == "Inbound"]
+
+
+def role_guid(assignment: dict[str, Any]) -> str:
+    definition: str = assignment["roleDefinitionId"]
+    assert definition.startswith(
+        f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/"
+    )
+    return definition.rsplit("/", 1)[1]
+
+
+def assignments(stack: CapturedStack) -> dict[str, dict[str, Any]]:
+    """Role assignments by role GUID."""
+    found = {role_guid(r.inputs): r.inputs for r in stack.of_type(ROLE)}
+    assert len(found) == len(stack.of_type(ROLE)), "one assignment per role"
+    return found
+
+
+def checkpoint_prefix(stack: CapturedStack) -> str:
+    """The blob path prefix (inside the container) of the job's checkpoint URL."""
+    url: str = stack.outputs["checkpointUrl"]
+    return url.split(".blob.core.windows.net/", 1)[1].split("/", 1)[1]
+
+
+# --- market -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("existing_url", ["", EXISTING_URL])
+def test_spot_nodes_are_evictable_spot_vms_capped_at_max_price(
+    azure_config: dict[str, Any], existing_url: str
+) -> None:
+    stack = wired(azure_config, market="spot", checkpointUrl=existing_url)
+    scale_set = stack.one(VMSS).inputs
+    profile = vm_profile(stack)
+
+    assert profile["priority"] == "Spot"
+    assert profile["evictionPolicy"] == "Delete"
+    assert profile["billingProfile"] == {"maxPrice": 20.0}
+    assert scale_set["orchestrationMode"] == "Flexible"
+    assert scale_set["platformFaultDomainCount"] == 1
+    assert scale_set["sku"] == {"name": "Standard_NC96ads_A100_v4", "capacity": 2}
+
+
+@pytest.mark.parametrize("existing_url", ["", EXISTING_URL])
+def test_on_demand_nodes_are_regular_vms_without_eviction_or_bid(
+    azure_config: dict[str, Any], existing_url: str
+) -> None:
+    stack = wired(azure_config, market="on-demand", checkpointUrl=existing_url)
+    profile = vm_profile(stack)
+
+    assert profile["priority"] == "Regular"
+    assert "evictionPolicy" not in profile
+    assert "billingProfile" not in profile
+    assert stack.one(VMSS).inputs["sku"]["capacity"] == 2
+
+
+@pytest.mark.parametrize(("zone", "zones"), [("2", ["2"]), ("eastus-3", ["3"]), ("", None)])
+def test_scale_set_is_pinned_to_the_placement_zone_only_when_one_is_given(
+    azure_config: dict[str, Any], zone: str, zones: list[str] | None
+) -> None:
+    stack = placement(azure_config, zone=zone)
+
+    assert stack.one(VMSS).inputs.get("zones") == zones
+
+
+def test_zone_of_another_region_is_refused_at_construction(azure_config: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="zone"):
+        placement(azure_config, zone="westeurope-1")
+
+
+# --- network ----------------------------------------------------------------------------------
+
+
+def test_nsg_lets_nothing_in_from_the_internet_by_default(azure_config: dict[str, Any]) -> None:
+    stack = placement(azure_config)
+    rules = inbound_rules(stack)
+
+    assert [r for r in rules if r["access"] == "Allow"] == []
+    (deny,) = rules
+    assert (deny["access"], deny["sourceAddressPrefix"], deny["destinationPortRange"]) == (
+        "Deny",
+        "Internet",
+        "*",
+    )
+
+
+def test_ssh_is_open_only_on_port_22_from_declared_cidrs(azure_config: dict[str, Any]) -> None:
+    stack = placement(azure_config, sshCidrs=["203.0.113.0/24", "2001:db8::/32"])
+    rules = inbound_rules(stack)
+    allowed = [r for r in rules if r["access"] == "Allow"]
+    deny = next(r for r in rules if r["access"] == "Deny")
+
+    assert [r["sourceAddressPrefixes"] for r in allowed] == [["203.0.113.0/24"], ["2001:db8::/32"]]
+    for rule in allowed:
+        assert (rule["protocol"], rule["destinationPortRange"]) == ("Tcp", "22")
+        assert "sourceAddressPrefix" not in rule
+        assert rule["priority"] < deny["priority"]
+
+
+@pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0", "*", "Internet", "any"])
+def test_ssh_from_everyone_is_refused_naming_the_field(everyone: str) -> None:
+    args = NetworkArgs(job_name="llm", region="eastus", ssh_cidrs=("10.0.0.0/8", everyone))
+
+    with pytest.raises(ValueError, match="ssh_cidrs"):
+        run_components(lambda: azure_components.Network("llm", args), calls=AZURE_CALLS)
+
+
+def test_nodes_have_private_addresses_only_in_the_subnet_behind_the_nsg(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = placement(azure_config, sshCidrs=["203.0.113.0/24"])
+    (nic,) = vm_profile(stack)["networkProfile"]["networkInterfaceConfigurations"]
+    (ip,) = nic["ipConfigurations"]
+
+    assert "publicIPAddressConfiguration" not in ip
+    assert not [t for t in stack.types() if "PublicIPAddress" in t or "LoadBalancer" in t]
+    assert ip["subnet"]["id"] == f"{stack.one(SUBNET).name}-id"
+    assert nic["networkSecurityGroup"]["id"] == f"{stack.one(NSG).name}-id"
+    assert stack.one(SUBNET).inputs["networkSecurityGroup"]["id"] == f"{stack.one(NSG).name}-id"
+
+
+def test_subnet_keeps_outbound_access_and_reaches_storage_over_the_backbone(
+    azure_config: dict[str, Any],
+) -> None:
+    subnet = placement(azure_config).one(SUBNET).inputs
+
+    assert subnet["defaultOutboundAccess"] is True
+    assert subnet["serviceEndpoints"] == [{"service": "Microsoft.Storage"}]
+
+
+# --- checkpoint storage -----------------------------------------------------------------------
+
+
+def test_created_storage_is_private_https_only_tls12_and_keyless(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = placement(azure_config)
+    account = stack.one(ACCOUNT).inputs
+
+    assert (account["kind"], account["sku"]["name"]) == ("StorageV2", "Standard_LRS")
+    assert account["allowBlobPublicAccess"] is False
+    assert account["enableHttpsTrafficOnly"] is True
+    assert account["minimumTlsVersion"] == "TLS1_2"
+    assert account["allowSharedKeyAccess"] is False
+    assert stack.one(CONTAINER).inputs["publicAccess"] == "None"
+
+
+def test_created_storage_keeps_versions_and_expires_old_ones_after_the_configured_days(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = placement(azure_config)
+    service = stack.one("azure-native:storage:BlobServiceProperties").inputs
+    (rule,) = stack.one("azure-native:storage:ManagementPolicy").inputs["policy"]["rules"]
+
+    assert service["isVersioningEnabled"] is True
+    assert service["deleteRetentionPolicy"] == {"enabled": True, "days": 7}
+    assert rule["enabled"] is True
+    assert rule["definition"]["actions"]["version"]["delete"] == {"daysAfterCreationGreaterThan": 7}
+
+
+def test_checkpoint_storage_survives_stack_destroy_but_compute_does_not(
+    azure_config: dict[str, Any],
+) -> None:
+    kept: dict[str, bool] = {}
+
+    def build() -> None:
+        def record(args: pulumi.ResourceTransformationArgs) -> None:
+            kept[args.name] = bool(args.opts.retain_on_delete)
+
+        pulumi.runtime.register_stack_transformation(record)
+        bucket = azure_components.CheckpointBucket(
+            "llm", CheckpointBucketArgs(job_name="llm", region="eastus")
+        )
+        azure_components.Network("llm", NetworkArgs(job_name="llm", region="eastus"))
+        azure_components.JobIdentity(
+            "llm",
+            JobIdentityArgs(job_name="llm", region="eastus", checkpoint_prefix="llm/"),
+            bucket,
+        )
+
+    run_components(build, calls=AZURE_CALLS, states=AZURE_STATES)
+
+    assert {name for name, keep in kept.items() if keep} == {
+        "llm-checkpoints-rg",
+        "llm-storage",
+        "llm-blob-service",
+        "llm-container",
+        "llm-lifecycle",
+    }
+    assert kept["llm-rg"] is False and kept["llm-identity"] is False
+
+
+def test_created_storage_checkpoint_url_is_the_job_prefix_of_the_new_container(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = placement(azure_config)
+    account_name = stack.one(ACCOUNT).inputs["accountName"]
+
+    assert re.fullmatch(r"srllmfinetune[0-9a-f]{8}", account_name)
+    assert stack.outputs["checkpointUrl"] == (
+        f"https://{account_name}.blob.core.windows.net/checkpoints/llm-finetune/"
+    )
+
+
+@pytest.mark.parametrize(
+    "job_name",
+    ["a", "llm-finetune", "x" * 63, "a-b-c-d-e-f-g-h-i-j-k-l-m-n-o-p", "job-2024-01-01", "z9"],
+)
+def test_storage_account_name_fits_azure_rules_for_any_job_name(job_name: str) -> None:
+    name = azure_components.storage_account_name(job_name, f"{SUBSCRIPTION}/rg-a1b2c3")
+
+    assert re.fullmatch(r"[a-z0-9]{3,24}", name)
+    assert name == azure_components.storage_account_name(job_name, f"{SUBSCRIPTION}/rg-a1b2c3")
+
+
+@given(job_name=st.from_regex(JOB_NAME, fullmatch=True), salt=st.text(max_size=80))
+def test_storage_account_name_is_valid_for_every_valid_job_name(job_name: str, salt: str) -> None:
+    assert re.fullmatch(r"sr[a-z0-9]{9,22}", azure_components.storage_account_name(job_name, salt))
+
+
+def test_storage_account_name_differs_between_deployments_and_similar_job_names() -> None:
+    names = {
+        azure_components.storage_account_name("llm-finetune", f"{SUBSCRIPTION}/rg-1"),
+        azure_components.storage_account_name("llm-finetune", f"{SUBSCRIPTION}/rg-2"),
+        azure_components.storage_account_name("llmfinetune", f"{SUBSCRIPTION}/rg-1"),
+        azure_components.storage_account_name("llm-finetune", "other-subscription/rg-1"),
+    }
+
+    assert len(names) == 4
+
+
+def test_existing_container_is_reused_and_no_storage_is_created(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = wired(azure_config, checkpointUrl=EXISTING_URL)
+
+    assert not [r for r in stack.resources if r.type.startswith("azure-native:storage:")]
+    assert stack.outputs["checkpointUrl"] == (
+        "https://acmeckpt.blob.core.windows.net/shared/teams/ml/llm-finetune/"
+    )
+    assert [r.name for r in stack.of_type(GROUP)] == ["llm-finetune-rg"]
+
+
+def test_existing_container_without_its_account_id_is_refused_naming_the_fix(
+    azure_config: dict[str, Any],
+) -> None:
+    with pytest.raises(ValueError, match=r"existing_url: .*storage_account_ids"):
+        placement(azure_config, checkpointUrl=EXISTING_URL)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://acme/checkpoints/",
+        "https://acmeckpt.example.com/shared/",
+        "https://acmeckpt.blob.core.windows.net/",
+        "https://Bad_Account.blob.core.windows.net/shared/",
+        "https://acmeckpt.blob.core.windows.net/shared/it's/",
+    ],
+)
+def test_existing_url_that_is_not_a_usable_blob_container_is_refused(url: str) -> None:
+    args = CheckpointBucketArgs(job_name="llm", region="eastus", existing_url=url)
+
+    with pytest.raises(ValueError, match="existing_url"):
+        run_components(
+            lambda: azure_components.CheckpointBucket("llm", args, storage_account_ids=ACCOUNT_IDS),
+            calls=AZURE_CALLS,
+        )
+
+
+def test_account_id_of_another_account_is_refused() -> None:
+    args = CheckpointBucketArgs(job_name="llm", region="eastus", existing_url=EXISTING_URL)
+    wrong = {"acmeckpt": ACCOUNT_IDS["acmedata"]}
+
+    with pytest.raises(ValueError, match="storage_account_ids"):
+        run_components(
+            lambda: azure_components.CheckpointBucket("llm", args, storage_account_ids=wrong),
+            calls=AZURE_CALLS,
+        )
+
+
+# --- identity ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("existing_url", ["", EXISTING_URL])
+def test_job_identity_writes_only_under_its_checkpoint_prefix_in_the_container(
+    azure_config: dict[str, Any], existing_url: str
+) -> None:
+    stack = wired(azure_config, checkpointUrl=existing_url)
+    prefix = checkpoint_prefix(stack)
+    (checkpoints,) = assignments(stack).values()
+
+    assert role_guid(checkpoints) == CONTRIBUTOR
+    expected_scope = (
+        f"{ACCOUNT_IDS['acmeckpt']}/blobServices/default/containers/shared"
+        if existing_url
+        else f"{stack.one(CONTAINER).name}-id"
+    )
+    assert checkpoints["scope"] == expected_scope
+    assert checkpoints["conditionVersion"] == "2.0"
+    assert f"@Resource[{BLOBS}:path] StringStartsWith '{prefix}'" in checkpoints["condition"]
+    assert f"@Request[{BLOBS}:prefix] StringStartsWith '{prefix}'" in checkpoints["condition"]
+    assert checkpoints["principalId"] == PRINCIPAL_ID
+    assert checkpoints["principalType"] == "ServicePrincipal"
+
+
+def test_checkpoint_condition_guards_every_blob_action_of_the_contributor_role(
+    azure_config: dict[str, Any],
+) -> None:
+    condition = assignments(placement(azure_config))[CONTRIBUTOR]["condition"]
+    guarded = set(re.findall(r"ActionMatches\{'" + re.escape(BLOBS) + r"/([a-z/]+)'\}", condition))
+
+    # Storage Blob Data Contributor's data actions: read (incl. list), write, add, delete, move.
+    assert guarded == {"read", "write", "add/action", "delete", "move/action"}
+    assert "AND NOT SubOperationMatches{'Blob.List'}" in condition
+    assert "AND SubOperationMatches{'Blob.List'}" in condition
+
+
+def test_only_the_two_data_plane_roles_are_ever_assigned(azure_config: dict[str, Any]) -> None:
+    stack = wired(azure_config, checkpointUrl=EXISTING_URL, dataUrl=DATA_URL)
+    roles = assignments(stack)
+
+    assert set(roles) == {CONTRIBUTOR, READER}
+    assert not set(roles) & BROAD_ROLES
+    for assignment in roles.values():
+        assert re.fullmatch(
+            r"/subscriptions/.+/storageAccounts/\w+/blobServices/default/"
+            r"containers/[a-z0-9-]+",
+            assignment["scope"],
+        )
+
+
+def test_data_reader_is_scoped_to_the_data_container_and_prefix(
+    azure_config: dict[str, Any],
+) -> None:
+    data = assignments(wired(azure_config, dataUrl=DATA_URL))[READER]
+
+    assert data["scope"] == f"{ACCOUNT_IDS['acmedata']}/blobServices/default/containers/datasets"
+    assert f"@Resource[{BLOBS}:path] StringStartsWith 'llm/'" in data["condition"]
+    assert "blobs/write" not in data["condition"]
+    assert data["principalType"] == "ServicePrincipal"
+
+
+@pytest.mark.parametrize("data_url", ["", "s3://acme-datasets/llm/", "gs://acme/llm/"])
+def test_data_outside_azure_adds_no_grant(azure_config: dict[str, Any], data_url: str) -> None:
+    stack = placement(azure_config, dataUrl=data_url)
+
+    assert set(assignments(stack)) == {CONTRIBUTOR}
+
+
+def test_azure_data_without_its_account_id_is_refused_naming_the_fix(
+    azure_config: dict[str, Any],
+) -> None:
+    with pytest.raises(ValueError, match=r"data_url: .*storage_account_ids"):
+        placement(azure_config, dataUrl=DATA_URL)
+
+
+def test_identity_refuses_a_prefix_that_would_grant_the_whole_container() -> None:
+    def build() -> None:
+        bucket = azure_components.CheckpointBucket(
+            "llm", CheckpointBucketArgs(job_name="llm", region="eastus")
+        )
+        azure_components.JobIdentity(
+            "llm",
+            JobIdentityArgs(job_name="llm", region="eastus", checkpoint_prefix="/"),
+            bucket,
+        )
+
+    with pytest.raises(ValueError, match="checkpoint_prefix"):
+        run_components(build, calls=AZURE_CALLS, states=AZURE_STATES)
+
+
+def test_role_definitions_are_looked_up_in_the_deploying_subscription_via_the_provider(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = placement(azure_config)
+    provider = stack.one("pulumi:providers:azure-native")
+
+    assert {i.token for i in stack.invokes} == {"azure-native:authorization:getClientConfig"}
+    assert all(i.provider.startswith(provider.urn + "::") for i in stack.invokes)
+    assert provider.inputs["location"] == "eastus"
+
+
+# --- resource groups --------------------------------------------------------------------------
+
+
+def test_program_as_is_gives_network_storage_and_identity_a_group_each(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = placement(azure_config)
+    groups = {r.name: r for r in stack.of_type(GROUP)}
+
+    assert set(groups) == {
+        "llm-finetune-rg",
+        "llm-finetune-checkpoints-rg",
+        "llm-finetune-identity-rg",
+    }
+    assert all(g.inputs["location"] == "eastus" for g in groups.values())
+    assert stack.one(VMSS).inputs["resourceGroupName"] == "llm-finetune-rga1b2c3"
+    assert stack.one(IDENTITY).inputs["resourceGroupName"] == "llm-finetune-identity-rga1b2c3"
+
+
+def test_identity_joins_the_job_resource_group_when_the_program_passes_it(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = wired(azure_config)
+
+    assert {r.name for r in stack.of_type(GROUP)} == {
+        "llm-finetune-rg",
+        "llm-finetune-checkpoints-rg",
+    }
+    assert stack.one(IDENTITY).inputs["resourceGroupName"] == "llm-finetune-rga1b2c3"
+    assert stack.one(ACCOUNT).inputs["resourceGroupName"] == "llm-finetune-checkpoints-rga1b2c3"
+
+
+# --- nodes ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("existing_url", ["", EXISTING_URL])
+def test_custom_data_runs_the_job_with_job_id_checkpoint_url_and_identity(
+    azure_config: dict[str, Any], existing_url: str
+) -> None:
+    stack = wired(azure_config, checkpointUrl=existing_url)
+    script = custom_data(stack)
+
+    assert "export SPOTROUTE_JOB_ID=llm-finetune\n" in script
+    assert f"export SPOTROUTE_CHECKPOINT_URL={stack.outputs['checkpointUrl']}\n" in script
+    assert f"export AZURE_CLIENT_ID={CLIENT_ID}\n" in script
+    assert "export EPOCHS=3\n" in script
+    assert "ghcr.io/acme/trainer:1.4 python train.py --resume" in script
+
+
+def test_job_env_may_choose_its_own_azure_client_id(azure_config: dict[str, Any]) -> None:
+    job = {**azure_config["job"], "env": {"AZURE_CLIENT_ID": "mine"}}
+    script = custom_data(placement(azure_config, job=job))
+
+    assert "export AZURE_CLIENT_ID=mine\n" in script
+    assert CLIENT_ID not in script
+
+
+def test_nodes_boot_the_hpc_gpu_image_on_a_premium_disk_of_the_asked_size(
+    azure_config: dict[str, Any],
+) -> None:
+    storage_profile = vm_profile(placement(azure_config, bootDiskGb=512))["storageProfile"]
+
+    assert storage_profile["imageReference"] == {
+        "publisher": "microsoft-dsvm",
+        "offer": "ubuntu-hpc",
+        "sku": "2204",
+        "version": "latest",
+    }
+    disk = storage_profile["osDisk"]
+    assert disk["diskSizeGB"] == 512
+    assert disk["managedDisk"] == {"storageAccountType": "Premium_LRS"}
+    assert disk["deleteOption"] == "Delete"
+
+
+def test_nodes_allow_no_password_and_no_usable_ssh_key(azure_config: dict[str, Any]) -> None:
+    os_profile = vm_profile(placement(azure_config))["osProfile"]
+    (key,) = os_profile["linuxConfiguration"]["ssh"]["publicKeys"]
+
+    assert "adminPassword" not in os_profile
+    assert os_profile["linuxConfiguration"]["disablePasswordAuthentication"] is True
+    assert key["path"] == f"/home/{os_profile['adminUsername']}/.ssh/authorized_keys"
+    public_key = load_ssh_public_key(key["keyData"].encode())
+    assert isinstance(public_key, rsa.RSAPublicKey) and public_key.key_size == 2048
+    assert key["keyData"] == azure_components.locked_ssh_public_key()
+
+
+def test_nodes_run_as_the_job_identity_only(azure_config: dict[str, Any]) -> None:
+    stack = placement(azure_config)
+
+    assert stack.one(VMSS).inputs["identity"] == {
+        "type": "UserAssigned",
+        "userAssignedIdentities": [f"{stack.one(IDENTITY).name}-id"],
+    }
+    assert stack.outputs["identity"] == f"{stack.one(IDENTITY).name}-id"
+    assert stack.outputs["groupId"] == f"{stack.one(VMSS).name}-id"
+
+
+# --- every resource ---------------------------------------------------------------------------
+
+
+def test_every_resource_type_is_classified_for_tagging(azure_config: dict[str, Any]) -> None:
+    stack = wired(azure_config, dataUrl=DATA_URL)
+
+    assert {r.type for r in stack.custom_resources()} == TAGGABLE | UNTAGGABLE
+
+
+@pytest.mark.parametrize("build", [placement, wired])
+def test_every_taggable_resource_carries_job_team_and_managed_by(
+    azure_config: dict[str, Any], build: Callable[..., CapturedStack]
+) -> None:
+    stack = build(azure_config)
+    wanted = {"spotroute-job": "llm-finetune", "team": "ml-platform", "managed-by": "spotroute"}
+
+    taggable = [r for r in stack.custom_resources() if r.type in TAGGABLE]
+    assert {r.type for r in taggable} == TAGGABLE
+    for resource in taggable:
+        assert wanted.items() <= resource.inputs["tags"].items(), resource.name
+
+
+def test_every_cloud_resource_is_a_named_child_of_a_component_using_the_regional_provider(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = placement(azure_config)
+    provider = stack.one("pulumi:providers:azure-native")
+
+    for resource in stack.custom_resources():
+        assert resource.parent_type.startswith("spotroute:azure:"), resource.name
+        assert resource.name.startswith("llm-finetune-"), resource.name
+        assert resource.provider.startswith(provider.urn + "::"), resource.name
+        if "location" in resource.inputs:
+            assert resource.inputs["location"] == "eastus", resource.name
+    assert {r.type for r in stack.resources if not r.custom} == {
+        "spotroute:azure:Network",
+        "spotroute:azure:CheckpointBucket",
+        "spotroute:azure:JobIdentity",
+        "spotroute:azure:SpotGpuGroup",
+    }
+
+
+# --- construction-time errors -----------------------------------------------------------------
+
+
+def test_mistyped_args_property_fails_at_construction() -> None:
+    with pytest.raises(TypeError, match="ssh_cidr"):
+        NetworkArgs(job_name="llm", region="eastus", ssh_cidr=("203.0.113.0/24",))  # type: ignore[call-arg]
+
+
+def test_component_given_the_wrong_args_class_fails_before_creating_anything() -> None:
+    args = CheckpointBucketArgs(job_name="llm", region="eastus")
+
+    with pytest.raises(TypeError, match="NetworkArgs"):
+        run_components(lambda: azure_components.Network("llm", args))  # type: ignore[arg-type]
+
+
+def test_ssh_cidrs_given_as_one_string_fails_at_construction() -> None:
+    args = NetworkArgs(job_name="llm", region="eastus", ssh_cidrs="203.0.113.0/24")  # type: ignore[arg-type]
+
+    with pytest.raises(TypeError, match="ssh_cidrs"):
+        run_components(lambda: azure_components.Network("llm", args))
+
+
+def test_group_with_unknown_market_fails_at_construction() -> None:
+    def build() -> None:
+        network = azure_components.Network("llm", NetworkArgs(job_name="llm", region="eastus"))
+        bucket = azure_components.CheckpointBucket(
+            "llm", CheckpointBucketArgs(job_name="llm", region="eastus")
+        )
+        identity = azure_components.JobIdentity(
+            "llm",
+            JobIdentityArgs(job_name="llm", region="eastus", checkpoint_prefix="llm/"),
+            bucket,
+        )
+        azure_components.SpotGpuGroup(
+            "llm",
+            SpotGpuGroupArgs(
+                job_name="llm",
+                region="eastus",
+                zone="1",
+                instance_types=("Standard_NC4as_T4_v3",),
+                market="reserved",
+                max_price_per_hour=1.0,
+                node_count=1,
+                gpu="T4",
+                gpu_count=1,
+                boot_disk_gb=100,
+                job=JobCommand(image="ghcr.io/acme/t:1", command=("python", "t.py")),
+            ),
+            network,
+            identity,
+            bucket,
+        )
+
+    with pytest.raises(ValueError, match="market"):
+        run_components(build, calls=AZURE_CALLS, states=AZURE_STATES)
+
+
+def test_network_component_builds_on_its_own_without_a_program() -> None:
+    stack = run_components(
+        lambda: azure_components.Network("solo", NetworkArgs(job_name="solo", region="westeurope")),
+        states=AZURE_STATES,
+    )
+
+    vnet = stack.named("solo-vnet")
+    assert vnet.inputs["addressSpace"] == {"addressPrefixes": ["10.42.0.0/16"]}
+    assert vnet.inputs["location"] == "westeurope"
+    assert vnet.parent_type == "spotroute:azure:Network"
+    assert stack.named("solo-rg").inputs["tags"]["spotroute-job"] == "solo"

@@ -1,0 +1,90 @@
+"""Stack config rendering (placement + job → spotroute:* keys), reading and diffing stack files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from router.egress import load_egress
+from router.errors import BadInput
+from router.orgconfig import OrgConfig
+from router.planner import Placement, plan
+from router.stackconfig import config_diff, read_stack_file, stack_config
+from tests.unit.planner_factories import NOW, job, offer
+
+# Every key docs/stack-config.md promises; the program refuses unknown spotroute:* keys.
+DOCUMENTED_KEYS = {
+    "jobName", "cloud", "region", "zone", "instanceTypes", "market", "maxPrice", "nodeCount",
+    "gpu", "gpuCount", "bootDiskGb", "job", "checkpointing", "checkpointUrl", "dataUrl",
+    "sshCidrs", "labels", "pricePerHour", "priceSource",
+}
+
+
+def _placements(*offers: object, **job_overrides: object) -> tuple[Placement, ...]:
+    result = plan(job(**job_overrides), list(offers), org=OrgConfig(), egress=load_egress(), now=NOW)
+    return result.placements
+
+
+def test_config_carries_the_chosen_placement_and_the_job_command() -> None:
+    ranked = _placements(offer("p4de.24xlarge", zone="us-east-1a", price=12.0))
+    config = stack_config(job(labels={"team": "ml"}), ranked[0], ranked)
+
+    assert set(config) <= DOCUMENTED_KEYS
+    assert config["cloud"] == "aws" and config["region"] == "us-east-1"
+    assert config["zone"] == "us-east-1a"
+    assert config["instanceTypes"] == ["p4de.24xlarge"]
+    assert config["market"] == "spot" and config["checkpointing"] is True
+    assert config["job"] == {"image": "", "command": ["python", "train.py"], "env": {}}
+    assert config["labels"] == {"team": "ml"}
+    assert config["pricePerHour"] == 12.0 and config["priceSource"] == "aws-api"
+
+
+def test_spot_cap_defaults_to_list_price_with_headroom_and_respects_the_job_cap() -> None:
+    ranked = _placements(offer(price=10.0))
+    assert stack_config(job(), ranked[0])["maxPrice"] == 15.0
+    capped = _placements(offer(price=10.0), max_price_per_hour=11.0)
+    assert stack_config(job(max_price_per_hour=11.0), capped[0])["maxPrice"] == 11.0
+
+
+def test_equivalent_types_in_the_same_place_join_the_group_cheapest_first() -> None:
+    ranked = _placements(
+        offer("p4de.24xlarge", zone="us-east-1a", price=9.0),
+        offer("p4de.24xlarge", zone="us-east-1b", price=8.0),
+    )
+    config = stack_config(job(), ranked[0], ranked)
+    # Only types in the chosen zone: another zone is another placement, not an alternative.
+    assert config["zone"] == "us-east-1b"
+    assert config["instanceTypes"] == ["p4de.24xlarge"]
+
+
+def test_existing_checkpoint_url_is_reused_and_auto_creates_a_bucket() -> None:
+    ranked = _placements(offer())
+    reuse = job(checkpoint={"interval_s": 1800, "url": "s3://acme-ckpt/train/"})
+    assert stack_config(reuse, ranked[0])["checkpointUrl"] == "s3://acme-ckpt/train/"
+    assert stack_config(job(), ranked[0])["checkpointUrl"] == ""
+
+
+def test_stack_file_round_trip_and_readable_diff(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.train.yaml"
+    assert read_stack_file(path) == {}
+    path.write_text(
+        "encryptionsalt: v1:abc\nconfig:\n  spotroute:cloud: aws\n  spotroute:maxPrice: 15\n"
+        "  aws:region: us-east-1\n"
+    )
+    old = read_stack_file(path)
+    assert old == {"cloud": "aws", "maxPrice": 15}
+    diff = config_diff(old, {"cloud": "gcp", "maxPrice": 15, "zone": "us-central1-a"})
+    assert diff == [
+        "~ spotroute:cloud: 'aws' → 'gcp'",
+        "+ spotroute:zone: 'us-central1-a'",
+    ]
+    assert config_diff(old, old) == []
+
+
+def test_unreadable_stack_file_is_one_line_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.train.yaml"
+    path.write_text("config: [unclosed\n")
+    with pytest.raises(BadInput) as err:
+        read_stack_file(path)
+    assert "Pulumi.train.yaml" in err.value.message and "\n" not in err.value.message
