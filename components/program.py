@@ -31,6 +31,7 @@ from components.startup import RESERVED_ENV
 
 NAMESPACE = "spotroute"
 MARKETS = ("spot", "on-demand")
+CHECKPOINTING_LABEL = "spotroute-checkpointing"
 KNOWN_KEYS = (
     "jobName",
     "cloud",
@@ -276,6 +277,10 @@ def _labels(read: _Reader) -> dict[str, str]:
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise read.fail(f"labels.{key}", f"{value!r} is not a string")
         labels[key] = str(value)
+    if CHECKPOINTING_LABEL in labels:
+        raise read.fail(
+            f"labels.{CHECKPOINTING_LABEL}", "is set from spotroute:checkpointing — remove it"
+        )
     if labels.get("managed-by", MANAGED_BY) != MANAGED_BY:
         raise read.fail("labels.managed-by", f"is reserved for {MANAGED_BY!r} — remove it")
     return labels
@@ -311,6 +316,9 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
     provider = module.make_provider(f"{job}-{placement.cloud}", placement.region)
     opts = pulumi.ResourceOptions(providers=[provider]) if provider is not None else None
     labels = placement.labels
+    if placement.checkpointing:
+        # The policy pack cannot read stack config: spot-requires-checkpointing reads this label.
+        labels = {**labels, CHECKPOINTING_LABEL: "true"}
 
     network = module.Network(
         job,
@@ -344,6 +352,12 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
         ),
         bucket,
         opts,
+        # Azure keeps the identity in the job's resource group (the others have no such thing).
+        **(
+            {"resource_group_name": network.resource_group_name}
+            if placement.cloud == "azure"
+            else {}
+        ),
     )
     group = module.SpotGpuGroup(
         job,

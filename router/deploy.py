@@ -101,16 +101,6 @@ def find_pulumi() -> Path:
     return Path(found)
 
 
-def policy_pack_dir() -> Path:
-    """The CrossGuard pack shipped with spotroute (the `policies` package directory)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("policies")
-    if spec is None or spec.origin is None:
-        raise OperationFailed("spotroute's policy pack is not installed — reinstall spotroute")
-    return Path(spec.origin).parent
-
-
 @dataclass
 class Engine:
     """One project's stacks on one backend."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -202,31 +203,32 @@ def _preview_error(job: str, exc: Exception, preview: PreviewResult) -> Operatio
 def _policy_args(
     engine: Engine, job: str, proposal: Proposal | None, extra: dict[str, Any] | None
 ) -> tuple[list[str], list[str]]:
-    """The policy pack and a per-job config file for it (budget, regions, checkpointing)."""
-    from router.deploy import policy_pack_dir
+    """The policy pack's launcher and this job's pack config (budget, allowed regions)."""
+    from policies import write_launcher
 
-    pack = policy_pack_dir()
+    launcher = write_launcher(engine.home / "policy-pack", sys.executable)
     org = org_config_for(engine.project)
+    caps = [
+        c
+        for c in (
+            org.budgets.max_price_per_hour,
+            proposal.job.max_price_per_hour if proposal else None,
+        )
+        if c is not None
+    ]
     config: dict[str, Any] = {}
-    if org.budgets.max_price_per_hour is not None:
-        config["max_price_per_hour"] = org.budgets.max_price_per_hour
+    if caps:
+        config["price-within-budget"] = {"max_price_per_hour": min(caps)}
     if org.regions.allow:
-        config["allowed_regions"] = list(org.regions.allow)
-    if extra:
-        config.update(extra)
+        config["regions-allowed"] = {"allowed_regions": list(org.regions.allow)}
+    for name, settings in (extra or {}).items():
+        config[name] = {**config.get(name, {}), **settings}
     if not config:
-        return [str(pack)], []
+        return [str(launcher)], []
     path = engine.home / "policy-config" / f"{job}.json"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.write_text(json.dumps(_per_policy(config), indent=2))
-    return [str(pack)], [str(path)]
-
-
-def _per_policy(config: dict[str, Any]) -> dict[str, Any]:
-    from policies.rules import policy_config_for
-
-    result: dict[str, Any] = policy_config_for(config)
-    return result
+    path.write_text(json.dumps(config, indent=2))
+    return [str(launcher)], [str(path)]
 
 
 def record_placement(home: Path, proposal: Proposal, outputs: dict[str, Any], at: datetime) -> Path:

@@ -21,7 +21,8 @@ ORG_CONFIG = """\
 # spotroute org config (docs/org-config.md). Never put secrets here.
 clouds: [aws, gcp, azure]
 regions:
-  allow: ["us-*", "europe-*", "eu-*", "eastus*", "westus*", "westeurope", "northeurope"]
+  # "local" is the local target (examples and smoke tests on this machine).
+  allow: ["us-*", "europe-*", "eu-*", "eastus*", "westus*", "westeurope", "northeurope", "local"]
 max_quote_age_s: 86400
 budgets:
   max_price_per_hour: 60

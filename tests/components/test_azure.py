@@ -824,3 +824,19 @@ def test_network_component_builds_on_its_own_without_a_program() -> None:
     assert vnet.inputs["location"] == "westeurope"
     assert vnet.parent_type == "spotroute:azure:Network"
     assert stack.named("solo-rg").inputs["tags"]["spotroute-job"] == "solo"
+
+
+def test_program_puts_the_job_identity_in_the_jobs_resource_group() -> None:
+    config = {
+        "jobName": "azjob", "cloud": "azure", "region": "eastus", "zone": "1",
+        "instanceTypes": ["Standard_ND96amsr_A100_v4"], "market": "on-demand", "maxPrice": 40.0,
+        "gpu": "A100-80GB", "gpuCount": 8,
+        "job": {"image": "", "command": ["python", "train.py"], "env": {}},
+        "labels": {"team": "ml"},
+    }
+    stack = run_program(config, calls=AZURE_CALLS, states=AZURE_STATES)
+    # The job's group and the retained checkpoint group; no third group for the identity.
+    groups = {g.name for g in stack.of_type("azure-native:resources:ResourceGroup")}
+    assert groups == {"azjob-rg", "azjob-checkpoints-rg"}
+    identity = stack.one("azure-native:managedidentity:UserAssignedIdentity")
+    assert identity.inputs["resourceGroupName"].startswith("azjob-rg")
