@@ -113,7 +113,8 @@ class Engine:
     def env(self) -> dict[str, str]:
         # The shims for the engine's Python plugins live next to spotroute's CLI build; put that
         # directory first so the engine finds them whichever pulumi binary runs.
-        path = os.pathsep.join([str(tools_bin_dir()), str(find_pulumi().parent), os.environ["PATH"]])
+        dirs = [str(tools_bin_dir()), str(find_pulumi().parent), os.environ.get("PATH", "")]
+        path = os.pathsep.join(dirs)
         return {
             "PATH": path,
             "PULUMI_BACKEND_URL": self.backend.url,

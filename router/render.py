@@ -331,6 +331,8 @@ class EngineProgress:
 
     def __call__(self, event: Any) -> None:
         with self._lock:
+            if event.prelude_event is not None:  # a new engine operation (preview, then update)
+                self.counts = {}
             if event.resource_pre_event is not None:
                 meta = event.resource_pre_event.metadata
                 self.current = f"{meta.op.value} {meta.urn.rsplit('::', 1)[-1]}"

@@ -49,8 +49,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "aws:s3/",
             "gcp:storage/bucket:",
             "azure-native:storage:",
-            "spotroute:index:LocalDirectory",
-            "pulumi-python:dynamic:Resource::LocalDirectory",
+            "pulumi-python:dynamic/spotroute:LocalDirectory",
         ),
     ),
 )
