@@ -546,7 +546,7 @@ def _check_state_bucket(args: BootstrapArgs) -> None:
     if cloud not in args.clouds:
         raise ValueError(f"state_bucket: {url!r} is in {cloud}, which clouds does not include")
     bucket, _ = state_location(url)
-    if not bucket or _UNSAFE & set(url):
+    if not bucket or _UNSAFE & set(url.partition("?")[0]):
         raise ValueError(f"state_bucket: {url!r} names no bucket — e.g. {scheme}://acme-state")
     if cloud == "azure" and not re.fullmatch(
         r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Storage/"
@@ -609,6 +609,9 @@ class AzureHome:
     @property
     def issuer(self) -> str:
         return f"https://sts.windows.net/{self.tenant_id}/"
+
+
+Home = AwsHome | GcpHome | AzureHome
 
 
 # --- AWS ------------------------------------------------------------------------------------------
@@ -1030,7 +1033,7 @@ class AwsDeployerArgs:
     account_id: str = ""  # "" = look up the deploying identity's account
     oidc_issuers: tuple[OidcIssuer, ...] = ()
     existing_oidc_providers: tuple[str, ...] = ()  # issuer URLs with an IAM provider already
-    home: GcpHome | AzureHome | None = None
+    home: Home | None = None  # GcpHome or AzureHome
     outbound_federation: bool = False  # enable IAM outbound federation (AWS → Azure)
     outbound_issuer_url: str = ""  # ... or use the account's existing issuer
     state_bucket: str = ""  # s3://bucket[/path]
@@ -1043,7 +1046,8 @@ class AwsDeployer(pulumi.ComponentResource):
     role_arn: pulumi.Output[str]
     account_id: pulumi.Output[str]
     oidc_provider_arns: pulumi.Output[dict[str, str]]
-    outbound_issuer: pulumi.Output[str]
+    outbound_issuer: pulumi.Output[str]  # "" unless outbound federation is on
+    has_outbound_federation: bool
 
     def __init__(
         self, name: str, args: AwsDeployerArgs, opts: pulumi.ResourceOptions | None = None
@@ -1084,13 +1088,14 @@ class AwsDeployer(pulumi.ComponentResource):
         if isinstance(args.home, AzureHome):
             audiences.setdefault(args.home.issuer, []).append(args.home.audience)
         provider_arns: dict[str, pulumi.Output[str]] = {}
-        for index, (url, client_ids) in enumerate(audiences.items()):
+        for url, client_ids in audiences.items():
             host_path = url.removeprefix("https://")
             if url in args.existing_oidc_providers:
                 provider_arns[url] = account_id.apply(partial(aws_oidc_provider_arn, url=url))
                 continue
             provider = aws.iam.OpenIdConnectProvider(
-                f"{name}-oidc-{index}",
+                # Named by URL, so reordering the issuers never replaces a provider.
+                f"{name}-oidc-{re.sub(r'[^a-z0-9]+', '-', host_path.lower()).strip('-')}",
                 url=url,
                 client_id_lists=client_ids,
                 tags={**tags, "Name": f"spotroute {host_path}"[:256]},
@@ -1177,6 +1182,7 @@ class AwsDeployer(pulumi.ComponentResource):
             **{url: arn for url, arn in provider_arns.items()}
         ).apply(dict)
         self.outbound_issuer = outbound_issuer
+        self.has_outbound_federation = bool(token_audiences)
         self.register_outputs(
             {
                 "role_arn": self.role_arn,
@@ -1191,7 +1197,7 @@ class AwsDeployer(pulumi.ComponentResource):
         return AwsHome(
             account_id=self.account_id,
             role_arn=self.role_arn,
-            outbound_issuer=self.outbound_issuer,
+            outbound_issuer=self.outbound_issuer if self.has_outbound_federation else None,
         )
 
 
@@ -1205,7 +1211,7 @@ class GcpDeployerArgs:
     project_id: str
     project_number: str = ""  # "" = look it up
     oidc_issuers: tuple[OidcIssuer, ...] = ()
-    home: AwsHome | AzureHome | None = None
+    home: Home | None = None  # AwsHome or AzureHome
     router_service_account: str = ""  # may impersonate the deployer (router runs on GCP)
     state_bucket: str = ""  # gs://bucket[/path]
     enable_services: bool = True
@@ -1459,8 +1465,8 @@ class AzureDeployerArgs:
     tenant_id: str
     location: str
     oidc_issuers: tuple[OidcIssuer, ...] = ()
-    home: AwsHome | GcpHome | None = None
-    federation_audience: str = ""  # for AzureHome: the App ID URI tokens are requested for
+    home: Home | None = None  # AwsHome or GcpHome
+    federation_audience: str = ""  # App ID URI this identity asks tokens for when it is the home
     state_bucket: str = ""  # azblob://container
     state_storage_account_id: str = ""
     labels: dict[str, str] = field(default_factory=dict)
@@ -1478,6 +1484,7 @@ class AzureDeployer(pulumi.ComponentResource):
     principal_id: pulumi.Output[str]
     identity_id: pulumi.Output[str]
     tenant_id: str
+    federation_audience: str
     role_definition_id: pulumi.Output[str]
 
     def __init__(
@@ -1634,6 +1641,7 @@ class AzureDeployer(pulumi.ComponentResource):
         self.principal_id = identity.principal_id
         self.identity_id = identity.id
         self.tenant_id = args.tenant_id
+        self.federation_audience = args.federation_audience
         self.role_definition_id = role_id
         self.register_outputs(
             {
@@ -1644,10 +1652,12 @@ class AzureDeployer(pulumi.ComponentResource):
             }
         )
 
-    def as_home(self, audience: str) -> AzureHome:
+    def as_home(self) -> AzureHome:
         """How AWS and GCP trust this deployer when the router runs on Azure."""
         return AzureHome(
-            tenant_id=self.tenant_id, audience=audience, principal_id=self.principal_id
+            tenant_id=self.tenant_id,
+            audience=self.federation_audience,
+            principal_id=self.principal_id,
         )
 
 
@@ -1681,92 +1691,83 @@ def _providers(args: BootstrapArgs) -> dict[str, pulumi.ProviderResource]:
     return made
 
 
+def _deployer(
+    cloud: str, args: BootstrapArgs, home: Home | None, opts: pulumi.ResourceOptions
+) -> AwsDeployer | GcpDeployer | AzureDeployer:
+    """One cloud's deployer; `home` is the router's home deployer when it is another cloud's."""
+    if cloud == "aws":
+        return AwsDeployer(
+            "aws-deployer",
+            AwsDeployerArgs(
+                account_id=args.aws_account_id,
+                oidc_issuers=args.oidc_issuers,
+                existing_oidc_providers=args.aws_existing_oidc_providers,
+                home=home,
+                outbound_federation=args.aws_outbound_federation,
+                outbound_issuer_url=args.aws_outbound_issuer_url,
+                state_bucket=args.state_bucket if args.state_bucket.startswith("s3://") else "",
+                labels=args.labels,
+            ),
+            opts,
+        )
+    if cloud == "gcp":
+        return GcpDeployer(
+            "gcp-deployer",
+            GcpDeployerArgs(
+                project_id=args.gcp_project_id,
+                project_number=args.gcp_project_number,
+                oidc_issuers=args.oidc_issuers,
+                home=home,
+                router_service_account=args.router_service_account,
+                state_bucket=args.state_bucket if args.state_bucket.startswith("gs://") else "",
+            ),
+            opts,
+        )
+    return AzureDeployer(
+        "azure-deployer",
+        AzureDeployerArgs(
+            subscription_id=args.azure_subscription_id,
+            tenant_id=args.azure_tenant_id,
+            location=args.azure_location,
+            oidc_issuers=args.oidc_issuers,
+            home=home,
+            federation_audience=args.azure_federation_audience,
+            state_bucket=args.state_bucket if args.state_bucket.startswith("azblob://") else "",
+            state_storage_account_id=args.state_storage_account_id,
+            labels=args.labels,
+        ),
+        opts,
+    )
+
+
 def bootstrap_program(args: BootstrapArgs) -> dict[str, Any]:
     """Create the selected deployers, the router's home first; export and return the outputs."""
     _require(args, BootstrapArgs, "bootstrap_program")
     providers = _providers(args)
-    home: AwsHome | GcpHome | AzureHome | None = None
-    aws_deployer: AwsDeployer | None = None
-    gcp_deployer: GcpDeployer | None = None
-    azure_deployer: AzureDeployer | None = None
-
-    def build(cloud: str) -> None:
-        nonlocal aws_deployer, gcp_deployer, azure_deployer
-        opts = pulumi.ResourceOptions(provider=providers[cloud])
-        other_home = None if cloud == args.home_cloud else home
-        if cloud == "aws":
-            assert not isinstance(other_home, AwsHome)
-            aws_deployer = AwsDeployer(
-                "aws-deployer",
-                AwsDeployerArgs(
-                    account_id=args.aws_account_id,
-                    oidc_issuers=args.oidc_issuers,
-                    existing_oidc_providers=args.aws_existing_oidc_providers,
-                    home=other_home,
-                    outbound_federation=args.aws_outbound_federation,
-                    outbound_issuer_url=args.aws_outbound_issuer_url,
-                    state_bucket=args.state_bucket if args.state_bucket.startswith("s3://") else "",
-                    labels=args.labels,
-                ),
-                opts,
-            )
-        elif cloud == "gcp":
-            assert not isinstance(other_home, GcpHome)
-            gcp_deployer = GcpDeployer(
-                "gcp-deployer",
-                GcpDeployerArgs(
-                    project_id=args.gcp_project_id,
-                    project_number=args.gcp_project_number,
-                    oidc_issuers=args.oidc_issuers,
-                    home=other_home,
-                    router_service_account=args.router_service_account,
-                    state_bucket=args.state_bucket if args.state_bucket.startswith("gs://") else "",
-                ),
-                opts,
-            )
-        else:
-            assert not isinstance(other_home, AzureHome)
-            azure_deployer = AzureDeployer(
-                "azure-deployer",
-                AzureDeployerArgs(
-                    subscription_id=args.azure_subscription_id,
-                    tenant_id=args.azure_tenant_id,
-                    location=args.azure_location,
-                    oidc_issuers=args.oidc_issuers,
-                    home=other_home,
-                    federation_audience=args.azure_federation_audience,
-                    state_bucket=args.state_bucket
-                    if args.state_bucket.startswith("azblob://")
-                    else "",
-                    state_storage_account_id=args.state_storage_account_id,
-                    labels=args.labels,
-                ),
-                opts,
-            )
-
+    deployers: dict[str, AwsDeployer | GcpDeployer | AzureDeployer] = {}
+    home: Home | None = None
     # The home deployer comes first: the others trust its identity, which exists only once it does.
-    order = sorted(args.clouds, key=lambda c: (c != args.home_cloud, CLOUDS.index(c)))
-    for cloud in order:
-        build(cloud)
+    for cloud in sorted(args.clouds, key=lambda c: (c != args.home_cloud, CLOUDS.index(c))):
+        opts = pulumi.ResourceOptions(provider=providers[cloud])
+        deployer = _deployer(cloud, args, None if cloud == args.home_cloud else home, opts)
+        deployers[cloud] = deployer
         if cloud == args.home_cloud:
-            if aws_deployer is not None and cloud == "aws":
-                home = aws_deployer.as_home()
-            elif gcp_deployer is not None and cloud == "gcp":
-                home = gcp_deployer.as_home()
-            elif azure_deployer is not None and cloud == "azure":
-                home = azure_deployer.as_home(args.azure_federation_audience)
+            home = deployer.as_home()
+    aws_deployer = deployers.get("aws")
+    gcp_deployer = deployers.get("gcp")
+    azure_deployer = deployers.get("azure")
 
     outputs: dict[str, Any] = {
         "clouds": [c for c in CLOUDS if c in args.clouds],
         "home": args.home,
     }
-    if aws_deployer is not None:
+    if isinstance(aws_deployer, AwsDeployer):
         outputs["aws_deployer_role_arn"] = aws_deployer.role_arn
         outputs["aws_account_id"] = aws_deployer.account_id
         outputs["aws_oidc_provider_arns"] = aws_deployer.oidc_provider_arns
         if args.home == "aws" and "azure" in args.clouds:
             outputs["aws_outbound_issuer"] = aws_deployer.outbound_issuer
-    if gcp_deployer is not None:
+    if isinstance(gcp_deployer, GcpDeployer):
         outputs["gcp_project_id"] = args.gcp_project_id
         outputs["gcp_project_number"] = gcp_deployer.project_number
         outputs["gcp_deployer_sa_email"] = gcp_deployer.service_account_email
@@ -1774,7 +1775,7 @@ def bootstrap_program(args: BootstrapArgs) -> dict[str, Any]:
         outputs["gcp_deployer_role"] = gcp_deployer.role_name
         outputs["gcp_workload_identity_pool"] = gcp_deployer.pool_name
         outputs["gcp_workload_identity_providers"] = gcp_deployer.provider_names
-    if azure_deployer is not None:
+    if isinstance(azure_deployer, AzureDeployer):
         outputs["azure_subscription_id"] = args.azure_subscription_id
         outputs["azure_tenant_id"] = args.azure_tenant_id
         outputs["azure_deployer_client_id"] = azure_deployer.client_id

@@ -333,7 +333,7 @@ def deploy(
             project=project,
             confirm=confirm,
             dry_run=dry_run,
-            on_event=None if as_json else progress,
+            on_event=progress,
         )
     if as_json:
         render.print_json(
@@ -371,7 +371,7 @@ def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | 
             project=project,
             now=_now(),
             to=_target(to),
-            on_event=None if review_format else progress,
+            on_event=progress,
         )
     if review_format == "json":
         render.print_json(review_json(review))
@@ -432,7 +432,7 @@ def main() -> None:
     """Console entry point: one-line errors with the right exit code; --debug for tracebacks."""
     debug = "--debug" in sys.argv[1:]
     try:
-        cli.main(standalone_mode=False)
+        cli.main(standalone_mode=False, prog_name="route")
     except RouteError as exc:
         if debug:
             traceback.print_exc()

@@ -101,6 +101,12 @@ def refresh_requests(
             requests[cloud] = PriceRequest(
                 instance_types=types, regions=chosen, timeout_s=timeout_s
             )
+    if not requests:
+        asked = ", ".join(clouds) or "any cloud"
+        raise BadInput(
+            f"--gpu: no instance type of {asked} has {gpu} — see `route prices --gpu {gpu}` "
+            "for where it is offered"
+        )
     return requests
 
 

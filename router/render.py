@@ -24,11 +24,11 @@ def _console(stderr: bool = False) -> Console:
     # Piped output keeps whole rows (rich would otherwise squeeze tables into 80 columns).
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else 200
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width, emoji=False)
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width, emoji=False)
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def money(usd: float) -> str:

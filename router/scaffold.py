@@ -19,7 +19,7 @@ stackConfigDir: stacks
 
 ORG_CONFIG = """\
 # spotroute org config (docs/org-config.md). Never put secrets here.
-clouds: [aws, gcp, azure]
+clouds: [aws, gcp, azure, local]
 regions:
   # "local" is the local target (examples and smoke tests on this machine).
   allow: ["us-*", "europe-*", "eu-*", "eastus*", "westus*", "westeurope", "northeurope", "local"]

@@ -620,20 +620,16 @@ def test_role_definitions_are_looked_up_in_the_deploying_subscription_via_the_pr
 # --- resource groups --------------------------------------------------------------------------
 
 
-def test_program_as_is_gives_network_storage_and_identity_a_group_each(
+def test_program_gives_the_job_two_groups_and_keeps_the_identity_with_the_job(
     azure_config: dict[str, Any],
 ) -> None:
     stack = placement(azure_config)
     groups = {r.name: r for r in stack.of_type(GROUP)}
 
-    assert set(groups) == {
-        "llm-finetune-rg",
-        "llm-finetune-checkpoints-rg",
-        "llm-finetune-identity-rg",
-    }
+    assert set(groups) == {"llm-finetune-rg", "llm-finetune-checkpoints-rg"}
     assert all(g.inputs["location"] == "eastus" for g in groups.values())
     assert stack.one(VMSS).inputs["resourceGroupName"] == "llm-finetune-rga1b2c3"
-    assert stack.one(IDENTITY).inputs["resourceGroupName"] == "llm-finetune-identity-rga1b2c3"
+    assert stack.one(IDENTITY).inputs["resourceGroupName"] == "llm-finetune-rga1b2c3"
 
 
 def test_identity_joins_the_job_resource_group_when_the_program_passes_it(
@@ -824,19 +820,3 @@ def test_network_component_builds_on_its_own_without_a_program() -> None:
     assert vnet.inputs["location"] == "westeurope"
     assert vnet.parent_type == "spotroute:azure:Network"
     assert stack.named("solo-rg").inputs["tags"]["spotroute-job"] == "solo"
-
-
-def test_program_puts_the_job_identity_in_the_jobs_resource_group() -> None:
-    config = {
-        "jobName": "azjob", "cloud": "azure", "region": "eastus", "zone": "1",
-        "instanceTypes": ["Standard_ND96amsr_A100_v4"], "market": "on-demand", "maxPrice": 40.0,
-        "gpu": "A100-80GB", "gpuCount": 8,
-        "job": {"image": "", "command": ["python", "train.py"], "env": {}},
-        "labels": {"team": "ml"},
-    }
-    stack = run_program(config, calls=AZURE_CALLS, states=AZURE_STATES)
-    # The job's group and the retained checkpoint group; no third group for the identity.
-    groups = {g.name for g in stack.of_type("azure-native:resources:ResourceGroup")}
-    assert groups == {"azjob-rg", "azjob-checkpoints-rg"}
-    identity = stack.one("azure-native:managedidentity:UserAssignedIdentity")
-    assert identity.inputs["resourceGroupName"].startswith("azjob-rg")

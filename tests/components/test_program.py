@@ -56,6 +56,8 @@ def test_aws_stack_exports_what_the_router_reads(aws_config: dict[str, Any]) -> 
         "labels": {
             "team": "ml-platform",
             "cost-center": "4711",
+            # A checkpointed job says so on its resources: the policy pack's spot rule reads it.
+            "spotroute-checkpointing": "true",
             "spotroute-job": "llm-finetune",
             "managed-by": "spotroute",
         },
@@ -193,3 +195,15 @@ def test_aws_stack_never_imports_other_clouds_sdks() -> None:
     )
 
     assert result.stdout.strip() == "[]"
+
+
+def test_users_cannot_set_the_checkpointing_label_themselves(aws_config: dict[str, Any]) -> None:
+    config = {**aws_config, "labels": {"team": "ml", "spotroute-checkpointing": "true"}}
+    with pytest.raises(Exception, match="labels.spotroute-checkpointing"):
+        run_program(config)
+
+
+def test_jobs_without_checkpointing_carry_no_checkpointing_label(aws_config: dict[str, Any]) -> None:
+    config = {**aws_config, "market": "on-demand", "checkpointing": False}
+    stack = run_program(config)
+    assert "spotroute-checkpointing" not in stack.outputs["labels"]
