@@ -199,11 +199,13 @@ def test_aws_stack_never_imports_other_clouds_sdks() -> None:
 
 def test_users_cannot_set_the_checkpointing_label_themselves(aws_config: dict[str, Any]) -> None:
     config = {**aws_config, "labels": {"team": "ml", "spotroute-checkpointing": "true"}}
-    with pytest.raises(Exception, match="labels.spotroute-checkpointing"):
+    with pytest.raises(Exception, match=r"labels\.spotroute-checkpointing"):
         run_program(config)
 
 
-def test_jobs_without_checkpointing_carry_no_checkpointing_label(aws_config: dict[str, Any]) -> None:
+def test_jobs_without_checkpointing_carry_no_checkpointing_label(
+    aws_config: dict[str, Any],
+) -> None:
     config = {**aws_config, "market": "on-demand", "checkpointing": False}
     stack = run_program(config)
     assert "spotroute-checkpointing" not in stack.outputs["labels"]

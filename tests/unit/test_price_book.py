@@ -17,9 +17,14 @@ NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 def quote(**kw: object) -> Quote:
     fields: dict[str, object] = {
-        "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
-        "instance_type": "p4de.24xlarge", "market": "spot", "price_per_hour": 10.0,
-        "source": "aws-api", "observed_at": NOW,
+        "cloud": "aws",
+        "region": "us-east-1",
+        "zone": "us-east-1a",
+        "instance_type": "p4de.24xlarge",
+        "market": "spot",
+        "price_per_hour": 10.0,
+        "source": "aws-api",
+        "observed_at": NOW,
     }
     fields.update(kw)
     return Quote(**fields)  # type: ignore[arg-type]
@@ -28,7 +33,9 @@ def quote(**kw: object) -> Quote:
 def test_freshest_quote_wins_per_place_type_and_market() -> None:
     old = quote(price_per_hour=9.0, observed_at=NOW - timedelta(hours=2))
     new = quote(price_per_hour=11.0)
-    other_market = quote(market="on-demand", price_per_hour=40.0, observed_at=NOW - timedelta(days=1))
+    other_market = quote(
+        market="on-demand", price_per_hour=40.0, observed_at=NOW - timedelta(days=1)
+    )
     kept = freshest([old, new, other_market])
     assert sorted(q.price_per_hour for q in kept) == [11.0, 40.0]
 
@@ -37,7 +44,12 @@ def test_cached_quote_replaces_snapshot_rows_even_when_zones_are_named_different
     tmp_path: Path,
 ) -> None:
     snapshot = [
-        quote(zone="use1-az4", source="snapshot", price_per_hour=5.0, observed_at=NOW - timedelta(days=500)),
+        quote(
+            zone="use1-az4",
+            source="snapshot",
+            price_per_hour=5.0,
+            observed_at=NOW - timedelta(days=500),
+        ),
         quote(region="us-west-2", zone="usw2-az1", source="snapshot", price_per_hour=6.0),
     ]
     with QuoteCache(tmp_path / "c.sqlite3") as cache:
@@ -63,8 +75,9 @@ def test_select_offers_filters_and_sorts_cheapest_first() -> None:
         quote(market="on-demand", price_per_hour=30.0),
     ]
     offers = known_offers(catalog, quotes, None)
-    rows = select_offers(offers, OfferFilter(gpu="A100-80GB", gpu_count=8, markets=("spot",),
-                                             regions=("us-*",)))
+    rows = select_offers(
+        offers, OfferFilter(gpu="A100-80GB", gpu_count=8, markets=("spot",), regions=("us-*",))
+    )
     assert [o.price_per_hour for o in rows] == [8.0, 12.0]
 
 
@@ -94,8 +107,12 @@ def test_one_clouds_failure_does_not_stop_the_others_and_failures_store_nothing(
         raise PriceSourceError("Azure Retail Prices API: throttled in eastus after 5 attempts")
 
     store = MemoryStore()
-    outcomes = refresh({"aws": request, "gcp": request, "azure": request}, store, now=NOW,
-                       fetchers={"aws": aws, "gcp": gcp, "azure": azure})
+    outcomes = refresh(
+        {"aws": request, "gcp": request, "azure": request},
+        store,
+        now=NOW,
+        fetchers={"aws": aws, "gcp": gcp, "azure": azure},
+    )
     by_cloud = {o.cloud: o for o in outcomes}
     assert by_cloud["aws"].quotes_stored == 2 and by_cloud["aws"].error is None
     assert by_cloud["gcp"].error == "GCP credentials not found — run gcloud auth"

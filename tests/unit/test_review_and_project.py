@@ -56,7 +56,12 @@ def test_missing_project_and_bad_override_are_one_line_errors(tmp_path: Path) ->
 
 def test_init_scaffolds_a_project_and_never_overwrites(tmp_path: Path) -> None:
     created = init_project(tmp_path / "infra")
-    assert {p.name for p in created} == {"Pulumi.yaml", "spotroute.yaml", "hello-gpu.yaml", ".gitkeep"}
+    assert {p.name for p in created} == {
+        "Pulumi.yaml",
+        "spotroute.yaml",
+        "hello-gpu.yaml",
+        ".gitkeep",
+    }
     assert "stackConfigDir: stacks" in (tmp_path / "infra" / "Pulumi.yaml").read_text()
     project = find_project(tmp_path / "infra" / "jobs")
     assert project is not None

@@ -15,14 +15,32 @@ from tests.unit.planner_factories import NOW, job, offer
 
 # Every key docs/stack-config.md promises; the program refuses unknown spotroute:* keys.
 DOCUMENTED_KEYS = {
-    "jobName", "cloud", "region", "zone", "instanceTypes", "market", "maxPrice", "nodeCount",
-    "gpu", "gpuCount", "bootDiskGb", "job", "checkpointing", "checkpointUrl", "dataUrl",
-    "sshCidrs", "labels", "pricePerHour", "priceSource",
+    "jobName",
+    "cloud",
+    "region",
+    "zone",
+    "instanceTypes",
+    "market",
+    "maxPrice",
+    "nodeCount",
+    "gpu",
+    "gpuCount",
+    "bootDiskGb",
+    "job",
+    "checkpointing",
+    "checkpointUrl",
+    "dataUrl",
+    "sshCidrs",
+    "labels",
+    "pricePerHour",
+    "priceSource",
 }
 
 
 def _placements(*offers: object, **job_overrides: object) -> tuple[Placement, ...]:
-    result = plan(job(**job_overrides), list(offers), org=OrgConfig(), egress=load_egress(), now=NOW)
+    result = plan(
+        job(**job_overrides), list(offers), org=OrgConfig(), egress=load_egress(), now=NOW
+    )
     return result.placements
 
 
