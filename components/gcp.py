@@ -526,6 +526,8 @@ class SpotGpuGroup(pulumi.ComponentResource):
             metadata={
                 "startup-script": startup_script,
                 "block-project-ssh-keys": "TRUE",
+                # GCP spot VMs take no bid; recorded so the policy pack can check the budget.
+                "spotroute-max-price": f"{args.max_price_per_hour:g}",
                 "enable-oslogin": "TRUE",
             },
             labels=labels,

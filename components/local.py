@@ -42,7 +42,8 @@ from components.args import (
 STOP_GRACE_S = 10.0  # SIGTERM first so the job can write a last checkpoint, then SIGKILL
 # Changing any of these means a different job process: replace, never patch in place.
 REPLACE_ON = ("job_name", "command", "env", "checkpoint_url")
-UPDATE_IN_PLACE = ("image", "market", "labels")  # recorded only: the process is untouched
+# Recorded only: the process is untouched.
+UPDATE_IN_PLACE = ("image", "market", "labels", "max_price_per_hour")
 
 
 def _home() -> Path:
@@ -316,6 +317,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 "image": args.job.image,
                 "checkpoint_url": identity.checkpoint_url,
                 "market": args.market,
+                "max_price_per_hour": args.max_price_per_hour,  # read by the budget policy
                 "labels": standard_labels(args.job_name, args.labels),
             },
             pulumi.ResourceOptions(parent=self),

@@ -88,6 +88,7 @@ AWS_SECURITY_GROUPS = (
 AWS_SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 AWS_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 AWS_FLEET = "aws:ec2/fleet:Fleet"
+LOCAL_PROCESS = "pulumi-python:dynamic/spotroute:LocalProcess"  # components/local.py
 AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 AWS_SPOT_INSTANCE_REQUEST = "aws:ec2/spotInstanceRequest:SpotInstanceRequest"
@@ -784,6 +785,8 @@ def spot_market(resource_type: str, props: Mapping[str, Any]) -> bool:
             return False
         on_demand_pct = _number(distribution.get("onDemandPercentageAboveBaseCapacity"))
         return on_demand_pct is not None and on_demand_pct < 100
+    if resource_type == LOCAL_PROCESS:
+        return props.get("market") == "spot"
     if resource_type in GCP_INSTANCE_LIKE:
         scheduling = props.get("scheduling")
         return str(_get(scheduling, "provisioningModel") or "").upper() == "SPOT" or _is_true(
@@ -882,6 +885,9 @@ def price_cap(resource_type: str, props: Mapping[str, Any]) -> PriceCap | None:
         return PriceCap(
             cap, cap * count if cap is not None and count else None, uncapped=cap is None
         )
+    if resource_type == LOCAL_PROCESS:
+        cap = _number(props.get("max_price_per_hour"))
+        return PriceCap(cap, cap) if cap is not None else None
     if resource_type in GCP_INSTANCE_LIKE:
         # GCP Spot VMs have no bid; the group's cap is only visible if the component records it.
         cap = _number(_get(props, "metadata", MAX_PRICE_METADATA_KEY))

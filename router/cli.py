@@ -344,6 +344,9 @@ def deploy(
                 "placement": outcome.placement.to_json(),
                 "outputs": outcome.outputs,
                 "config_diff": list(proposal.config_diff),
+                "preview": dict(outcome.review.counts),
+                "changes": outcome.changes,
+                "policy_violations": list(outcome.review.policy_violations),
             }
         )
     else:
@@ -442,7 +445,10 @@ def main() -> None:
             traceback.print_exc()
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+            click.echo("error: interrupted", err=True)
+            sys.exit(130)
         click.echo("error: aborted", err=True)
         sys.exit(EXIT_FAILED)
     except click.ClickException as exc:

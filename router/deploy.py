@@ -13,7 +13,9 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -138,7 +140,10 @@ class Engine:
                 work_dir=str(self.project.root),
                 program=placement_program,
                 env_vars=self.env(),
-                pulumi_command=auto.PulumiCommand(root=str(pulumi.parent.parent)),
+                # PulumiCommand runs <root>/bin/pulumi; a binary elsewhere is run from PATH.
+                pulumi_command=auto.PulumiCommand(
+                    root=str(pulumi.parent.parent) if pulumi.parent.name == "bin" else None
+                ),
             )
         return self._workspace
 
@@ -188,18 +193,18 @@ class Engine:
 
 def first_line(exc: Exception) -> str:
     """The most telling line of an engine error (the CLI prints pages)."""
-    text = str(exc)
+    lines = []
+    for raw in str(exc).splitlines():
+        line = raw.strip()
+        for prefix in ("stdout:", "stderr:"):  # CommandError quotes the CLI's streams so
+            line = line.removeprefix(prefix).strip()
+        lines.append(line)
     for marker in ("error: ", "Error: "):
-        for line in text.splitlines():
-            line = line.strip()
+        for line in lines:
             if line.startswith(marker) and len(line) > len(marker):
                 return line[len(marker) :].strip()
-    lines = [
-        ln.strip()
-        for ln in text.splitlines()
-        if ln.strip() and not ln.startswith(("code:", "stdout:", "stderr:"))
-    ]
-    return lines[0] if lines else type(exc).__name__
+    meaningful = [ln for ln in lines if ln and not ln.startswith("code:")]
+    return meaningful[0] if meaningful else type(exc).__name__
 
 
 def engine_error(job: str, exc: Exception) -> OperationFailed:
@@ -245,3 +250,29 @@ def config_transaction(path: Path) -> Iterator[None]:
         else:
             path.write_bytes(before)
         raise
+
+
+@contextmanager
+def engine_interrupts() -> Iterator[Callable[[], bool]]:
+    """While the engine runs, the first Ctrl-C is only noted here.
+
+    The terminal sends SIGINT to the whole process group, so the pulumi CLI gets it too: it
+    cancels the operation cleanly and releases the stack lock, and the Automation API call then
+    fails. The caller turns that into `Interrupted`. A second Ctrl-C stops this process at once.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    noted: list[bool] = []
+
+    def on_sigint(_signum: int, _frame: object) -> None:
+        if noted:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        noted.append(True)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield lambda: bool(noted)
+    finally:
+        signal.signal(signal.SIGINT, previous)

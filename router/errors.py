@@ -29,6 +29,12 @@ class OperationFailed(RouteError):
     exit_code = EXIT_FAILED
 
 
+class Interrupted(RouteError):
+    """The user pressed Ctrl-C; the engine cancelled cleanly. Exit 130, as shells expect."""
+
+    exit_code = 130
+
+
 class CredentialsMissing(OperationFailed):
     """A cloud API was asked for but no credentials for it were found."""
 

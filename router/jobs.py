@@ -15,8 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from router.deploy import Engine, choose_backend, config_transaction, engine_error, job_lock
-from router.errors import BadInput, OperationFailed
+from router.deploy import (
+    Engine,
+    choose_backend,
+    config_transaction,
+    engine_error,
+    engine_interrupts,
+    job_lock,
+)
+from router.errors import BadInput, Interrupted, OperationFailed
 from router.home import spotroute_home
 from router.jobspec import Job
 from router.planner import Placement
@@ -93,9 +100,11 @@ class PreviewResult:
             self.changes.append(change_from_event(event.resource_pre_event.metadata))
         if event.policy_event is not None:
             pe = event.policy_event
+            # The message starts with the policy's description; the violation is the last line.
+            lines = [ln.strip() for ln in pe.message.splitlines() if ln.strip()]
+            where = f" ({pe.resource_urn.rsplit('::', 1)[-1]})" if pe.resource_urn else ""
             self.policy_violations.append(
-                f"[{pe.enforcement_level}] {pe.policy_name}: {pe.message.strip().splitlines()[0]}"
-                + (f" ({pe.resource_urn.rsplit('::', 1)[-1]})" if pe.resource_urn else "")
+                f"[{pe.enforcement_level}] {pe.policy_name}: {lines[-1] if lines else ''}{where}"
             )
 
 
@@ -107,6 +116,7 @@ class DeployOutcome:
     outputs: dict[str, Any]
     placement: Placement
     record_path: Path | None = None
+    changes: dict[str, int] = field(default_factory=dict)  # what `up` did, by operation
 
 
 class _Rollback(Exception):
@@ -136,13 +146,18 @@ def deploy(
     on_event: EventHandler | None = None,
     policy_config: dict[str, Any] | None = None,
 ) -> DeployOutcome:
-    """Write config → preview (with the policy pack) → confirm → up → record; undo on failure."""
+    """Write config → preview (with the policy pack) → confirm → up → record; undo on failure.
+
+    When the preview finds nothing to change and the config is unchanged, `up` is skipped: the
+    stack already is what was asked for.
+    """
     from pulumi import automation as auto
 
     engine = engine_for(project)
     job = proposal.job.name
     preview = PreviewResult()
-    with job_lock(engine.home, job):
+    changes: dict[str, int] = {}
+    with job_lock(engine.home, job), engine_interrupts() as interrupted:
         existed = _stack_exists(engine, job)
         try:
             with config_transaction(proposal.stack_file):
@@ -157,17 +172,29 @@ def deploy(
                         policy_pack_configs=configs,
                     )
                 except auto.CommandError as exc:
-                    raise _preview_error(job, exc, preview) from None
+                    raise (
+                        _interrupted(job) if interrupted() else _preview_error(job, exc, preview)
+                    ) from None
                 summary = review(
                     job, preview.changes, proposal.config_diff, preview.policy_violations
                 )
                 if dry_run or not confirm(summary):
                     raise _Rollback
                 try:
-                    stack.up(on_event=on_event, policy_packs=packs, policy_pack_configs=configs)
-                    outputs = {k: v.value for k, v in stack.outputs().items()}
+                    if summary.counts or proposal.config_diff or not existed:
+                        result = stack.up(
+                            on_event=on_event, policy_packs=packs, policy_pack_configs=configs
+                        )
+                        changes = {
+                            op: n
+                            for op, n in op_counts(result.summary.resource_changes).items()
+                            if op != "same"
+                        }
+                        outputs = {k: v.value for k, v in result.outputs.items()}
+                    else:
+                        outputs = {k: v.value for k, v in stack.outputs().items()}
                 except auto.CommandError as exc:
-                    raise engine_error(job, exc) from None
+                    raise _interrupted(job) if interrupted() else engine_error(job, exc) from None
         except _Rollback:
             if not existed:
                 engine.workspace().remove_stack(job)
@@ -177,7 +204,14 @@ def deploy(
                 _remove_if_empty(engine, job)
             raise
     record = record_placement(engine.home, proposal, outputs, datetime.now(UTC))
-    return DeployOutcome(job, True, summary, outputs, proposal.chosen, record)
+    return DeployOutcome(job, True, summary, outputs, proposal.chosen, record, changes)
+
+
+def _interrupted(job: str) -> Interrupted:
+    return Interrupted(
+        f"job {job}: interrupted — the engine cancelled cleanly and the stack is unlocked; "
+        "run the command again to finish"
+    )
 
 
 def _remove_if_empty(engine: Engine, job: str) -> None:
@@ -250,6 +284,9 @@ def record_placement(home: Path, proposal: Proposal, outputs: dict[str, Any], at
         "outputs": outputs,
     }
     path = home / "placements" / f"{proposal.job.name}.json"
+    before = read_placement(home, proposal.job.name)
+    if before and (before.get("outputs") or {}).get("groupId") == outputs.get("groupId"):
+        record["deployed_at"] = before["deployed_at"]  # same instances: still up since then
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2, default=str))
@@ -294,26 +331,21 @@ def destroy_job(job: str, *, project: Project, on_event: EventHandler | None = N
 
     _check_job_name(job)
     engine = engine_for(project)
-    with job_lock(engine.home, job):
+    with job_lock(engine.home, job), engine_interrupts() as interrupted:
         stack = engine.stack(job, create=False)
-        deleted = 0
-
-        def count(event: Any) -> None:
-            nonlocal deleted
-            if (
-                event.res_outputs_event is not None
-                and event.res_outputs_event.metadata.op.value == "delete"
-            ):
-                deleted += 1
-
         try:
-            stack.destroy(on_event=_fan_out(count, on_event))
+            result = stack.destroy(on_event=on_event)
             stack.workspace.remove_stack(job)
         except auto.CommandError as exc:
-            raise engine_error(job, exc) from None
+            raise _interrupted(job) if interrupted() else engine_error(job, exc) from None
         (engine.home / "placements" / f"{job}.json").unlink(missing_ok=True)
         project.stack_config_path(job).unlink(missing_ok=True)
-    return deleted
+    return op_counts(result.summary.resource_changes).get("delete", 0)
+
+
+def op_counts(changes: Any) -> dict[str, int]:
+    """{"create": 3, ...} from an engine summary (keys are OpType enums or plain strings)."""
+    return {getattr(op, "value", str(op)): int(n) for op, n in (changes or {}).items()}
 
 
 def _check_job_name(job: str) -> None:

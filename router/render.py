@@ -347,8 +347,10 @@ class EngineProgress:
         self._live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         self._live.__exit__(None, None, None)
+        if exc_type is not None:  # the error line says what happened
+            return
         elapsed = self._clock() - self._started
         counts = ", ".join(f"{n} {op}" for op, n in sorted(self.counts.items())) or "no changes"
         _console(stderr=True).print(f"{self.title}: {counts} in {elapsed:.1f}s")

@@ -24,7 +24,9 @@ from components.bootstrap import (
     GCP_DEPLOYER_PERMISSIONS,
     AwsDeployer,
     AwsDeployerArgs,
+    AwsHome,
     AzureDeployer,
+    AzureDeployerArgs,
     BootstrapArgs,
     BootstrapConfigError,
     GcpDeployer,
@@ -1065,6 +1067,16 @@ def test_mistyped_args_are_type_errors_before_anything_is_created() -> None:
     with pytest.raises(TypeError, match=r"GcpDeployerArgs\.home"):
         # A deployer never trusts a home of its own cloud.
         GcpDeployer("x", GcpDeployerArgs(project_id=PROJECT_ID, home=GcpHome(unique_id="1")))
+
+
+def test_azure_deployer_refuses_an_aws_home_without_outbound_federation() -> None:
+    aws_home = AwsHome(account_id=ACCOUNT_ID, role_arn=f"arn:aws:iam::{ACCOUNT_ID}:role/x")
+    azure_args = AzureDeployerArgs(
+        subscription_id=SUBSCRIPTION, tenant_id=TENANT, location="westeurope", home=aws_home
+    )
+
+    with pytest.raises(ValueError, match="AWS reaches Azure only through IAM outbound"):
+        AzureDeployer("x", azure_args)
 
 
 @pytest.mark.parametrize(

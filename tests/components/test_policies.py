@@ -1349,3 +1349,16 @@ def test_launcher_is_replaced_in_place_when_written_again(tmp_path: Path) -> Non
         "PulumiPolicy.yaml",
         policies.LAUNCHER_NAME,
     ]
+
+
+def test_budget_covers_the_local_target_and_gcp_templates() -> None:
+    from policies import rules
+
+    budget = {"max_price_per_hour": 1.0}
+    local = {"max_price_per_hour": 5.0, "command": ["/bin/true"]}
+    assert rules.budget_violations(rules.LOCAL_PROCESS, local, budget)
+    assert not rules.budget_violations(
+        rules.LOCAL_PROCESS, {**local, "max_price_per_hour": 0.5}, budget
+    )
+    template = {"metadata": {rules.MAX_PRICE_METADATA_KEY: "3"}, "scheduling": {}}
+    assert rules.budget_violations(GCE_TEMPLATE, template, budget)

@@ -76,11 +76,14 @@ def test_local_job_runs_survives_unchanged_redeploy_is_replaced_on_change_and_st
     assert [(s["job"], s["state"], s["cloud"]) for s in status] == [(JOB, "running", "local")]
     assert status[0]["resources"] > 0
 
-    # --- redeploy unchanged: the engine changes nothing and the same process keeps running
+    # --- redeploy unchanged: the preview finds nothing to change, so no update runs at all,
+    # and the same process keeps running
+    updates_before = len(route.update_history(JOB))
     again = route.ok("deploy", job_file.name, "--yes", "--json").json()
     assert again["applied"] is True and again["config_diff"] == []
+    assert again["preview"] == {} and again["changes"] == {}
     assert group_pid(again["outputs"]) == pid
-    assert set(_latest_changes(route, JOB)) == {"same"}
+    assert len(route.update_history(JOB)) == updates_before
     assert alive(pid) and route.job_leaders() == [pid]
 
     # --- change the job's env: the process is replaced, never patched in place
@@ -94,6 +97,7 @@ def test_local_job_runs_survives_unchanged_redeploy_is_replaced_on_change_and_st
     assert alive(new_pid) and route.job_leaders() == [new_pid]
     changes = _latest_changes(route, JOB)
     assert changes.get("replace") == 1 and not changes.get("delete"), changes
+    assert changed["changes"].get("replace") == 1, changed["changes"]
     assert route.stack_config(JOB)["job"]["env"] == {"EPOCHS": "2"}
 
     # --- destroy: process gone, job forgotten, stack file removed, checkpoints kept
