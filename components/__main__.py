@@ -1,4 +1,5 @@
-"""`pulumi up` entry point (Pulumi.yaml `main: components/`): run the placement program."""
+"""`pulumi up` entry point (Pulumi.yaml `main: components/`): the placement program, or the
+bootstrap program for the `bootstrap` stack."""
 
 import sys
 from pathlib import Path
@@ -9,6 +10,13 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from components.program import placement_program  # noqa: E402
+import pulumi  # noqa: E402
 
-placement_program()
+if pulumi.get_stack() == "bootstrap":
+    from components.bootstrap import bootstrap_inline_program
+
+    bootstrap_inline_program()
+else:
+    from components.program import placement_program
+
+    placement_program()

@@ -420,6 +420,49 @@ def destroy(ctx: click.Context, job: str, yes: bool) -> None:
 
 
 @cli.command()
+@click.option(
+    "--clouds", multiple=True, help="Comma-separated: aws,gcp,azure (default: as configured)."
+)
+@click.option(
+    "--preview", "preview_only", is_flag=True, help="Show what would be created; change nothing."
+)
+@click.option("--yes", "-y", is_flag=True, help="Apply without asking after the preview.")
+@json_option
+@click.pass_context
+def bootstrap(
+    ctx: click.Context, clouds: tuple[str, ...], preview_only: bool, yes: bool, as_json: bool
+) -> None:
+    """One-time keyless credentials: deployer identities and cross-cloud federation."""
+    from router import render
+    from router.bootstrap import run_bootstrap
+
+    project = _project(ctx, required=True)
+    if not preview_only and not yes:
+        if not sys.stdin.isatty():
+            raise click.UsageError("not a terminal to confirm on — pass --yes or --preview")
+        click.confirm("Create or update the bootstrap identities?", default=False, abort=True)
+    with render.EngineProgress("bootstrap") as progress:
+        outcome = run_bootstrap(
+            project=project, clouds=_split(clouds), preview_only=preview_only, on_event=progress
+        )
+    if as_json:
+        from router.review import review_json
+
+        render.print_json(
+            {
+                "applied": outcome.applied,
+                "review": review_json(outcome.review),
+                "outputs": outcome.outputs,
+            }
+        )
+        return
+    render.review_summary(outcome.review)
+    snippet = outcome.outputs.get("org_config_snippet")
+    if snippet:
+        click.echo("\nAdd to spotroute.yaml:\n" + str(snippet))
+
+
+@cli.command()
 @click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
 def init(directory: Path) -> None:
     """Scaffold a spotroute project in DIRECTORY (Pulumi.yaml, stacks/, spotroute.yaml, a job)."""

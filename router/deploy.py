@@ -110,6 +110,7 @@ class Engine:
     project: Project
     home: Path
     backend: Backend
+    program: Callable[[], None] | None = None  # default: components.program.placement_program
     _workspace: auto.LocalWorkspace | None = field(default=None, repr=False)
 
     def env(self) -> dict[str, str]:
@@ -138,7 +139,7 @@ class Engine:
             pulumi = find_pulumi()
             self._workspace = auto.LocalWorkspace(
                 work_dir=str(self.project.root),
-                program=placement_program,
+                program=self.program or placement_program,
                 env_vars=self.env(),
                 # PulumiCommand runs <root>/bin/pulumi; a binary elsewhere is run from PATH.
                 pulumi_command=auto.PulumiCommand(
@@ -162,12 +163,14 @@ class Engine:
         except auto.CommandError as exc:
             raise engine_error(job, exc) from None
 
-    def write_config(self, job: str, config: Mapping[str, Any]) -> None:
+    def write_config(
+        self, job: str, config: Mapping[str, Any], namespace: str = "spotroute"
+    ) -> None:
         """Set every spotroute:* key in one CLI call; the CLI writes stacks/Pulumi.<job>.yaml."""
         from pulumi import automation as auto
 
         payload = {
-            f"spotroute:{key}": (
+            f"{namespace}:{key}": (
                 {"value": value, "secret": False}
                 if isinstance(value, str)
                 else {"value": json.dumps(value), "objectValue": value, "secret": False}

@@ -123,7 +123,7 @@ class _Rollback(Exception):
     """Undo the config write (dry run, or the user said no)."""
 
 
-def _fan_out(*handlers: EventHandler | None) -> EventHandler:
+def fan_out(*handlers: EventHandler | None) -> EventHandler:
     live = [h for h in handlers if h is not None]
 
     def handle(event: Any) -> None:
@@ -163,10 +163,10 @@ def deploy(
             with config_transaction(proposal.stack_file):
                 stack = engine.stack(job)
                 engine.write_config(job, proposal.config)
-                packs, configs = _policy_args(engine, job, proposal, policy_config)
+                packs, configs = policy_args(engine, job, proposal, policy_config)
                 try:
                     stack.preview(
-                        on_event=_fan_out(preview.on_event, on_event),
+                        on_event=fan_out(preview.on_event, on_event),
                         diff=True,
                         policy_packs=packs,
                         policy_pack_configs=configs,
@@ -234,7 +234,7 @@ def _preview_error(job: str, exc: Exception, preview: PreviewResult) -> Operatio
     return engine_error(job, exc)
 
 
-def _policy_args(
+def policy_args(
     engine: Engine, job: str, proposal: Proposal | None, extra: dict[str, Any] | None
 ) -> tuple[list[str], list[str]]:
     """The policy pack's launcher and this job's pack config (budget, allowed regions)."""

@@ -33,6 +33,7 @@ from router.errors import BadInput
 from router.gpus import CANONICAL_GPUS, UnknownGpu, canonical_gpu
 
 NAME_PATTERN = r"^[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?$"
+RESERVED_NAMES = frozenset({"bootstrap"})  # stack names spotroute uses itself (route bootstrap)
 # A plain number, or amounts with units in the order d, h, m, s ("1h30m"); at least one digit.
 DURATION_PATTERN = (
     r"^\s*(?:\d+(?:\.\d+)?|(?=\d)(?:\d+(?:\.\d+)?\s*[dD]\s*)?(?:\d+(?:\.\d+)?\s*[hH]\s*)?"
@@ -462,6 +463,8 @@ class Job(Strict):
                 f"{_show(value)} is not a valid name — use lowercase letters, digits and dashes,"
                 f" starting with a letter, at most 40 characters, e.g. {suggested_name(value)!r}"
             )
+        if value in RESERVED_NAMES:
+            raise _problem(f"'{value}' is reserved for spotroute's own stack — choose another name")
         return value
 
     @field_validator("max_price_per_hour", "node_count", mode="before")

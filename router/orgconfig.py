@@ -27,6 +27,13 @@ KNOWN_CREDENTIAL_HINTS = (
     "gcp_project",
     "azure_subscription_id",
     "azure_tenant_id",
+    # written by `route bootstrap` (its org_config_snippet output)
+    "router_home",
+    "aws_role_arn",
+    "gcp_service_account",
+    "gcp_workload_identity_provider",
+    "azure_client_id",
+    "azure_federation_audience",
 )
 
 OrgCloud = Literal["aws", "gcp", "azure", "local"]

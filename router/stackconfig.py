@@ -85,7 +85,7 @@ def stack_config(job: Job, chosen: Placement, ranked: Sequence[Placement] = ()) 
     }
 
 
-def read_stack_file(path: Path) -> StackConfig:
+def read_stack_file(path: Path, namespace: str = NAMESPACE) -> StackConfig:
     """The `spotroute:*` config in a stack file (namespace stripped); {} when the file is absent."""
     if not path.exists():
         return {}
@@ -98,7 +98,7 @@ def read_stack_file(path: Path) -> StackConfig:
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict):
         return {}
-    prefix = f"{NAMESPACE}:"
+    prefix = f"{namespace}:"
     return {
         k[len(prefix) :]: v
         for k, v in config.items()

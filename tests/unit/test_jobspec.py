@@ -656,3 +656,15 @@ def test_jobs_are_immutable() -> None:
     )
     with pytest.raises(ValueError, match="frozen"):
         job.name = "y"  # type: ignore[misc]
+
+
+def test_bootstrap_is_reserved_for_spotrouted_own_stack(tmp_path: Path) -> None:
+    from router.jobspec import validate_job_file
+
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: bootstrap\nresources: {accelerators: 'T4:1'}\nduration_hours: 1\n"
+        "market: on-demand\nrun: {command: [/bin/true]}\n"
+    )
+    problems = validate_job_file(job)
+    assert len(problems) == 1 and "reserved" in problems[0] and "name" in problems[0]

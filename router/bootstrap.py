@@ -1,0 +1,96 @@
+"""`route bootstrap`: the one-time keyless credential stack (components/bootstrap.py).
+
+Its config lives in stacks/Pulumi.bootstrap.yaml under `spotroute-bootstrap:` (docs/security.md);
+`--clouds` sets the cloud selection there, every other key is the platform engineer's to write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from router.deploy import Engine, config_transaction, engine_error, engine_interrupts, job_lock
+from router.errors import BadInput, Interrupted
+from router.home import spotroute_home
+from router.planning import org_config_for
+from router.project import Project
+from router.review import Review, review
+from router.stackconfig import config_diff, read_stack_file
+
+STACK = "bootstrap"
+NAMESPACE = "spotroute-bootstrap"
+CLOUDS = ("aws", "gcp", "azure")
+
+
+@dataclass(frozen=True)
+class BootstrapOutcome:
+    applied: bool
+    review: Review
+    outputs: dict[str, Any]
+
+
+def _clouds(clouds: tuple[str, ...]) -> list[str]:
+    for cloud in clouds:
+        if cloud not in CLOUDS:
+            raise BadInput(
+                f"--clouds: unknown cloud '{cloud}' — use one or more of aws, gcp, azure"
+            )
+    return sorted(set(clouds))
+
+
+def run_bootstrap(
+    *,
+    project: Project,
+    clouds: tuple[str, ...],
+    preview_only: bool,
+    on_event: Callable[[Any], None] | None = None,
+) -> BootstrapOutcome:
+    """Preview or apply the bootstrap stack; `clouds` (if given) replaces the cloud selection."""
+    from pulumi import automation as auto
+
+    from components.bootstrap import bootstrap_inline_program
+    from router.deploy import choose_backend
+    from router.jobs import PreviewResult, fan_out, policy_args
+
+    home = spotroute_home()
+    engine = Engine(
+        project,
+        home,
+        choose_backend(home, org_config_for(project).backend_url),
+        program=bootstrap_inline_program,
+    )
+    stack_file = project.stack_config_path(STACK)
+    wanted = {"clouds": _clouds(clouds)} if clouds else {}
+    preview = PreviewResult()
+    with job_lock(home, STACK), engine_interrupts() as interrupted:
+        try:
+            with config_transaction(stack_file):
+                before = read_stack_file(stack_file, NAMESPACE)
+                stack = engine.stack(STACK)
+                if wanted:
+                    engine.write_config(STACK, wanted, namespace=NAMESPACE)
+                packs, configs = policy_args(engine, STACK, None, None)
+                stack.preview(
+                    on_event=fan_out(preview.on_event, on_event),
+                    diff=True,
+                    policy_packs=packs,
+                    policy_pack_configs=configs,
+                )
+                summary = review(
+                    STACK,
+                    preview.changes,
+                    config_diff(before, {**before, **wanted}),
+                    preview.policy_violations,
+                )
+                if preview_only:
+                    return BootstrapOutcome(False, summary, {})
+                result = stack.up(
+                    on_event=on_event, policy_packs=packs, policy_pack_configs=configs
+                )
+                outputs = {k: v.value for k, v in result.outputs.items()}
+        except auto.CommandError as exc:
+            if interrupted():
+                raise Interrupted("bootstrap: interrupted — the engine cancelled cleanly") from None
+            raise engine_error(STACK, exc) from None
+    return BootstrapOutcome(True, summary, outputs)
