@@ -178,6 +178,8 @@ def deploy(
                 summary = review(
                     job, preview.changes, proposal.config_diff, preview.policy_violations
                 )
+                if interrupted():  # Ctrl-C between engine calls: stop before changing anything
+                    raise _interrupted(job)
                 if dry_run or not confirm(summary):
                     raise _Rollback
                 try:
@@ -199,9 +201,11 @@ def deploy(
             if not existed:
                 engine.workspace().remove_stack(job)
             return DeployOutcome(job, False, summary, {}, proposal.chosen)
-        except BaseException:
+        except BaseException as exc:
             if not existed and _stack_exists(engine, job):
                 _remove_if_empty(engine, job)
+            if interrupted() and not isinstance(exc, Interrupted):
+                raise _interrupted(job) from None  # whichever engine call the Ctrl-C cut short
             raise
     record = record_placement(engine.home, proposal, outputs, datetime.now(UTC))
     return DeployOutcome(job, True, summary, outputs, proposal.chosen, record, changes)

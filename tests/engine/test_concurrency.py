@@ -49,17 +49,21 @@ def test_second_concurrent_deploy_of_a_job_fails_at_once_and_one_process_runs(
 def test_ctrl_c_during_deploy_exits_cleanly_and_leaves_the_job_deployable(route: Route) -> None:
     job_file = route.write_job(JOB)
     deploying = route.start("deploy", job_file.name, "--yes", "--json")
-    # The job process appears while `pulumi up` runs: interrupt the update itself.
-    wait_for(lambda: route.job_leaders() or deploying.poll() is not None, 180,
-             "the engine to start the job process")
+    # The stack file appears when the router writes the config, right before the preview: a
+    # Ctrl-C from there on lands in the engine or between its calls; both must stop cleanly.
+    wait_for(lambda: route.stack_file(JOB).exists() or deploying.poll() is not None, 180,
+             "the router to write the stack config")
     assert deploying.poll() is None, "deploy finished before it could be interrupted"
     os.killpg(deploying.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
     out, err = deploying.communicate(timeout=180)
     interrupted = Result(("deploy", job_file.name), deploying.returncode, out, err)
 
-    assert interrupted.returncode != 0, interrupted
+    assert interrupted.returncode == 130, interrupted
     no_traceback(interrupted)
     assert len(interrupted.error_lines()) == 1, interrupted
+    assert "interrupted" in interrupted.error_lines()[0], interrupted
+    # Nothing half-changed: the stack file is back to what it was (absent for a new job).
+    assert not route.stack_file(JOB).exists(), interrupted
 
     # Not left locked: the next deploy goes through, and exactly one job process runs.
     again = route("deploy", job_file.name, "--yes", "--json")
