@@ -12,12 +12,14 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from router.errors import BadInput
 from router.gpus import CANONICAL_GPUS
 from router.offers import CLOUDS, Offer, Quote
+
+# Package data read by path: importlib.resources costs start-up time on every `route` call.
+DATA_DIR = Path(__file__).resolve().parent / "data"
 
 PACKAGED_NAME = "router/data/instances.csv"
 COLUMNS: tuple[str, ...] = (
@@ -175,7 +177,7 @@ def load_catalog(path: Path | None = None) -> Catalog:
 @lru_cache(maxsize=8)
 def _load(path: Path | None) -> Catalog:
     if path is None:
-        text = resources.files("router").joinpath("data", "instances.csv").read_text("utf-8")
+        text = DATA_DIR.joinpath("instances.csv").read_text("utf-8")
         return parse_catalog(text, PACKAGED_NAME)
     try:
         text = path.read_text(encoding="utf-8")

@@ -9,7 +9,10 @@ import csv
 import difflib
 import io
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
+
+# Package data read by path: importlib.resources costs start-up time on every `route` call.
+DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
 class UnknownGpu(ValueError):
@@ -53,7 +56,7 @@ def parse_gpu_table(text: str) -> tuple[Gpu, ...]:
 
 
 def _load() -> tuple[Gpu, ...]:
-    text = resources.files("router").joinpath("data", "gpus.csv").read_text(encoding="utf-8")
+    text = DATA_DIR.joinpath("gpus.csv").read_text(encoding="utf-8")
     return parse_gpu_table(text)
 
 

@@ -463,7 +463,7 @@ class Job(Strict):
                 f"{_show(value)} is not a valid name — use lowercase letters, digits and dashes,"
                 f" starting with a letter, at most 40 characters, e.g. {suggested_name(value)!r}"
             )
-        if value in RESERVED_NAMES:
+        if isinstance(value, str) and value in RESERVED_NAMES:
             raise _problem(f"'{value}' is reserved for spotroute's own stack — choose another name")
         return value
 

@@ -12,7 +12,6 @@ import fnmatch
 import importlib
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -141,6 +140,8 @@ def refresh(
             return fetcher(requests[cloud]), None, time.monotonic() - started
         except RouteError as exc:
             return [], exc.message, time.monotonic() - started
+
+    from concurrent.futures import ThreadPoolExecutor  # only refresh needs threads
 
     clouds = sorted(requests)
     with ThreadPoolExecutor(max_workers=max(1, len(clouds))) as pool:

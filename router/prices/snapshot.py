@@ -10,11 +10,13 @@ from __future__ import annotations
 import csv
 from datetime import UTC, date, datetime
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from router.errors import BadInput
 from router.offers import CLOUDS, INTERRUPTION_BUCKETS, MARKETS, Quote
+
+# Package data read by path: importlib.resources costs start-up time on every `route` call.
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 SOURCE = "snapshot"
 PACKAGED_NAME = "router/data/snapshot.csv"
@@ -50,7 +52,7 @@ def snapshot_regions(cloud: str, path: Path | None = None) -> tuple[str, ...]:
 @lru_cache(maxsize=8)
 def _load(path: Path | None) -> tuple[Quote, ...]:
     if path is None:
-        text = resources.files("router").joinpath("data", "snapshot.csv").read_text("utf-8")
+        text = DATA_DIR.joinpath("snapshot.csv").read_text("utf-8")
         return parse_snapshot(text, PACKAGED_NAME)
     try:
         text = path.read_text(encoding="utf-8")
