@@ -7,6 +7,7 @@ config. Cloud modules (aws.py, gcp.py, azure.py, local.py) each define the four 
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 
 
@@ -71,3 +72,58 @@ def standard_labels(job_name: str, labels: dict[str, str]) -> dict[str, str]:
     merged["spotroute-job"] = job_name
     merged["managed-by"] = MANAGED_BY
     return merged
+
+
+# --- checks every cloud module applies to its Args ----------------------------------------------
+
+# Values that mean "everyone" in some cloud's firewall syntax (Azure NSG wildcards, service tags).
+SSH_DENIED_SOURCES = ("*", "any", "internet")
+
+
+def require_type(value: object, expected: type | tuple[type, ...], what: str) -> None:
+    """TypeError naming the constructor and the expected type(s) when `value` is of another."""
+    if not isinstance(value, expected):
+        names = (
+            " or ".join(t.__name__ for t in expected)
+            if isinstance(expected, tuple)
+            else expected.__name__
+        )
+        raise TypeError(f"{what} takes {names}, got {type(value).__name__}")
+
+
+def ssh_cidr_blocks(ssh_cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(IPv4, IPv6) CIDRs allowed SSH in; refuses the whole internet and malformed CIDRs."""
+    if isinstance(ssh_cidrs, str):
+        raise TypeError("NetworkArgs.ssh_cidrs takes a tuple of CIDR strings, not one string")
+    v4: list[str] = []
+    v6: list[str] = []
+    for cidr in ssh_cidrs:
+        if cidr.strip().lower() in SSH_DENIED_SOURCES:
+            raise ValueError(
+                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
+            )
+        try:
+            block = ipaddress.ip_network(cidr, strict=False)
+        except ValueError as exc:
+            raise ValueError(
+                f"ssh_cidrs: {cidr!r} is not a CIDR — use e.g. 203.0.113.0/24"
+            ) from exc
+        if block.prefixlen == 0:
+            raise ValueError(
+                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
+            )
+        (v4 if block.version == 4 else v6).append(str(block))
+    return v4, v6
+
+
+def parse_bucket_url(url: str, scheme: str, field: str) -> tuple[str, str]:
+    """(bucket, key prefix) of `<scheme>://bucket/prefix/`; the prefix is "" or ends in "/"."""
+    if not url.startswith(f"{scheme}://"):
+        raise ValueError(
+            f"{field}: {url!r} is not an {scheme}:// URL — use {scheme}://bucket/prefix/"
+        )
+    bucket, _, prefix = url[len(scheme) + 3 :].partition("/")
+    if not bucket or any(c in url for c in "*?"):
+        raise ValueError(f"{field}: {url!r} names no bucket — use {scheme}://bucket/prefix/")
+    prefix = prefix.strip("/")
+    return bucket, (prefix + "/" if prefix else "")

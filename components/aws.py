@@ -25,7 +25,6 @@ at construction, before any resource is registered.
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import re
 from typing import Any
@@ -38,6 +37,9 @@ from components.args import (
     JobIdentityArgs,
     NetworkArgs,
     SpotGpuGroupArgs,
+    parse_bucket_url,
+    require_type,
+    ssh_cidr_blocks,
     standard_labels,
 )
 from components.startup import render_startup_script
@@ -67,11 +69,6 @@ def make_provider(name: str, region: str) -> pulumi.ProviderResource:
     return aws.Provider(name, region=region)
 
 
-def _require(args: object, expected: type, what: str) -> None:
-    if not isinstance(args, expected):
-        raise TypeError(f"{what} takes {expected.__name__}, got {type(args).__name__}")
-
-
 def _tags(job_name: str, labels: dict[str, str], part: str) -> dict[str, str]:
     return {**standard_labels(job_name, labels), "Name": f"{job_name}-{part}"}
 
@@ -82,35 +79,8 @@ def _name_prefix(job_name: str, limit: int) -> str:
 
 
 def parse_s3_url(url: str, field: str) -> tuple[str, str]:
-    """(bucket, key prefix) of an s3:// URL; the prefix is "" or ends with "/"."""
-    if not url.startswith("s3://"):
-        raise ValueError(f"{field}: {url!r} is not an s3:// URL — use s3://bucket/prefix/")
-    bucket, _, prefix = url[len("s3://") :].partition("/")
-    if not bucket or any(c in url for c in "*?"):
-        raise ValueError(f"{field}: {url!r} names no bucket — use s3://bucket/prefix/")
-    prefix = prefix.strip("/")
-    return bucket, (prefix + "/" if prefix else "")
-
-
-def ssh_ingress_blocks(ssh_cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(IPv4, IPv6) CIDRs allowed SSH in; refuses the whole internet and malformed CIDRs."""
-    if isinstance(ssh_cidrs, str):
-        raise TypeError("NetworkArgs.ssh_cidrs takes a tuple of CIDR strings, not one string")
-    v4: list[str] = []
-    v6: list[str] = []
-    for cidr in ssh_cidrs:
-        try:
-            network = ipaddress.ip_network(cidr, strict=False)
-        except ValueError as exc:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} is not a CIDR — use e.g. 203.0.113.0/24"
-            ) from exc
-        if network.prefixlen == 0:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
-            )
-        (v4 if network.version == 4 else v6).append(str(network))
-    return v4, v6
+    """(bucket, prefix) of a s3:// URL; the prefix is "" or ends with "/"."""
+    return parse_bucket_url(url, "s3", field)
 
 
 def checkpoint_policy_document(
@@ -172,8 +142,8 @@ class Network(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        _require(args, NetworkArgs, "aws.Network")
-        ssh_v4, ssh_v6 = ssh_ingress_blocks(args.ssh_cidrs)
+        require_type(args, NetworkArgs, "aws.Network")
+        ssh_v4, ssh_v6 = ssh_cidr_blocks(args.ssh_cidrs)
         super().__init__("spotroute:aws:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         job, labels = args.job_name, args.labels
@@ -280,7 +250,7 @@ class CheckpointBucket(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        _require(args, CheckpointBucketArgs, "aws.CheckpointBucket")
+        require_type(args, CheckpointBucketArgs, "aws.CheckpointBucket")
         if args.noncurrent_version_days < 1:
             raise ValueError(
                 f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
@@ -410,8 +380,8 @@ class JobIdentity(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        _require(args, JobIdentityArgs, "aws.JobIdentity")
-        _require(bucket, CheckpointBucket, "aws.JobIdentity bucket")
+        require_type(args, JobIdentityArgs, "aws.JobIdentity")
+        require_type(bucket, CheckpointBucket, "aws.JobIdentity bucket")
         relative = args.checkpoint_prefix.strip("/")
         relative_prefix = relative + "/" if relative else ""
         key_prefix = bucket.key_prefix + relative_prefix
@@ -490,10 +460,10 @@ class SpotGpuGroup(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        _require(args, SpotGpuGroupArgs, "aws.SpotGpuGroup")
-        _require(network, Network, "aws.SpotGpuGroup network")
-        _require(identity, JobIdentity, "aws.SpotGpuGroup identity")
-        _require(bucket, CheckpointBucket, "aws.SpotGpuGroup bucket")
+        require_type(args, SpotGpuGroupArgs, "aws.SpotGpuGroup")
+        require_type(network, Network, "aws.SpotGpuGroup network")
+        require_type(identity, JobIdentity, "aws.SpotGpuGroup identity")
+        require_type(bucket, CheckpointBucket, "aws.SpotGpuGroup bucket")
         _check_group_args(args)
         super().__init__("spotroute:aws:SpotGpuGroup", name, None, opts)
         job, labels = args.job_name, args.labels

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -58,6 +57,8 @@ from components.args import (
     JobIdentityArgs,
     NetworkArgs,
     SpotGpuGroupArgs,
+    require_type,
+    ssh_cidr_blocks,
     standard_labels,
 )
 from components.startup import render_startup_script
@@ -80,7 +81,6 @@ GPU_IMAGE = {
 }
 ADMIN_USERNAME = "spotroute"
 NETWORK_API_VERSION = "2020-11-01"  # required by Flexible scale sets that create their own NICs
-SSH_DENIED_SOURCES = ("*", "any", "internet")  # NSG wildcards / service tags for "everyone"
 _BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 _ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
 _CONTAINER = re.compile(r"[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]")
@@ -96,11 +96,6 @@ def make_provider(name: str, region: str) -> pulumi.ProviderResource:
 
 
 # --- pure helpers -------------------------------------------------------------------------------
-
-
-def _require(args: object, expected: type, what: str) -> None:
-    if not isinstance(args, expected):
-        raise TypeError(f"{what} takes {expected.__name__}, got {type(args).__name__}")
 
 
 def _tags(job_name: str, labels: dict[str, str]) -> dict[str, str]:
@@ -223,31 +218,6 @@ def blob_prefix_condition(prefix: str, *, write: bool) -> str:
     return f"{objects}\nAND\n{listing}"
 
 
-def ssh_source_prefixes(ssh_cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(IPv4, IPv6) CIDRs allowed SSH in; refuses the whole internet and malformed CIDRs."""
-    if isinstance(ssh_cidrs, str):
-        raise TypeError("NetworkArgs.ssh_cidrs takes a tuple of CIDR strings, not one string")
-    v4: list[str] = []
-    v6: list[str] = []
-    for cidr in ssh_cidrs:
-        if cidr.strip().lower() in SSH_DENIED_SOURCES:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
-            )
-        try:
-            block = ipaddress.ip_network(cidr, strict=False)
-        except ValueError as exc:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} is not a CIDR — use e.g. 203.0.113.0/24"
-            ) from exc
-        if block.prefixlen == 0:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
-            )
-        (v4 if block.version == 4 else v6).append(str(block))
-    return v4, v6
-
-
 def zone_number(zone: str, region: str) -> str:
     """Azure's zone number ("1".."3") from "2" or "<region>-2"; "" when no zone is pinned."""
     if not zone:
@@ -293,8 +263,8 @@ class Network(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        _require(args, NetworkArgs, "azure.Network")
-        ssh_v4, ssh_v6 = ssh_source_prefixes(args.ssh_cidrs)
+        require_type(args, NetworkArgs, "azure.Network")
+        ssh_v4, ssh_v6 = ssh_cidr_blocks(args.ssh_cidrs)
         super().__init__("spotroute:azure:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         job, tags = args.job_name, _tags(args.job_name, args.labels)
@@ -400,7 +370,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         *,
         storage_account_ids: Mapping[str, str] | None = None,
     ) -> None:
-        _require(args, CheckpointBucketArgs, "azure.CheckpointBucket")
+        require_type(args, CheckpointBucketArgs, "azure.CheckpointBucket")
         if args.noncurrent_version_days < 1:
             raise ValueError(
                 f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
@@ -544,8 +514,8 @@ class JobIdentity(pulumi.ComponentResource):
         resource_group_name: pulumi.Input[str] | None = None,
         storage_account_ids: Mapping[str, str] | None = None,
     ) -> None:
-        _require(args, JobIdentityArgs, "azure.JobIdentity")
-        _require(bucket, CheckpointBucket, "azure.JobIdentity bucket")
+        require_type(args, JobIdentityArgs, "azure.JobIdentity")
+        require_type(bucket, CheckpointBucket, "azure.JobIdentity bucket")
         relative = args.checkpoint_prefix.strip("/")
         relative_prefix = relative + "/" if relative else ""
         key_prefix = bucket.key_prefix + relative_prefix
@@ -636,10 +606,10 @@ class SpotGpuGroup(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        _require(args, SpotGpuGroupArgs, "azure.SpotGpuGroup")
-        _require(network, Network, "azure.SpotGpuGroup network")
-        _require(identity, JobIdentity, "azure.SpotGpuGroup identity")
-        _require(bucket, CheckpointBucket, "azure.SpotGpuGroup bucket")
+        require_type(args, SpotGpuGroupArgs, "azure.SpotGpuGroup")
+        require_type(network, Network, "azure.SpotGpuGroup network")
+        require_type(identity, JobIdentity, "azure.SpotGpuGroup identity")
+        require_type(bucket, CheckpointBucket, "azure.SpotGpuGroup bucket")
         zone = _check_group_args(args)
         super().__init__("spotroute:azure:SpotGpuGroup", name, None, opts)
         job = args.job_name

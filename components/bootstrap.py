@@ -40,6 +40,8 @@ from urllib.parse import urlsplit
 
 import pulumi
 
+from components.args import require_type
+
 CONFIG_NAMESPACE = "spotroute-bootstrap"
 BOOTSTRAP_STACK = "bootstrap"
 BOOTSTRAP_STACK_FILE = f"stacks/Pulumi.{BOOTSTRAP_STACK}.yaml"
@@ -263,21 +265,11 @@ _UNSAFE = set("*?\"'\\") | {chr(c) for c in range(32)}
 SUBJECT_LIMIT = 127  # GCP's limit for google.subject; the tightest of the three clouds
 
 
-def _require(value: object, expected: type | tuple[type, ...], what: str) -> None:
-    if not isinstance(value, expected):
-        names = (
-            " or ".join(t.__name__ for t in expected)
-            if isinstance(expected, tuple)
-            else expected.__name__
-        )
-        raise TypeError(f"{what} takes {names}, got {type(value).__name__}")
-
-
 def _strings(value: object, what: str) -> None:
     if isinstance(value, str) or not isinstance(value, tuple):
         raise TypeError(f"{what} takes a tuple of strings, got {type(value).__name__}")
     for item in value:
-        _require(item, str, what)
+        require_type(item, str, what)
 
 
 # --- Args ---------------------------------------------------------------------------------------
@@ -298,7 +290,7 @@ class OidcIssuer:
 
     def __post_init__(self) -> None:
         for attribute in ("name", "url", "subject", "audience"):
-            _require(getattr(self, attribute), str, f"OidcIssuer.{attribute}")
+            require_type(getattr(self, attribute), str, f"OidcIssuer.{attribute}")
         where = f"oidc_issuers[{self.name or '?'}]"
         if not _ISSUER_NAME.fullmatch(self.name):
             raise ValueError(
@@ -368,9 +360,9 @@ class BootstrapArgs:
                 f"{type(self.oidc_issuers).__name__}"
             )
         for issuer in self.oidc_issuers:
-            _require(issuer, OidcIssuer, "BootstrapArgs.oidc_issuers")
+            require_type(issuer, OidcIssuer, "BootstrapArgs.oidc_issuers")
         _strings(self.aws_existing_oidc_providers, "BootstrapArgs.aws_existing_oidc_providers")
-        _require(self.aws_outbound_federation, bool, "BootstrapArgs.aws_outbound_federation")
+        require_type(self.aws_outbound_federation, bool, "BootstrapArgs.aws_outbound_federation")
         for name in (
             "home",
             "aws_account_id",
@@ -386,8 +378,8 @@ class BootstrapArgs:
             "state_bucket",
             "state_storage_account_id",
         ):
-            _require(getattr(self, name), str, f"BootstrapArgs.{name}")
-        _require(self.labels, dict, "BootstrapArgs.labels")
+            require_type(getattr(self, name), str, f"BootstrapArgs.{name}")
+        require_type(self.labels, dict, "BootstrapArgs.labels")
         check_bootstrap_args(self)
 
     @property
@@ -1052,11 +1044,11 @@ class AwsDeployer(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: AwsDeployerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        _require(args, AwsDeployerArgs, "AwsDeployer")
-        _require(args.home, (GcpHome, AzureHome, type(None)), "AwsDeployerArgs.home")
+        require_type(args, AwsDeployerArgs, "AwsDeployer")
+        require_type(args.home, (GcpHome, AzureHome, type(None)), "AwsDeployerArgs.home")
         _strings(args.existing_oidc_providers, "AwsDeployerArgs.existing_oidc_providers")
         for issuer in args.oidc_issuers:
-            _require(issuer, OidcIssuer, "AwsDeployerArgs.oidc_issuers")
+            require_type(issuer, OidcIssuer, "AwsDeployerArgs.oidc_issuers")
         if not args.oidc_issuers and args.home is None:
             raise ValueError("oidc_issuers: nobody could assume the AWS deployer — add an issuer")
         state_bucket, state_prefix = "", ""
@@ -1248,10 +1240,10 @@ class GcpDeployer(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: GcpDeployerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        _require(args, GcpDeployerArgs, "GcpDeployer")
-        _require(args.home, (AwsHome, AzureHome, type(None)), "GcpDeployerArgs.home")
+        require_type(args, GcpDeployerArgs, "GcpDeployer")
+        require_type(args.home, (AwsHome, AzureHome, type(None)), "GcpDeployerArgs.home")
         for issuer in args.oidc_issuers:
-            _require(issuer, OidcIssuer, "GcpDeployerArgs.oidc_issuers")
+            require_type(issuer, OidcIssuer, "GcpDeployerArgs.oidc_issuers")
         if not _GCP_PROJECT.fullmatch(args.project_id):
             raise ValueError(f"project_id: {args.project_id!r} is not a GCP project id")
         state_bucket, state_prefix = "", ""
@@ -1490,10 +1482,10 @@ class AzureDeployer(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: AzureDeployerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        _require(args, AzureDeployerArgs, "AzureDeployer")
-        _require(args.home, (AwsHome, GcpHome, type(None)), "AzureDeployerArgs.home")
+        require_type(args, AzureDeployerArgs, "AzureDeployer")
+        require_type(args.home, (AwsHome, GcpHome, type(None)), "AzureDeployerArgs.home")
         for issuer in args.oidc_issuers:
-            _require(issuer, OidcIssuer, "AzureDeployerArgs.oidc_issuers")
+            require_type(issuer, OidcIssuer, "AzureDeployerArgs.oidc_issuers")
         for field_name in ("subscription_id", "tenant_id"):
             if not _GUID.fullmatch(getattr(args, field_name)):
                 raise ValueError(f"{field_name}: {getattr(args, field_name)!r} — use the GUID")
@@ -1742,7 +1734,7 @@ def _deployer(
 
 def bootstrap_program(args: BootstrapArgs) -> dict[str, Any]:
     """Create the selected deployers, the router's home first; export and return the outputs."""
-    _require(args, BootstrapArgs, "bootstrap_program")
+    require_type(args, BootstrapArgs, "bootstrap_program")
     providers = _providers(args)
     deployers: dict[str, AwsDeployer | GcpDeployer | AzureDeployer] = {}
     home: Home | None = None

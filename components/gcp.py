@@ -24,7 +24,6 @@ derived from the job name (`gcp_name`); the bucket, whose namespace is global, i
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import re
 
 import pulumi
@@ -35,6 +34,9 @@ from components.args import (
     JobIdentityArgs,
     NetworkArgs,
     SpotGpuGroupArgs,
+    parse_bucket_url,
+    require_type,
+    ssh_cidr_blocks,
     standard_labels,
 )
 from components.startup import render_startup_script
@@ -69,11 +71,6 @@ def make_provider(name: str, region: str, project: str = "") -> pulumi.ProviderR
 
 
 # --- pure naming and validation ----------------------------------------------------------------
-
-
-def _require(args: object, expected: type, what: str) -> None:
-    if not isinstance(args, expected):
-        raise TypeError(f"{what} takes {expected.__name__}, got {type(args).__name__}")
 
 
 def _digest(text: str, length: int) -> str:
@@ -121,35 +118,8 @@ def gcp_labels(job_name: str, labels: dict[str, str]) -> dict[str, str]:
 
 
 def parse_gs_url(url: str, field: str) -> tuple[str, str]:
-    """(bucket, object prefix) of a gs:// URL; the prefix is "" or ends with "/"."""
-    if not url.startswith("gs://"):
-        raise ValueError(f"{field}: {url!r} is not a gs:// URL — use gs://bucket/prefix/")
-    bucket, _, prefix = url[len("gs://") :].partition("/")
-    if not bucket or any(c in url for c in "*?"):
-        raise ValueError(f"{field}: {url!r} names no bucket — use gs://bucket/prefix/")
-    prefix = prefix.strip("/")
-    return bucket, (prefix + "/" if prefix else "")
-
-
-def ssh_source_ranges(ssh_cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(IPv4, IPv6) CIDRs allowed SSH in; refuses the whole internet and malformed CIDRs."""
-    if isinstance(ssh_cidrs, str):
-        raise TypeError("NetworkArgs.ssh_cidrs takes a tuple of CIDR strings, not one string")
-    v4: list[str] = []
-    v6: list[str] = []
-    for cidr in ssh_cidrs:
-        try:
-            network = ipaddress.ip_network(cidr, strict=False)
-        except ValueError as exc:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} is not a CIDR — use e.g. 203.0.113.0/24"
-            ) from exc
-        if network.prefixlen == 0:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
-            )
-        (v4 if network.version == 4 else v6).append(str(network))
-    return v4, v6
+    """(bucket, prefix) of a gs:// URL; the prefix is "" or ends with "/"."""
+    return parse_bucket_url(url, "gs", field)
 
 
 def prefix_condition(bucket: str, prefix: str) -> str:
@@ -221,8 +191,8 @@ class Network(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        _require(args, NetworkArgs, "gcp.Network")
-        ssh_v4, ssh_v6 = ssh_source_ranges(args.ssh_cidrs)
+        require_type(args, NetworkArgs, "gcp.Network")
+        ssh_v4, ssh_v6 = ssh_cidr_blocks(args.ssh_cidrs)
         super().__init__("spotroute:gcp:Network", name, None, opts)
         # Names are fixed per job, so a replacement must delete the old resource first.
         child = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
@@ -316,7 +286,7 @@ class CheckpointBucket(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        _require(args, CheckpointBucketArgs, "gcp.CheckpointBucket")
+        require_type(args, CheckpointBucketArgs, "gcp.CheckpointBucket")
         if args.noncurrent_version_days < 1:
             raise ValueError(
                 f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
@@ -403,8 +373,8 @@ class JobIdentity(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        _require(args, JobIdentityArgs, "gcp.JobIdentity")
-        _require(bucket, CheckpointBucket, "gcp.JobIdentity bucket")
+        require_type(args, JobIdentityArgs, "gcp.JobIdentity")
+        require_type(bucket, CheckpointBucket, "gcp.JobIdentity bucket")
         relative = args.checkpoint_prefix.strip("/")
         relative_prefix = relative + "/" if relative else ""
         object_prefix = bucket.key_prefix + relative_prefix
@@ -478,10 +448,10 @@ class SpotGpuGroup(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        _require(args, SpotGpuGroupArgs, "gcp.SpotGpuGroup")
-        _require(network, Network, "gcp.SpotGpuGroup network")
-        _require(identity, JobIdentity, "gcp.SpotGpuGroup identity")
-        _require(bucket, CheckpointBucket, "gcp.SpotGpuGroup bucket")
+        require_type(args, SpotGpuGroupArgs, "gcp.SpotGpuGroup")
+        require_type(network, Network, "gcp.SpotGpuGroup network")
+        require_type(identity, JobIdentity, "gcp.SpotGpuGroup identity")
+        require_type(bucket, CheckpointBucket, "gcp.SpotGpuGroup bucket")
         _check_group_args(args)
         # GCP takes one machine shape per group: the planner's cheapest, listed first.
         machine_type, accelerators = machine_and_accelerators(

@@ -7,7 +7,6 @@ fails with one line naming the stack file and key.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import math
 import re
@@ -24,6 +23,7 @@ from components.args import (
     JobIdentityArgs,
     NetworkArgs,
     SpotGpuGroupArgs,
+    ssh_cidr_blocks,
     standard_labels,
 )
 from components.registry import CLOUDS, cloud_module
@@ -254,15 +254,10 @@ def _job_command(read: _Reader) -> JobCommand:
 
 def _ssh_cidrs(read: _Reader) -> tuple[str, ...]:
     cidrs = read.strings("sshCidrs")
-    for cidr in cidrs:
-        try:
-            network = ipaddress.ip_network(cidr, strict=False)
-        except ValueError as exc:
-            raise read.fail("sshCidrs", f"{cidr!r} is not a CIDR — e.g. 203.0.113.0/24") from exc
-        if network.prefixlen == 0:
-            raise read.fail(
-                "sshCidrs", f"{cidr!r} opens SSH to the whole internet — list your CIDRs"
-            )
+    try:
+        ssh_cidr_blocks(cidrs)
+    except ValueError as exc:
+        raise read.fail("sshCidrs", str(exc).removeprefix("ssh_cidrs: ")) from exc
     return cidrs
 
 

@@ -7,13 +7,13 @@ Columns and how to add a type: docs/catalog.md.
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from router.datafiles import csv_rows
 from router.errors import BadInput
 from router.gpus import CANONICAL_GPUS
 from router.offers import CLOUDS, Offer, Quote
@@ -190,26 +190,8 @@ def parse_catalog(text: str, name: str = PACKAGED_NAME) -> Catalog:
     """Parse instances.csv text; a bad row raises BadInput naming `name` and the line number."""
     types: list[InstanceType] = []
     seen: dict[tuple[str, str], int] = {}
-    header: list[str] | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        cells = [cell.strip() for cell in next(csv.reader([line]))]
-        if header is None:
-            missing = [c for c in COLUMNS if c not in cells]
-            if missing:
-                raise BadInput(
-                    f"{name} line {number}: header lacks {', '.join(missing)} — "
-                    f"the columns are {','.join(COLUMNS)}"
-                )
-            header = cells
-            continue
-        if len(cells) != len(header):
-            raise BadInput(
-                f"{name} line {number}: {len(cells)} fields, the header has {len(header)} — "
-                "fix the row (quote fields that contain commas)"
-            )
-        it = _row(dict(zip(header, cells, strict=True)), f"{name} line {number}")
+    for number, row in csv_rows(text, name, COLUMNS):
+        it = _row(row, f"{name} line {number}")
         first = seen.setdefault(it.key, number)
         if first != number:
             raise BadInput(
@@ -217,8 +199,6 @@ def parse_catalog(text: str, name: str = PACKAGED_NAME) -> Catalog:
                 "— keep one row per (cloud, instance_type)"
             )
         types.append(it)
-    if header is None:
-        raise BadInput(f"{name}: no header row — the columns are {','.join(COLUMNS)}")
     return Catalog(types)
 
 

@@ -7,11 +7,11 @@ quotes from `route prices refresh` go to the cache and win over these (router.pr
 
 from __future__ import annotations
 
-import csv
 from datetime import UTC, date, datetime
 from functools import lru_cache
 from pathlib import Path
 
+from router.datafiles import csv_rows
 from router.errors import BadInput
 from router.offers import CLOUDS, INTERRUPTION_BUCKETS, MARKETS, Quote
 
@@ -65,26 +65,8 @@ def parse_snapshot(text: str, name: str = PACKAGED_NAME) -> tuple[Quote, ...]:
     """Parse snapshot.csv text; a bad row raises BadInput naming `name` and the line number."""
     quotes: list[Quote] = []
     seen: dict[tuple[str, str, str | None, str, str], int] = {}
-    header: list[str] | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        cells = [cell.strip() for cell in next(csv.reader([line]))]
-        if header is None:
-            missing = [c for c in COLUMNS if c not in cells]
-            if missing:
-                raise BadInput(
-                    f"{name} line {number}: header lacks {', '.join(missing)} — "
-                    f"the columns are {','.join(COLUMNS)}[,basis]"
-                )
-            header = cells
-            continue
-        if len(cells) != len(header):
-            raise BadInput(
-                f"{name} line {number}: {len(cells)} fields, the header has {len(header)} "
-                "— fix the row"
-            )
-        quote = _row(dict(zip(header, cells, strict=True)), f"{name} line {number}")
+    for number, row in csv_rows(text, name, COLUMNS, optional="[,basis]"):
+        quote = _row(row, f"{name} line {number}")
         key = (quote.cloud, quote.region, quote.zone, quote.instance_type, quote.market)
         first = seen.setdefault(key, number)
         if first != number:
@@ -93,8 +75,6 @@ def parse_snapshot(text: str, name: str = PACKAGED_NAME) -> tuple[Quote, ...]:
                 f"line {first} — keep one price per place and market"
             )
         quotes.append(quote)
-    if header is None:
-        raise BadInput(f"{name}: no header row — the columns are {','.join(COLUMNS)}[,basis]")
     return tuple(quotes)
 
 
