@@ -25,7 +25,8 @@ def test_bucket_rate_reproduces_the_monthly_share_as_a_poisson_process() -> None
     rate = interruptions_per_hour(offer(bucket="5-10%"))
     assert rate == pytest.approx(-math.log(1 - 0.075) / 720)
     # The chance of at least one interruption over a 30-day month is the bucket midpoint.
-    assert 1 - math.exp(-rate * HOURS_PER_MONTH) == pytest.approx(0.075)
+    monthly_share = 1 - math.exp(-rate * HOURS_PER_MONTH)
+    assert monthly_share == pytest.approx(0.075)
 
 
 def test_open_ended_bucket_uses_its_documented_representative_share() -> None:
