@@ -50,6 +50,7 @@ KNOWN_KEYS = (
     "dataUrl",
     "sshCidrs",
     "labels",
+    "gcpProject",
     "pricePerHour",  # recorded by the router, not used here
     "priceSource",  # recorded by the router, not used here
 )
@@ -93,6 +94,7 @@ class PlacementConfig:
     data_url: str
     ssh_cidrs: tuple[str, ...]
     labels: dict[str, str]
+    gcp_project: str = ""  # GCP only; "" = the provider takes it from the environment
 
 
 class _Reader:
@@ -223,6 +225,7 @@ def read_placement_config(config: ConfigSource, stack_file: str = "") -> Placeme
         checkpointing=checkpointing,
         checkpoint_url=checkpoint_url,
         data_url=read.string("dataUrl"),
+        gcp_project=read.string("gcpProject"),
         ssh_cidrs=_ssh_cidrs(read),
         labels=_labels(read),
     )
@@ -308,7 +311,9 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
     """Create the placement's components in its cloud and export the stack outputs."""
     module = cloud_module(placement.cloud)
     job = placement.job_name
-    provider = module.make_provider(f"{job}-{placement.cloud}", placement.region)
+    # Only GCP's provider needs an account-level id from config (the project).
+    project = {"project": placement.gcp_project} if placement.cloud == "gcp" else {}
+    provider = module.make_provider(f"{job}-{placement.cloud}", placement.region, **project)
     opts = pulumi.ResourceOptions(providers=[provider]) if provider is not None else None
     labels = placement.labels
     if placement.checkpointing:

@@ -79,7 +79,8 @@ def propose(
             f"see `route plan {job_path} --explain`"
         )
     chosen = candidates[0]
-    config = stack_config(report.job, chosen, candidates)
+    gcp_project = report.org.credentials.get("gcp_project", "")
+    config = stack_config(report.job, chosen, candidates, gcp_project=gcp_project)
     stack_file = project.stack_config_path(report.job.name)
     return Proposal(
         report.job,

@@ -53,7 +53,9 @@ def program_market(chosen: Placement) -> str:
     return "on-demand" if chosen.market == "reserved" else chosen.market
 
 
-def stack_config(job: Job, chosen: Placement, ranked: Sequence[Placement] = ()) -> StackConfig:
+def stack_config(
+    job: Job, chosen: Placement, ranked: Sequence[Placement] = (), *, gcp_project: str = ""
+) -> StackConfig:
     """The `spotroute:*` config for deploying `job` at `chosen` (keys without the namespace)."""
     checkpoint_url = ""
     if job.checkpoint is not None and job.checkpoint.url != "auto":
@@ -80,6 +82,8 @@ def stack_config(job: Job, chosen: Placement, ranked: Sequence[Placement] = ()) 
         "dataUrl": job.data.url if job.data else "",
         "sshCidrs": [],
         "labels": dict(sorted(job.labels.items())),
+        # Always written (empty elsewhere) so moving a job between clouds leaves no stale key.
+        "gcpProject": gcp_project if chosen.cloud == "gcp" else "",
         "pricePerHour": chosen.price_per_hour,
         "priceSource": chosen.price_source,
     }

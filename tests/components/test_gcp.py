@@ -635,3 +635,23 @@ def test_group_builds_on_its_own_without_a_program() -> None:
     assert group.parent_type == "spotroute:gcp:SpotGpuGroup"
     assert group.inputs["targetSize"] == 1
     assert stack.one(TEMPLATE).inputs["labels"]["spotroute-job"] == "llm"
+
+
+def test_program_pins_the_gcp_provider_to_the_configured_project() -> None:
+    config = {
+        "jobName": "gjob",
+        "cloud": "gcp",
+        "region": "us-central1",
+        "zone": "us-central1-a",
+        "instanceTypes": ["a2-ultragpu-8g"],
+        "market": "on-demand",
+        "maxPrice": 45.0,
+        "gpu": "A100-80GB",
+        "gpuCount": 8,
+        "gcpProject": "acme-ml",
+        "job": {"image": "", "command": ["python", "train.py"], "env": {}},
+        "labels": {"team": "ml"},
+    }
+    provider = run_program(config).one("pulumi:providers:gcp")
+    assert provider.inputs["project"] == "acme-ml"
+    assert provider.inputs["region"] == "us-central1"

@@ -31,6 +31,7 @@ DOCUMENTED_KEYS = {
     "checkpointUrl",
     "dataUrl",
     "sshCidrs",
+    "gcpProject",
     "labels",
     "pricePerHour",
     "priceSource",
@@ -106,3 +107,10 @@ def test_unreadable_stack_file_is_one_line_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput) as err:
         read_stack_file(path)
     assert "Pulumi.train.yaml" in err.value.message and "\n" not in err.value.message
+
+
+def test_gcp_project_is_written_only_for_gcp_placements() -> None:
+    aws = _placements(offer("p4de.24xlarge"))
+    assert stack_config(job(), aws[0], gcp_project="acme-ml")["gcpProject"] == ""
+    gcp = _placements(offer("a2-ultragpu-8g", zone="us-central1-a"))
+    assert stack_config(job(), gcp[0], gcp_project="acme-ml")["gcpProject"] == "acme-ml"
