@@ -126,6 +126,7 @@ def refresh_json(outcome: RefreshOutcome) -> dict[str, Any]:
         "quotes_stored": outcome.quotes_stored,
         "elapsed_s": round(outcome.elapsed_s, 3),
         "error": outcome.error,
+        "warnings": list(outcome.warnings),
     }
 
 
@@ -139,6 +140,8 @@ def refresh_summary(outcomes: Sequence[RefreshOutcome]) -> None:
                 f"[green]{o.cloud}[/]: {o.quotes_stored} quotes from {len(o.regions)} "
                 f"regions, {o.instance_types} instance types in {o.elapsed_s:.1f}s"
             )
+        for warning in o.warnings:
+            console.print(f"  [yellow]{o.cloud}[/]: {warning}")
 
 
 def import_json(result: ImportResult) -> dict[str, Any]:

@@ -109,15 +109,20 @@ class RefreshOutcome:
     quotes_stored: int
     elapsed_s: float
     error: str | None = None
+    warnings: tuple[str, ...] = ()  # checks the source skipped or did partly (one line each)
 
 
-Fetcher = Callable[[PriceRequest], list[Quote]]
+# A fetcher returns quotes, or (quotes, warnings) when the source reports skipped checks.
+Fetcher = Callable[[PriceRequest], "list[Quote] | tuple[list[Quote], list[str]]"]
 
 
 def _live_fetcher(cloud: str, now: datetime) -> Fetcher:
     module = importlib.import_module(LIVE_SOURCES[cloud])
 
-    def fetch(request: PriceRequest) -> list[Quote]:
+    def fetch(request: PriceRequest) -> list[Quote] | tuple[list[Quote], list[str]]:
+        if hasattr(module, "fetch_quotes_with_warnings"):  # Azure: availability may be skipped
+            result = module.fetch_quotes_with_warnings(request, now=now)
+            return list(result.quotes), list(result.warnings)
         quotes: list[Quote] = module.fetch_quotes(request, now=now)
         return quotes
 
@@ -133,13 +138,15 @@ def refresh(
 ) -> list[RefreshOutcome]:
     """Fetch live quotes per cloud concurrently, then store them; a failure stays per cloud."""
 
-    def fetch(cloud: str) -> tuple[list[Quote], str | None, float]:
+    def fetch(cloud: str) -> tuple[list[Quote], list[str], str | None, float]:
         started = time.monotonic()
         try:
             fetcher = (fetchers or {}).get(cloud) or _live_fetcher(cloud, now)
-            return fetcher(requests[cloud]), None, time.monotonic() - started
+            result = fetcher(requests[cloud])
         except RouteError as exc:
-            return [], exc.message, time.monotonic() - started
+            return [], [], exc.message, time.monotonic() - started
+        quotes, warnings = result if isinstance(result, tuple) else (result, [])
+        return quotes, warnings, None, time.monotonic() - started
 
     from concurrent.futures import ThreadPoolExecutor  # only refresh needs threads
 
@@ -148,12 +155,18 @@ def refresh(
         fetched = list(pool.map(fetch, clouds))
     outcomes = []
     # The cache is written from this thread only: one SQLite connection, one writer here.
-    for cloud, (quotes, error, elapsed_s) in zip(clouds, fetched, strict=True):
+    for cloud, (quotes, warnings, error, elapsed_s) in zip(clouds, fetched, strict=True):
         request = requests[cloud]
         stored = store.add(quotes) if quotes else 0
         outcomes.append(
             RefreshOutcome(
-                cloud, request.regions, len(request.instance_types), stored, elapsed_s, error
+                cloud,
+                request.regions,
+                len(request.instance_types),
+                stored,
+                elapsed_s,
+                error,
+                tuple(warnings),
             )
         )
     return outcomes

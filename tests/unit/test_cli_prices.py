@@ -363,7 +363,7 @@ def test_refresh_json_reports_the_error_per_cloud(home: Path, tmp_path: Path) ->
     assert run.code == 1
     [outcome] = run.json()
     assert set(outcome) == {
-        "cloud", "regions", "instance_types", "quotes_stored", "elapsed_s", "error",
+        "cloud", "regions", "instance_types", "quotes_stored", "elapsed_s", "error", "warnings",
     }  # fmt: skip
     assert outcome["cloud"] == "aws"
     assert outcome["quotes_stored"] == 0

@@ -118,3 +118,15 @@ def test_one_clouds_failure_does_not_stop_the_others_and_failures_store_nothing(
     assert by_cloud["gcp"].error == "GCP credentials not found — run gcloud auth"
     assert "throttled" in (by_cloud["azure"].error or "")
     assert len(store.added) == 2
+
+
+def test_warnings_from_a_source_reach_the_refresh_outcome() -> None:
+    request = PriceRequest(instance_types=("p4de.24xlarge",), regions=("us-east-1",))
+
+    def azure(_r: PriceRequest) -> tuple[list[Quote], list[str]]:
+        return [quote(cloud="azure")], ["availability check skipped: no AZURE_SUBSCRIPTION_ID"]
+
+    store = MemoryStore()
+    (outcome,) = refresh({"azure": request}, store, now=NOW, fetchers={"azure": azure})
+    assert outcome.error is None and outcome.quotes_stored == 1
+    assert outcome.warnings == ("availability check skipped: no AZURE_SUBSCRIPTION_ID",)
