@@ -266,11 +266,11 @@ def plan(
     from router.planning import plan_job
 
     now = _now()
-    report = plan_job(job, project=_project(ctx), now=now, require_fresh=require_fresh, top=top)
+    report = plan_job(job, project=_project(ctx), now=now, require_fresh=require_fresh)
     if as_json:
-        render.print_json(render.plan_json(report, explain=explain))
+        render.print_json(render.plan_json(report, explain=explain, top=top))
     else:
-        render.plan_table(report, explain=explain)
+        render.plan_table(report, explain=explain, top=top)
     if not report.result.placements:
         sys.exit(EXIT_FAILED)
 

@@ -202,11 +202,13 @@ def history_table(quotes: Sequence[Quote], now: datetime) -> None:
 # --- plan ---------------------------------------------------------------------------------------
 
 
-def plan_json(report: PlanReport, *, explain: bool) -> dict[str, Any]:
+def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> dict[str, Any]:
+    placements = report.result.placements
     out: dict[str, Any] = {
         "job": report.job.name,
         "offers_considered": report.offers_considered,
-        "placements": [p.to_json() for p in report.result.placements],
+        "placements_total": len(placements),  # placements + rejected = offers considered
+        "placements": [p.to_json() for p in placements[:top]],
     }
     if explain:
         out["rejected"] = [
@@ -224,7 +226,7 @@ def plan_json(report: PlanReport, *, explain: bool) -> dict[str, Any]:
     return out
 
 
-def plan_table(report: PlanReport, *, explain: bool) -> None:
+def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> None:
     from rich.table import Table
 
     console = _console()
@@ -235,8 +237,14 @@ def plan_table(report: PlanReport, *, explain: bool) -> None:
             "offers considered) — rerun with --explain to see why each was rejected"
         )
     else:
+        shown = result.placements[:top]
+        of = (
+            f"{len(shown)} of {len(result.placements)} "
+            if len(shown) < len(result.placements)
+            else ""
+        )
         table = Table(
-            title=f"placements for '{job.name}', best first (USD, {job.duration_hours:g} h"
+            title=f"{of}placements for '{job.name}', best first (USD, {job.duration_hours:g} h"
             f" × {job.node_count} node{'s' if job.node_count > 1 else ''})"
         )
         for name, justify in [
@@ -252,7 +260,7 @@ def plan_table(report: PlanReport, *, explain: bool) -> None:
             ("price source", "left"),
         ]:
             table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-        for rank, p in enumerate(result.placements, 1):
+        for rank, p in enumerate(shown, 1):
             source = f"{p.price_source} {age(p.price_age_s)}"
             table.add_row(
                 str(rank),

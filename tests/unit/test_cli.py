@@ -381,3 +381,22 @@ def test_cli_json_doc_names_every_field_plan_and_prices_print() -> None:
     )  # fmt: skip
     undocumented = sorted(name for name in printed if f"`{name}`" not in doc)
     assert undocumented == []
+
+
+def test_every_offer_is_either_a_placement_or_rejected_even_with_top(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = route(
+        monkeypatch,
+        capsys,
+        "plan",
+        str(EXAMPLES / "llm-finetune.yaml"),
+        "--top",
+        "3",
+        "--json",
+        "--explain",
+    )
+    data = run.json()
+    assert len(data["placements"]) == 3
+    assert data["placements_total"] > 3
+    assert data["placements_total"] + len(data["rejected"]) == data["offers_considered"]
