@@ -348,8 +348,10 @@ class EngineProgress:
                 meta = event.resource_pre_event.metadata
                 self.current = f"{meta.op.value} {meta.urn.rsplit('::', 1)[-1]}"
             elif event.res_outputs_event is not None:
-                op = event.res_outputs_event.metadata.op.value
-                if op not in ("same", "read", "refresh"):
+                meta = event.res_outputs_event.metadata
+                op = meta.op.value
+                # The stack itself is not a resource the user manages (the engine's summary agrees).
+                if op not in ("same", "read", "refresh") and meta.type != "pulumi:pulumi:Stack":
                     self.counts[op] = self.counts.get(op, 0) + 1
             elif event.diagnostic_event is not None and event.diagnostic_event.severity == "error":
                 self.diagnostics.append(event.diagnostic_event.message.strip())
