@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import pulumi
@@ -51,6 +51,7 @@ KNOWN_KEYS = (
     "sshCidrs",
     "labels",
     "gcpProject",
+    "storageAccountIds",
     "pricePerHour",  # recorded by the router, not used here
     "priceSource",  # recorded by the router, not used here
 )
@@ -95,6 +96,9 @@ class PlacementConfig:
     ssh_cidrs: tuple[str, ...]
     labels: dict[str, str]
     gcp_project: str = ""  # GCP only; "" = the provider takes it from the environment
+    # Azure only: storage account name → resource id, for reusing existing storage (a blob URL
+    # does not say which subscription and resource group its account is in).
+    storage_account_ids: dict[str, str] = field(default_factory=dict)
 
 
 class _Reader:
@@ -226,6 +230,7 @@ def read_placement_config(config: ConfigSource, stack_file: str = "") -> Placeme
         checkpoint_url=checkpoint_url,
         data_url=read.string("dataUrl"),
         gcp_project=read.string("gcpProject"),
+        storage_account_ids=_storage_account_ids(read),
         ssh_cidrs=_ssh_cidrs(read),
         labels=_labels(read),
     )
@@ -262,6 +267,18 @@ def _ssh_cidrs(read: _Reader) -> tuple[str, ...]:
     except ValueError as exc:
         raise read.fail("sshCidrs", str(exc).removeprefix("ssh_cidrs: ")) from exc
     return cidrs
+
+
+def _storage_account_ids(read: _Reader) -> dict[str, str]:
+    ids = read.mapping("storageAccountIds")
+    for account, resource_id in ids.items():
+        if not isinstance(resource_id, str) or not resource_id.startswith("/subscriptions/"):
+            raise read.fail(
+                f"storageAccountIds.{account}",
+                f"{resource_id!r} is not a resource id — use /subscriptions/<id>/resourceGroups/"
+                f"<group>/providers/Microsoft.Storage/storageAccounts/{account}",
+            )
+    return dict(ids)
 
 
 def _labels(read: _Reader) -> dict[str, str]:
@@ -331,6 +348,8 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
         ),
         opts,
     )
+    azure = placement.cloud == "azure"
+    storage = {"storage_account_ids": placement.storage_account_ids} if azure else {}
     bucket = module.CheckpointBucket(
         job,
         CheckpointBucketArgs(
@@ -340,6 +359,7 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
             labels=labels,
         ),
         opts,
+        **storage,
     )
     identity = module.JobIdentity(
         job,
@@ -353,11 +373,7 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
         bucket,
         opts,
         # Azure keeps the identity in the job's resource group (the others have no such thing).
-        **(
-            {"resource_group_name": network.resource_group_name}
-            if placement.cloud == "azure"
-            else {}
-        ),
+        **({"resource_group_name": network.resource_group_name, **storage} if azure else {}),
     )
     group = module.SpotGpuGroup(
         job,

@@ -80,7 +80,13 @@ def propose(
         )
     chosen = candidates[0]
     gcp_project = report.org.credentials.get("gcp_project", "")
-    config = stack_config(report.job, chosen, candidates, gcp_project=gcp_project)
+    config = stack_config(
+        report.job,
+        chosen,
+        candidates,
+        gcp_project=gcp_project,
+        azure_storage_accounts=report.org.azure_storage_accounts,
+    )
     stack_file = project.stack_config_path(report.job.name)
     return Proposal(
         report.job,

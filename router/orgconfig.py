@@ -123,6 +123,20 @@ class OrgConfig(_Section):
     backend_url: str | None = None
     max_quote_age_s: float = Field(default=DEFAULT_MAX_QUOTE_AGE_S, gt=0)
     credentials: dict[str, str] = Field(default_factory=dict)
+    # Existing Azure storage the jobs may reuse or read: account name → resource id. Needed
+    # because a blob URL does not say which subscription and resource group hold the account.
+    azure_storage_accounts: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("azure_storage_accounts")
+    @classmethod
+    def _resource_ids(cls, value: dict[str, str]) -> dict[str, str]:
+        for account, resource_id in value.items():
+            if not resource_id.startswith("/subscriptions/"):
+                raise ValueError(
+                    f"{account}: {resource_id!r} is not a resource id — use /subscriptions/<id>/"
+                    f"resourceGroups/<group>/providers/Microsoft.Storage/storageAccounts/{account}"
+                )
+        return value
 
     @field_validator("max_quote_age_s", mode="before")
     @classmethod

@@ -54,7 +54,12 @@ def program_market(chosen: Placement) -> str:
 
 
 def stack_config(
-    job: Job, chosen: Placement, ranked: Sequence[Placement] = (), *, gcp_project: str = ""
+    job: Job,
+    chosen: Placement,
+    ranked: Sequence[Placement] = (),
+    *,
+    gcp_project: str = "",
+    azure_storage_accounts: Mapping[str, str] | None = None,
 ) -> StackConfig:
     """The `spotroute:*` config for deploying `job` at `chosen` (keys without the namespace)."""
     checkpoint_url = ""
@@ -84,6 +89,9 @@ def stack_config(
         "labels": dict(sorted(job.labels.items())),
         # Always written (empty elsewhere) so moving a job between clouds leaves no stale key.
         "gcpProject": gcp_project if chosen.cloud == "gcp" else "",
+        "storageAccountIds": dict(sorted((azure_storage_accounts or {}).items()))
+        if chosen.cloud == "azure"
+        else {},
         "pricePerHour": chosen.price_per_hour,
         "priceSource": chosen.price_source,
     }

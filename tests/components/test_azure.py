@@ -15,7 +15,6 @@ from harness import (
     CallAnswer,
     CapturedStack,
     StateFiller,
-    config_value,
     run_components,
     run_program,
 )
@@ -30,7 +29,7 @@ from components.args import (
     NetworkArgs,
     SpotGpuGroupArgs,
 )
-from components.program import JOB_NAME, read_placement_config
+from components.program import JOB_NAME
 
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 PRINCIPAL_ID = "11111111-1111-4111-8111-111111111111"
@@ -149,78 +148,13 @@ def placement(config: dict[str, Any], **changes: Any) -> CapturedStack:
     return run_program({**config, **changes}, calls=AZURE_CALLS, states=AZURE_STATES)
 
 
-class _Config:
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.values = values
-
-    def get(self, key: str) -> str | None:
-        return config_value(self.values[key]) if key in self.values else None
-
-
 def wired(config: dict[str, Any], **changes: Any) -> CapturedStack:
-    """The program's wiring plus the Azure keywords proposed for it: one job resource group
-    (network's, shared with the identity) and the account ids of existing storage."""
-    placement_config = read_placement_config(_Config({**config, **changes}))
-
-    def program() -> None:
-        p = placement_config
-        job, labels = p.job_name, p.labels
-        provider = azure_components.make_provider(f"{job}-azure", p.region)
-        opts = pulumi.ResourceOptions(providers=[provider])
-        network = azure_components.Network(
-            job,
-            NetworkArgs(
-                job_name=job, region=p.region, zone=p.zone, ssh_cidrs=p.ssh_cidrs, labels=labels
-            ),
-            opts,
-        )
-        bucket = azure_components.CheckpointBucket(
-            job,
-            CheckpointBucketArgs(
-                job_name=job, region=p.region, existing_url=p.checkpoint_url, labels=labels
-            ),
-            opts,
-            storage_account_ids=ACCOUNT_IDS,
-        )
-        identity = azure_components.JobIdentity(
-            job,
-            JobIdentityArgs(
-                job_name=job,
-                region=p.region,
-                checkpoint_prefix=f"{job}/",
-                data_url=p.data_url,
-                labels=labels,
-            ),
-            bucket,
-            opts,
-            resource_group_name=network.resource_group_name,
-            storage_account_ids=ACCOUNT_IDS,
-        )
-        group = azure_components.SpotGpuGroup(
-            job,
-            SpotGpuGroupArgs(
-                job_name=job,
-                region=p.region,
-                zone=p.zone,
-                instance_types=p.instance_types,
-                market=p.market,
-                max_price_per_hour=p.max_price_per_hour,
-                node_count=p.node_count,
-                gpu=p.gpu,
-                gpu_count=p.gpu_count,
-                boot_disk_gb=p.boot_disk_gb,
-                job=p.job,
-                labels=labels,
-            ),
-            network,
-            identity,
-            bucket,
-            opts,
-        )
-        pulumi.export("checkpointUrl", group.checkpoint_url)
-        pulumi.export("identity", identity.identity_id)
-
-    return run_components(program, calls=AZURE_CALLS, states=AZURE_STATES)
+    """The program with the existing storage accounts' ids configured (storageAccountIds)."""
+    return run_program(
+        {**config, "storageAccountIds": ACCOUNT_IDS, **changes},
+        calls=AZURE_CALLS,
+        states=AZURE_STATES,
+    )
 
 
 def vm_profile(stack: CapturedStack) -> dict[str, Any]:

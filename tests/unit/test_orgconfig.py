@@ -132,3 +132,16 @@ def test_largest_matching_discount_applies_and_discounts_do_not_stack() -> None:
     assert spot is not None and spot.percent == 12
     assert on_demand is not None and on_demand.percent == 30
     assert org.discount_for("gcp", "a2-ultragpu-8g", "spot") is None
+
+
+def test_azure_storage_accounts_need_resource_ids() -> None:
+    from router.errors import BadInput
+    from router.orgconfig import parse_org_config
+
+    good = parse_org_config(
+        "azure_storage_accounts:\n  acmeckpt: /subscriptions/s/resourceGroups/g/providers/"
+        "Microsoft.Storage/storageAccounts/acmeckpt\n"
+    )
+    assert set(good.azure_storage_accounts) == {"acmeckpt"}
+    with pytest.raises(BadInput, match="azure_storage_accounts"):
+        parse_org_config("azure_storage_accounts:\n  acmeckpt: acmeckpt\n")

@@ -32,6 +32,7 @@ DOCUMENTED_KEYS = {
     "dataUrl",
     "sshCidrs",
     "gcpProject",
+    "storageAccountIds",
     "labels",
     "pricePerHour",
     "priceSource",
@@ -114,3 +115,14 @@ def test_gcp_project_is_written_only_for_gcp_placements() -> None:
     assert stack_config(job(), aws[0], gcp_project="acme-ml")["gcpProject"] == ""
     gcp = _placements(offer("a2-ultragpu-8g", zone="us-central1-a"))
     assert stack_config(job(), gcp[0], gcp_project="acme-ml")["gcpProject"] == "acme-ml"
+
+
+def test_azure_storage_account_ids_are_written_only_for_azure_placements() -> None:
+    ids = {
+        "acmeckpt": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/"
+        "storageAccounts/acmeckpt"
+    }
+    aws = _placements(offer("p4de.24xlarge"))
+    assert stack_config(job(), aws[0], azure_storage_accounts=ids)["storageAccountIds"] == {}
+    azure = _placements(offer("Standard_ND96amsr_A100_v4"))
+    assert stack_config(job(), azure[0], azure_storage_accounts=ids)["storageAccountIds"] == ids
