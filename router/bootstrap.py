@@ -70,7 +70,7 @@ def run_bootstrap(
                 stack = engine.stack(STACK)
                 if wanted:
                     engine.write_config(STACK, wanted, namespace=NAMESPACE)
-                packs, configs = policy_args(engine, STACK, None, None)
+                packs, configs = policy_args(engine, STACK, None)
                 stack.preview(
                     on_event=fan_out(preview.on_event, on_event),
                     diff=True,

@@ -151,7 +151,6 @@ def deploy(
     confirm: Callable[[Review], bool],
     dry_run: bool = False,
     on_event: EventHandler | None = None,
-    policy_config: dict[str, Any] | None = None,
 ) -> DeployOutcome:
     """Write config → preview (with the policy pack) → confirm → up → record; undo on failure.
 
@@ -170,7 +169,7 @@ def deploy(
             with config_transaction(proposal.stack_file):
                 stack = engine.stack(job)
                 engine.write_config(job, proposal.config)
-                packs, configs = policy_args(engine, job, proposal, policy_config)
+                packs, configs = policy_args(engine, job, proposal)
                 try:
                     stack.preview(
                         on_event=fan_out(preview.on_event, on_event),
@@ -209,7 +208,7 @@ def deploy(
                 engine.workspace().remove_stack(job)
             return DeployOutcome(job, False, summary, {}, proposal.chosen)
         except BaseException as exc:
-            if not existed and _stack_exists(engine, job):
+            if not existed:
                 _remove_if_empty(engine, job)
             if interrupted() and not isinstance(exc, Interrupted):
                 raise _interrupted(job) from None  # whichever engine call the Ctrl-C cut short
@@ -226,6 +225,7 @@ def _interrupted(job: str) -> Interrupted:
 
 
 def _remove_if_empty(engine: Engine, job: str) -> None:
+    """Remove a stack this deploy created if nothing was deployed into it (a failed first try)."""
     for s in engine.list_stacks():
         if s.name == job and not s.resource_count:
             engine.workspace().remove_stack(job)
@@ -245,9 +245,7 @@ def _preview_error(job: str, exc: Exception, preview: PreviewResult) -> Operatio
     return engine_error(job, exc)
 
 
-def policy_args(
-    engine: Engine, job: str, proposal: Proposal | None, extra: dict[str, Any] | None
-) -> tuple[list[str], list[str]]:
+def policy_args(engine: Engine, job: str, proposal: Proposal | None) -> tuple[list[str], list[str]]:
     """The policy pack's launcher and this job's pack config (budget, allowed regions)."""
     from policies import write_launcher
 
@@ -266,8 +264,6 @@ def policy_args(
         config["price-within-budget"] = {"max_price_per_hour": min(caps)}
     if org.regions.allow:
         config["regions-allowed"] = {"allowed_regions": list(org.regions.allow)}
-    for name, settings in (extra or {}).items():
-        config[name] = {**config.get(name, {}), **settings}
     if not config:
         return [str(launcher)], []
     path = engine.home / "policy-config" / f"{job}.json"
