@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from router.contract.clouds import PUBLIC_CLOUDS
 from router.deploy import Engine, config_transaction, engine_error, engine_interrupts, job_lock
 from router.errors import BadInput, Interrupted
 from router.home import spotroute_home
@@ -20,7 +21,6 @@ from router.stackconfig import config_diff, read_stack_file
 
 STACK = "bootstrap"
 NAMESPACE = "spotroute-bootstrap"
-CLOUDS = ("aws", "gcp", "azure")
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,9 @@ class BootstrapOutcome:
 
 def _clouds(clouds: tuple[str, ...]) -> list[str]:
     for cloud in clouds:
-        if cloud not in CLOUDS:
+        if cloud not in PUBLIC_CLOUDS:
             raise BadInput(
-                f"--clouds: unknown cloud '{cloud}' — use one or more of aws, gcp, azure"
+                f"--clouds: unknown cloud '{cloud}' — use one or more of {', '.join(PUBLIC_CLOUDS)}"
             )
     return sorted(set(clouds))
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from router.contract.clouds import PUBLIC_CLOUDS
 from router.datafiles import csv_rows
 from router.errors import BadInput
 from router.gpus import CANONICAL_GPUS
-from router.offers import CLOUDS, Offer, Quote
+from router.offers import Offer, Quote
 
 # Package data read by path: importlib.resources costs start-up time on every `route` call.
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -204,8 +205,8 @@ def parse_catalog(text: str, name: str = PACKAGED_NAME) -> Catalog:
 
 def _row(row: dict[str, str], where: str) -> InstanceType:
     cloud = row["cloud"]
-    if cloud not in CLOUDS:
-        raise BadInput(f"{where}: cloud '{cloud}' is not one of {', '.join(CLOUDS)}")
+    if cloud not in PUBLIC_CLOUDS:
+        raise BadInput(f"{where}: cloud '{cloud}' is not one of {', '.join(PUBLIC_CLOUDS)}")
     instance_type = row["instance_type"]
     if not instance_type:
         raise BadInput(f"{where}: instance_type is empty — name the provider's instance type")

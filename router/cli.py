@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
+from router.contract.clouds import CLOUDS, PUBLIC_CLOUDS
 from router.errors import EXIT_BAD_INPUT, EXIT_FAILED, RouteError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -189,7 +190,7 @@ def prices_refresh(
 @click.option("--format", "fmt", type=click.Choice(["skypilot"]), required=True)
 @click.option(
     "--cloud",
-    type=click.Choice(["aws", "gcp", "azure"]),
+    type=click.Choice(PUBLIC_CLOUDS),
     help="The file's cloud (default: from its path or instance names).",
 )
 @json_option
@@ -205,7 +206,7 @@ def prices_import(file: Path, fmt: str, cloud: str | None, as_json: bool) -> Non
 
 
 @prices.command("history")
-@click.option("--cloud", type=click.Choice(["aws", "gcp", "azure"]), required=True)
+@click.option("--cloud", type=click.Choice(PUBLIC_CLOUDS), required=True)
 @click.option("--instance-type", required=True)
 @click.option("--region")
 @click.option("--market", type=click.Choice(["spot", "on-demand"]))
@@ -283,7 +284,7 @@ def _target(value: str | None) -> str | None:
     if value is None:
         return None
     cloud = value.partition("/")[0]
-    if cloud not in ("aws", "gcp", "azure", "local"):
+    if cloud not in CLOUDS:
         raise click.BadParameter(
             f"'{value}' — use CLOUD or CLOUD/REGION, e.g. aws/us-east-1", param_hint="--to"
         )

@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from router.contract.clouds import PUBLIC_CLOUDS, Cloud
 from router.errors import BadInput
 from router.gpus import CANONICAL_GPUS, UnknownGpu, canonical_gpu
 
@@ -225,9 +226,7 @@ class Resources(Strict):
     )
     min_vcpus: int = Field(default=0, ge=0, description="vCPUs per instance, at least")
     min_memory_gb: float = Field(default=0.0, ge=0, description="instance memory in GB, at least")
-    clouds: tuple[Literal["aws", "gcp", "azure", "local"], ...] = Field(
-        default=("aws", "gcp", "azure"), description="clouds to consider"
-    )
+    clouds: tuple[Cloud, ...] = Field(default=PUBLIC_CLOUDS, description="clouds to consider")
     regions: RegionFilter = Field(
         default=RegionFilter(), description="{allow: [globs], deny: [globs]} or a list (= allow)"
     )
@@ -255,8 +254,7 @@ class Resources(Strict):
     @field_validator(
         "clouds",
         mode="before",
-        json_schema_input_type=Literal["aws", "gcp", "azure", "local"]
-        | list[Literal["aws", "gcp", "azure", "local"]],
+        json_schema_input_type=Cloud | list[Cloud],
     )
     @classmethod
     def _cloud_list(cls, value: object) -> object:
@@ -325,7 +323,7 @@ class Data(Strict):
     """The training data's location; moving it to another cloud or region costs egress."""
 
     url: str = Field(description="where the training data is: s3://, gs://, az://, file://, ...")
-    cloud: Literal["aws", "gcp", "azure", "local"] | None = Field(
+    cloud: Cloud | None = Field(
         default=None, validate_default=True, description="inferred from the URL scheme"
     )
     region: str = Field(description="region the data is in, e.g. us-east-1")

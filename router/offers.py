@@ -6,10 +6,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-Cloud = Literal["aws", "gcp", "azure", "local"]
 Market = Literal["spot", "on-demand", "reserved"]
 
-CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
 MARKETS: tuple[str, ...] = ("spot", "on-demand")
 
 # AWS Spot Instance Advisor's "frequency of interruption" buckets (share of instances

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from router.contract.clouds import CLOUDS, Cloud, PublicCloud
 from router.errors import BadInput
 
 ORG_CONFIG_FILE = "spotroute.yaml"
@@ -36,8 +37,6 @@ KNOWN_CREDENTIAL_HINTS = (
     "azure_federation_audience",
 )
 
-OrgCloud = Literal["aws", "gcp", "azure", "local"]
-ReservableCloud = Literal["aws", "gcp", "azure"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _SECONDS_PER_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
@@ -59,7 +58,7 @@ class RegionRules(_Section):
 class Reservation(_Section):
     """Capacity the organisation already pays for; its marginal cost is 0 unless stated."""
 
-    cloud: ReservableCloud
+    cloud: PublicCloud
     region: str = Field(min_length=1)
     zone: str | None = None
     instance_type: str = Field(min_length=1)
@@ -76,7 +75,7 @@ class Reservation(_Section):
 class Discount(_Section):
     """A negotiated percentage off list price for a cloud, optionally one family and market."""
 
-    cloud: ReservableCloud
+    cloud: PublicCloud
     family: str = Field(default="*", min_length=1)  # instance-type glob: "p4*", "a2-*"
     market: Literal["spot", "on-demand", "reserved"] | None = None  # None = every market
     percent: float
@@ -115,7 +114,7 @@ class Budgets(_Section):
 class OrgConfig(_Section):
     """The parsed spotroute.yaml; `OrgConfig()` is what a project without the file gets."""
 
-    clouds: tuple[OrgCloud, ...] = ("aws", "gcp", "azure", "local")
+    clouds: tuple[Cloud, ...] = CLOUDS
     regions: RegionRules = RegionRules()
     reservations: tuple[Reservation, ...] = ()
     discounts: tuple[Discount, ...] = ()

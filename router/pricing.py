@@ -8,10 +8,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from router.catalog import load_catalog
+from router.contract.clouds import PUBLIC_CLOUDS
 from router.errors import BadInput
 from router.gpus import UnknownGpu, canonical_gpu
 from router.home import cache_path
-from router.offers import CLOUDS, Offer, Quote
+from router.offers import Offer, Quote
 from router.prices.book import (
     LIVE_SOURCES,
     OfferFilter,
@@ -36,8 +37,10 @@ class PriceTable:
 
 def _clouds(clouds: tuple[str, ...], flag: str = "--clouds") -> tuple[str, ...]:
     for cloud in clouds:
-        if cloud not in CLOUDS:
-            raise BadInput(f"{flag}: unknown cloud '{cloud}' — use one of {', '.join(CLOUDS)}")
+        if cloud not in PUBLIC_CLOUDS:
+            raise BadInput(
+                f"{flag}: unknown cloud '{cloud}' — use one of {', '.join(PUBLIC_CLOUDS)}"
+            )
     return clouds
 
 

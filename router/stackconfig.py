@@ -12,12 +12,11 @@ from typing import Any
 
 import yaml
 
+from router.contract.stack_config import DEFAULT_BOOT_DISK_GB, NAMESPACE, serialise
 from router.errors import BadInput
 from router.jobspec import Job
 from router.planner import Placement
 
-NAMESPACE = "spotroute"
-DEFAULT_BOOT_DISK_GB = 200
 # Spot cap when the job sets none: enough headroom that ordinary spot price moves do not evict
 # the job, low enough that a price spike does.
 SPOT_CAP_HEADROOM = 1.5
@@ -65,36 +64,38 @@ def stack_config(
     checkpoint_url = ""
     if job.checkpoint is not None and job.checkpoint.url != "auto":
         checkpoint_url = job.checkpoint.url
-    return {
-        "jobName": job.name,
-        "cloud": chosen.cloud,
-        "region": chosen.region,
-        "zone": chosen.zone or "",
-        "instanceTypes": list(equivalent_types(chosen, ranked)),
-        "market": program_market(chosen),
-        "maxPrice": max_price(job, chosen),
-        "nodeCount": job.node_count,
-        "gpu": chosen.gpu,
-        "gpuCount": chosen.gpu_count,
-        "bootDiskGb": DEFAULT_BOOT_DISK_GB,
-        "job": {
-            "image": job.run.image,
-            "command": list(job.run.command),
-            "env": dict(sorted(job.run.env.items())),
-        },
-        "checkpointing": job.checkpoint is not None,
-        "checkpointUrl": checkpoint_url,
-        "dataUrl": job.data.url if job.data else "",
-        "sshCidrs": [],
-        "labels": dict(sorted(job.labels.items())),
-        # Always written (empty elsewhere) so moving a job between clouds leaves no stale key.
-        "gcpProject": gcp_project if chosen.cloud == "gcp" else "",
-        "storageAccountIds": dict(sorted((azure_storage_accounts or {}).items()))
-        if chosen.cloud == "azure"
-        else {},
-        "pricePerHour": chosen.price_per_hour,
-        "priceSource": chosen.price_source,
-    }
+    return serialise(
+        {
+            "jobName": job.name,
+            "cloud": chosen.cloud,
+            "region": chosen.region,
+            "zone": chosen.zone or "",
+            "instanceTypes": list(equivalent_types(chosen, ranked)),
+            "market": program_market(chosen),
+            "maxPrice": max_price(job, chosen),
+            "nodeCount": job.node_count,
+            "gpu": chosen.gpu,
+            "gpuCount": chosen.gpu_count,
+            "bootDiskGb": DEFAULT_BOOT_DISK_GB,
+            "job": {
+                "image": job.run.image,
+                "command": list(job.run.command),
+                "env": dict(sorted(job.run.env.items())),
+            },
+            "checkpointing": job.checkpoint is not None,
+            "checkpointUrl": checkpoint_url,
+            "dataUrl": job.data.url if job.data else "",
+            "sshCidrs": [],
+            "labels": dict(sorted(job.labels.items())),
+            # Always written (empty elsewhere) so moving a job between clouds leaves no stale key.
+            "gcpProject": gcp_project if chosen.cloud == "gcp" else "",
+            "storageAccountIds": dict(sorted((azure_storage_accounts or {}).items()))
+            if chosen.cloud == "azure"
+            else {},
+            "pricePerHour": chosen.price_per_hour,
+            "priceSource": chosen.price_source,
+        }
+    )
 
 
 def read_stack_file(path: Path, namespace: str = NAMESPACE) -> StackConfig:

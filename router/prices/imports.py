@@ -24,9 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from router.contract.clouds import PUBLIC_CLOUDS
 from router.errors import BadInput
 from router.gpus import UnknownGpu, canonical_gpu
-from router.offers import CLOUDS, Quote
+from router.offers import Quote
 
 SOURCE = "import:skypilot"
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -128,8 +129,8 @@ def import_skypilot(
     if observed_at.tzinfo is None or observed_at.utcoffset() is None:
         raise ValueError(f"now must be a timezone-aware datetime, got naive {observed_at!r}")
     observed_at = observed_at.astimezone(UTC)
-    if cloud is not None and cloud not in CLOUDS:
-        raise BadInput(f"--cloud: '{cloud}' is not supported — use {', '.join(CLOUDS)}")
+    if cloud is not None and cloud not in PUBLIC_CLOUDS:
+        raise BadInput(f"--cloud: '{cloud}' is not supported — use {', '.join(PUBLIC_CLOUDS)}")
 
     header, records = _read_csv(path)
     rows = [_parse_row(header, fields) for fields in records]
@@ -137,7 +138,7 @@ def import_skypilot(
     if chosen is None:
         raise BadInput(
             f"{path}: cannot tell which cloud this SkyPilot catalog is for — "
-            f"pass --cloud {'|'.join(CLOUDS)}"
+            f"pass --cloud {'|'.join(PUBLIC_CLOUDS)}"
         )
     entries = catalog if catalog is not None else _default_catalog()
     known = [entry for entry in entries if entry.cloud == chosen]
@@ -250,9 +251,11 @@ def _parse_count(text: str) -> int | None:
 def _detect_cloud(path: Path, rows: list[_Row]) -> str | None:
     """The cloud a directory in the path names, else the one the instance names point to."""
     for part in reversed(path.absolute().parts[:-1]):
-        if part.lower() in CLOUDS:
+        if part.lower() in PUBLIC_CLOUDS:
             return part.lower()
-    named = {token for token in re.split(r"[^a-z0-9]+", path.stem.lower()) if token in CLOUDS}
+    named = {
+        token for token in re.split(r"[^a-z0-9]+", path.stem.lower()) if token in PUBLIC_CLOUDS
+    }
     if len(named) == 1:
         return named.pop()
     votes = Counter(

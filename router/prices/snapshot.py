@@ -11,9 +11,10 @@ from datetime import UTC, date, datetime
 from functools import lru_cache
 from pathlib import Path
 
+from router.contract.clouds import PUBLIC_CLOUDS
 from router.datafiles import csv_rows
 from router.errors import BadInput
-from router.offers import CLOUDS, INTERRUPTION_BUCKETS, MARKETS, Quote
+from router.offers import INTERRUPTION_BUCKETS, MARKETS, Quote
 
 # Package data read by path: importlib.resources costs start-up time on every `route` call.
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -80,8 +81,8 @@ def parse_snapshot(text: str, name: str = PACKAGED_NAME) -> tuple[Quote, ...]:
 
 def _row(row: dict[str, str], where: str) -> Quote:
     cloud = row["cloud"]
-    if cloud not in CLOUDS:
-        raise BadInput(f"{where}: cloud '{cloud}' is not one of {', '.join(CLOUDS)}")
+    if cloud not in PUBLIC_CLOUDS:
+        raise BadInput(f"{where}: cloud '{cloud}' is not one of {', '.join(PUBLIC_CLOUDS)}")
     for column in ("region", "instance_type"):
         if not row[column]:
             raise BadInput(f"{where}: {column} is empty")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from router.contract.stack_config import KEY_NAMES
 from router.egress import load_egress
 from router.errors import BadInput
 from router.orgconfig import OrgConfig
@@ -14,29 +15,7 @@ from router.stackconfig import config_diff, read_stack_file, stack_config
 from tests.unit.planner_factories import NOW, job, offer
 
 # Every key docs/stack-config.md promises; the program refuses unknown spotroute:* keys.
-DOCUMENTED_KEYS = {
-    "jobName",
-    "cloud",
-    "region",
-    "zone",
-    "instanceTypes",
-    "market",
-    "maxPrice",
-    "nodeCount",
-    "gpu",
-    "gpuCount",
-    "bootDiskGb",
-    "job",
-    "checkpointing",
-    "checkpointUrl",
-    "dataUrl",
-    "sshCidrs",
-    "gcpProject",
-    "storageAccountIds",
-    "labels",
-    "pricePerHour",
-    "priceSource",
-}
+DOCUMENTED_KEYS = set(KEY_NAMES)
 
 
 def _placements(*offers: object, **job_overrides: object) -> tuple[Placement, ...]:

@@ -1,0 +1,183 @@
+"""Every `spotroute:*` stack-config key: its type, default, and how its raw value is parsed.
+
+The one definition of the contract between the router and the placement program
+(docs/stack-config.md is checked against `KEYS` by a test):
+
+- the router builds the values and passes them through `serialise()`, which refuses a missing or
+  unknown key, so it writes exactly these keys;
+- the program (components/program.py) reads each raw config string with `parse_value()` (or all
+  of them with `parse()`), which applies the key's type and default and raises
+  `StackConfigError(key, problem)` on a bad value.
+
+Raw values are what `pulumi.Config.get` returns: strings as they are, everything else as JSON
+(structured YAML in the stack file). Standard library only: components import this module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from router.contract.clouds import CLOUDS
+
+NAMESPACE = "spotroute"
+# Markets the program deploys; reserved capacity is consumed as on-demand instances.
+MARKETS: tuple[str, ...] = ("spot", "on-demand")
+DEFAULT_BOOT_DISK_GB = 200
+# Keys of the `spotroute:job` object.
+JOB_KEYS: tuple[str, ...] = ("image", "command", "env")
+
+Kind = Literal["string", "number", "integer", "boolean", "list of strings", "object", "map"]
+MISSING = "missing — the router writes it; see docs/stack-config.md"
+
+
+class StackConfigError(ValueError):
+    """A raw `spotroute:<key>` value is missing or of the wrong type; `problem` says how."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{NAMESPACE}:{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One `spotroute:*` key. `default` is the value when unset (required keys have none)."""
+
+    name: str
+    kind: Kind
+    required: bool = False
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    low: int | None = None  # inclusive range of an integer key
+    high: int | None = None
+    # Written by the router for the record (what the placement cost); the program ignores it.
+    recorded: bool = False
+
+    @property
+    def doc_type(self) -> str:
+        """The type as docs/stack-config.md's table writes it."""
+        if self.choices:
+            return " \\| ".join(f"`{choice}`" for choice in self.choices)
+        return self.kind
+
+
+KEYS: tuple[Key, ...] = (
+    Key("jobName", "string", required=True),
+    Key("cloud", "string", required=True, choices=CLOUDS),
+    Key("region", "string", required=True),
+    Key("zone", "string", default=""),
+    Key("instanceTypes", "list of strings", required=True),
+    Key("market", "string", required=True, choices=MARKETS),
+    Key("maxPrice", "number", required=True),
+    Key("nodeCount", "integer", default=1, low=1, high=64),
+    Key("gpu", "string", required=True),
+    Key("gpuCount", "integer", required=True, low=1, high=64),
+    Key("bootDiskGb", "integer", default=DEFAULT_BOOT_DISK_GB, low=20, high=16384),
+    Key("job", "object", required=True),
+    Key("checkpointing", "boolean", default=False),
+    Key("checkpointUrl", "string", default=""),
+    Key("dataUrl", "string", default=""),
+    Key("sshCidrs", "list of strings", default=()),
+    Key("labels", "map", default={}),
+    Key("storageAccountIds", "map", default={}),
+    Key("gcpProject", "string", default=""),
+    Key("pricePerHour", "number", recorded=True),
+    Key("priceSource", "string", recorded=True),
+)
+KEY_NAMES: tuple[str, ...] = tuple(key.name for key in KEYS)
+_BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}
+
+
+def key(name: str) -> Key:
+    """The key called `name` (without the namespace); KeyError if there is none."""
+    return _BY_NAME[name]
+
+
+def serialise(values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` as written to the stack; ValueError if a contract key is missing or unknown."""
+    missing = [name for name in KEY_NAMES if name not in values]
+    unknown = sorted(set(values) - set(KEY_NAMES))
+    if missing or unknown:
+        raise ValueError(
+            f"stack config does not match the contract: missing {missing}, unknown {unknown}"
+        )
+    return dict(values)
+
+
+def parse(get: Callable[[str], str | None]) -> dict[str, Any]:
+    """Every key the program reads (recorded ones excluded), parsed from `get(name)`."""
+    return {k.name: parse_value(k, get(k.name)) for k in KEYS if not k.recorded}
+
+
+def parse_value(k: Key, raw: str | None) -> Any:
+    """The typed value of `k` from its raw config string (None = unset); StackConfigError."""
+    if raw is None and k.required:
+        raise StackConfigError(k.name, MISSING)
+    if k.kind == "string":
+        value = k.default if raw is None else raw.strip()
+        if k.choices and value not in k.choices:
+            raise StackConfigError(
+                k.name, f"{value!r} is not valid — use one of {', '.join(k.choices)}"
+            )
+        return value
+    data = _json(k, raw)
+    return _CHECKS[k.kind](k, data)
+
+
+def _json(k: Key, raw: str | None) -> Any:
+    if raw is None:
+        return k.default
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise StackConfigError(k.name, f"{raw!r} is not valid YAML/JSON data ({exc.msg})") from exc
+
+
+def _number(k: Key, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise StackConfigError(k.name, f"{value!r} is not a number")
+    return float(value)
+
+
+def _integer(k: Key, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise StackConfigError(k.name, f"{value!r} is not a whole number")
+    low = k.low if k.low is not None else value
+    high = k.high if k.high is not None else value
+    if not low <= value <= high:
+        raise StackConfigError(k.name, f"{value} is out of range — use {low}..{high}")
+    return value
+
+
+def _boolean(k: Key, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise StackConfigError(k.name, f"{value!r} is not true or false")
+    return value
+
+
+def _strings(k: Key, value: Any) -> tuple[str, ...]:
+    if isinstance(value, tuple):
+        value = list(value)
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise StackConfigError(k.name, f"{value!r} is not a list of non-empty strings")
+    return tuple(value)
+
+
+def _mapping(k: Key, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise StackConfigError(k.name, f"{value!r} is not a map")
+    return dict(value)
+
+
+_CHECKS: dict[str, Callable[[Key, Any], Any]] = {
+    "number": _number,
+    "integer": _integer,
+    "boolean": _boolean,
+    "list of strings": _strings,
+    "object": _mapping,
+    "map": _mapping,
+}
