@@ -13,7 +13,8 @@ if _ROOT not in sys.path:
 
 from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
 
-from policies.rules import PACK_NAME, build_policies  # noqa: E402
+from policies.pack import build_policies  # noqa: E402
+from policies.rules import PACK_NAME  # noqa: E402
 
 PolicyPack(
     name=PACK_NAME,

@@ -37,8 +37,9 @@ from components.bootstrap import (
     bootstrap_program,
     read_bootstrap_config,
 )
-from policies.rules import StackResource, evaluate, iam_wildcard_violations
-from router.orgconfig import parse_org_config
+from policies.rules import StackResource, evaluate
+from policies.rules.iam import iam_wildcard_violations
+from router.core.org import parse_org_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*")
 

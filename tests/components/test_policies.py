@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 import policies
-from policies.rules import RULES, RULES_BY_NAME, UNKNOWN, StackResource, build_policies, evaluate
+from policies.pack import build_policies
+from policies.rules import RULES, RULES_BY_NAME, UNKNOWN, StackResource, evaluate
 
 NOT_PUBLIC = "checkpoint-storage-not-public"
 PROTECTED = "checkpoint-storage-encrypted-versioned"
@@ -1352,13 +1353,14 @@ def test_launcher_is_replaced_in_place_when_written_again(tmp_path: Path) -> Non
 
 
 def test_budget_covers_the_local_target_and_gcp_templates() -> None:
-    from policies import rules
+    from policies.rules import budget as rules
+    from policies.rules.resource_types import LOCAL_PROCESS, MAX_PRICE_METADATA_KEY
 
     budget = {"max_price_per_hour": 1.0}
     local = {"max_price_per_hour": 5.0, "command": ["/bin/true"]}
-    assert rules.budget_violations(rules.LOCAL_PROCESS, local, budget)
+    assert rules.budget_violations(LOCAL_PROCESS, local, budget)
     assert not rules.budget_violations(
-        rules.LOCAL_PROCESS, {**local, "max_price_per_hour": 0.5}, budget
+        LOCAL_PROCESS, {**local, "max_price_per_hour": 0.5}, budget
     )
-    template = {"metadata": {rules.MAX_PRICE_METADATA_KEY: "3"}, "scheduling": {}}
+    template = {"metadata": {MAX_PRICE_METADATA_KEY: "3"}, "scheduling": {}}
     assert rules.budget_violations(GCE_TEMPLATE, template, budget)

@@ -1,0 +1,236 @@
+"""AzureDeployer: user-assigned identity spotroute-deployer, federated credentials, two roles."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import pulumi
+
+from components.args import require_type
+from components.bootstrap.args import (
+    AZURE_EXCHANGE_AUDIENCE,
+    DEPLOYER_NAME,
+    GOOGLE_ISSUER,
+    GUID,
+    AwsHome,
+    AzureHome,
+    GcpHome,
+    Home,
+    OidcIssuer,
+    bootstrap_labels,
+    state_location,
+)
+from components.bootstrap.permissions import (
+    AZURE_DEPLOYER_ACTIONS,
+    AZURE_GRANT_ACTIONS,
+    AZURE_GRANT_CONDITION,
+    AZURE_RESOURCE_GROUP,
+    AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
+)
+
+# --- Azure ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class AzureDeployerArgs:
+    """Typed inputs of AzureDeployer; `home`: the AWS or GCP deployer if the router runs there."""
+
+    subscription_id: str
+    tenant_id: str
+    location: str
+    oidc_issuers: tuple[OidcIssuer, ...] = ()
+    home: Home | None = None  # AwsHome or GcpHome
+    federation_audience: str = ""  # App ID URI this identity asks tokens for when it is the home
+    state_bucket: str = ""  # azblob://container
+    state_storage_account_id: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def _deterministic_guid(*parts: str) -> str:
+    """A stable GUID for names Azure wants as GUIDs, so a re-run targets the same object."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "spotroute:" + "/".join(parts)))
+
+
+class AzureDeployer(pulumi.ComponentResource):
+    """User-assigned identity spotroute-deployer, federated credentials, two custom roles."""
+
+    client_id: pulumi.Output[str]
+    principal_id: pulumi.Output[str]
+    identity_id: pulumi.Output[str]
+    tenant_id: str
+    federation_audience: str
+    role_definition_id: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: AzureDeployerArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        require_type(args, AzureDeployerArgs, "AzureDeployer")
+        require_type(args.home, (AwsHome, GcpHome, type(None)), "AzureDeployerArgs.home")
+        for issuer in args.oidc_issuers:
+            require_type(issuer, OidcIssuer, "AzureDeployerArgs.oidc_issuers")
+        for field_name in ("subscription_id", "tenant_id"):
+            if not GUID.fullmatch(getattr(args, field_name)):
+                raise ValueError(f"{field_name}: {getattr(args, field_name)!r} — use the GUID")
+        if isinstance(args.home, AwsHome) and args.home.outbound_issuer is None:
+            raise ValueError(
+                "home: AWS reaches Azure only through IAM outbound identity federation — pass the "
+                "AWS deployer's outbound_issuer"
+            )
+        state_scope = ""
+        if args.state_bucket:
+            if not args.state_bucket.startswith("azblob://"):
+                raise ValueError(f"state_bucket: {args.state_bucket!r} is not an azblob:// URL")
+            container, _ = state_location(args.state_bucket)
+            state_scope = (
+                f"{args.state_storage_account_id}/blobServices/default/containers/{container}"
+            )
+        super().__init__("spotroute:bootstrap:AzureDeployer", name, None, opts)
+        from pulumi_azure_native import authorization, managedidentity, resources
+
+        from components.azure import role_definition_id
+
+        child = pulumi.ResourceOptions(parent=self)
+        tags = bootstrap_labels(args.labels)
+        subscription = f"/subscriptions/{args.subscription_id}"
+
+        group = resources.ResourceGroup(
+            f"{name}-rg",
+            resource_group_name=AZURE_RESOURCE_GROUP,
+            location=args.location,
+            tags=tags,
+            opts=child,
+        )
+        identity = managedidentity.UserAssignedIdentity(
+            f"{name}-identity",
+            resource_group_name=group.name,
+            resource_name_=DEPLOYER_NAME,
+            location=args.location,
+            tags=tags,
+            opts=child,
+        )
+
+        credentials: list[tuple[str, pulumi.Input[str], pulumi.Input[str], str]] = [
+            (
+                f"oidc-{issuer.name}",
+                issuer.url,
+                issuer.subject,
+                issuer.audience or AZURE_EXCHANGE_AUDIENCE,
+            )
+            for issuer in args.oidc_issuers
+        ]
+        if isinstance(args.home, GcpHome):
+            # Google ID tokens of the GCP deployer: sub is its unique id.
+            credentials.append(
+                ("from-gcp", GOOGLE_ISSUER, args.home.unique_id, AZURE_EXCHANGE_AUDIENCE)
+            )
+        if isinstance(args.home, AwsHome) and args.home.outbound_issuer is not None:
+            # IAM outbound federation JWTs: sub is the role's ARN (not a session ARN).
+            credentials.append(
+                (
+                    "from-aws",
+                    args.home.outbound_issuer,
+                    args.home.role_arn,
+                    AZURE_EXCHANGE_AUDIENCE,
+                )
+            )
+        previous: list[pulumi.Resource] = []
+        for credential_name, issuer_url, subject, audience in credentials:
+            credential = managedidentity.FederatedIdentityCredential(
+                f"{name}-{credential_name}",
+                resource_group_name=group.name,
+                resource_name_=identity.name,
+                federated_identity_credential_resource_name=credential_name,
+                issuer=issuer_url,
+                subject=subject,
+                audiences=[audience],
+                # Azure refuses concurrent writes of credentials on one identity.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=previous),
+            )
+            previous = [credential]
+
+        role_guid = _deterministic_guid(args.subscription_id, DEPLOYER_NAME)
+        role = authorization.RoleDefinition(
+            f"{name}-role",
+            role_definition_id=role_guid,
+            role_name=DEPLOYER_NAME,
+            description="Exactly what spotroute's Azure placements manage (docs/security.md)",
+            role_type="CustomRole",
+            permissions=[authorization.PermissionArgs(actions=list(AZURE_DEPLOYER_ACTIONS))],
+            assignable_scopes=[subscription],
+            scope=subscription,
+            opts=child,
+        )
+        # The role's full id, computed so it is known at preview; `role.id` carries the dependency.
+        role_id = role.id.apply(lambda _: role_definition_id(args.subscription_id, role_guid))
+        # Subscription scope: every job creates its own resource groups, which no narrower
+        # assignment could cover (docs/security.md: use a dedicated subscription).
+        authorization.RoleAssignment(
+            f"{name}-role-assignment",
+            scope=subscription,
+            role_definition_id=role_id,
+            principal_id=identity.principal_id,
+            principal_type="ServicePrincipal",
+            description="spotroute deployer: spotroute placements only",
+            opts=child,
+        )
+        grants_guid = _deterministic_guid(args.subscription_id, f"{DEPLOYER_NAME}-grants")
+        grants = authorization.RoleDefinition(
+            f"{name}-grants-role",
+            role_definition_id=grants_guid,
+            role_name=f"{DEPLOYER_NAME}-grants",
+            description="Assign the two storage data roles to job identities, nothing else",
+            role_type="CustomRole",
+            permissions=[authorization.PermissionArgs(actions=list(AZURE_GRANT_ACTIONS))],
+            assignable_scopes=[subscription],
+            scope=subscription,
+            opts=child,
+        )
+        authorization.RoleAssignment(
+            f"{name}-grants-assignment",
+            scope=subscription,
+            role_definition_id=grants.id.apply(
+                lambda _: role_definition_id(args.subscription_id, grants_guid)
+            ),
+            principal_id=identity.principal_id,
+            principal_type="ServicePrincipal",
+            condition=AZURE_GRANT_CONDITION,
+            condition_version="2.0",
+            description="spotroute deployer: Storage Blob Data Contributor/Reader grants only",
+            opts=child,
+        )
+        if state_scope:
+            authorization.RoleAssignment(
+                f"{name}-state",
+                scope=state_scope,
+                role_definition_id=role_definition_id(
+                    args.subscription_id, AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR
+                ),
+                principal_id=identity.principal_id,
+                principal_type="ServicePrincipal",
+                description="spotroute deployer: Pulumi state container",
+                opts=child,
+            )
+
+        self.client_id = identity.client_id
+        self.principal_id = identity.principal_id
+        self.identity_id = identity.id
+        self.tenant_id = args.tenant_id
+        self.federation_audience = args.federation_audience
+        self.role_definition_id = role_id
+        self.register_outputs(
+            {
+                "client_id": self.client_id,
+                "principal_id": self.principal_id,
+                "identity_id": self.identity_id,
+                "role_definition_id": self.role_definition_id,
+            }
+        )
+
+    def as_home(self) -> AzureHome:
+        """How AWS and GCP trust this deployer when the router runs on Azure."""
+        return AzureHome(
+            tenant_id=self.tenant_id,
+            audience=self.federation_audience,
+            principal_id=self.principal_id,
+        )

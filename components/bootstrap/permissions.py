@@ -1,0 +1,565 @@
+"""What each deployer may do: the AWS policy document, the GCP custom role's permissions and the
+Azure roles' actions, each exactly what the placement components (components/aws.py, gcp.py,
+azure.py) manage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from components.bootstrap.args import (
+    DEPLOYER_NAME,
+    JOB_MANAGED_BY,
+)
+
+# --- AWS: what the placement program creates (components/aws.py) ------------------------------
+# Job roles, instance profiles and buckets are named by aws._name_prefix: "spotroute-<job>-...".
+AWS_JOB_NAME_PREFIX = "spotroute-"
+AWS_GPU_AMI_PARAMETER_PATH = "/aws/service/deeplearning/ami/*"
+AWS_IMAGE_OWNER = "amazon"  # the Deep Learning AMIs aws.py launches are Amazon-owned
+AWS_SERVICE_LINKED_ROLES = {
+    "spot.amazonaws.com": "AWSServiceRoleForEC2Spot",
+    "ec2fleet.amazonaws.com": "AWSServiceRoleForEC2Fleet",
+}
+
+# --- GCP ----------------------------------------------------------------------------------------
+GCP_POOL_ID = "spotroute-deployers"
+GCP_ROLE_ID = "spotrouteDeployer"
+GCP_WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
+GCP_TOKEN_CREATOR = "roles/iam.serviceAccountTokenCreator"
+GCP_STATE_ROLE = "roles/storage.objectUser"
+GCP_REQUIRED_SERVICES = (
+    "iam.googleapis.com",  # service accounts, custom roles, pools
+    "iamcredentials.googleapis.com",  # impersonation and ID tokens
+    "sts.googleapis.com",  # federated token exchange
+    "compute.googleapis.com",
+    "storage.googleapis.com",
+    "cloudbilling.googleapis.com",  # public price catalog for `route prices refresh`
+)
+# AWS ARNs as GCP's default AWS attribute mapping sees them: the role of an assumed-role session.
+GCP_AWS_ROLE_MAPPING = (
+    "assertion.arn.contains('assumed-role') ? "
+    "assertion.arn.extract('{account_arn}assumed-role/') + 'assumed-role/' + "
+    "assertion.arn.extract('assumed-role/{role_name}/') : assertion.arn"
+)
+
+# Exactly the permissions components/gcp.py needs (plus the price refresh's two lists). No
+# wildcards: a custom role cannot hold them, and a reviewer should read every permission.
+GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
+    # Network: VPC, subnet, Cloud Router + NAT, firewalls (a firewall edits the network's policy).
+    "compute.networks.create",
+    "compute.networks.get",
+    "compute.networks.delete",
+    "compute.networks.update",
+    "compute.networks.updatePolicy",
+    "compute.networks.use",
+    "compute.subnetworks.create",
+    "compute.subnetworks.get",
+    "compute.subnetworks.delete",
+    "compute.subnetworks.update",
+    "compute.subnetworks.use",
+    "compute.routers.create",
+    "compute.routers.get",
+    "compute.routers.delete",
+    "compute.routers.update",
+    "compute.firewalls.create",
+    "compute.firewalls.get",
+    "compute.firewalls.delete",
+    "compute.firewalls.update",
+    # SpotGpuGroup: instance template + zonal or regional managed instance group.
+    "compute.instanceTemplates.create",
+    "compute.instanceTemplates.get",
+    "compute.instanceTemplates.delete",
+    "compute.instanceTemplates.useReadOnly",
+    "compute.instanceGroupManagers.create",
+    "compute.instanceGroupManagers.get",
+    "compute.instanceGroupManagers.delete",
+    "compute.instanceGroupManagers.update",
+    "compute.instanceGroups.create",
+    "compute.instanceGroups.get",
+    "compute.instanceGroups.delete",
+    "compute.instanceGroups.update",
+    # The group's VMs and boot disks: created in the caller's name; the router restarts stopped
+    # (preempted) nodes.
+    "compute.instances.create",
+    "compute.instances.get",
+    "compute.instances.list",
+    "compute.instances.delete",
+    "compute.instances.start",
+    "compute.instances.stop",
+    "compute.instances.setMetadata",
+    "compute.instances.setLabels",
+    "compute.instances.setServiceAccount",
+    "compute.disks.create",
+    "compute.disks.get",
+    "compute.disks.delete",
+    "compute.disks.setLabels",
+    # Long-running operations, and lookups the provider makes while planning.
+    "compute.globalOperations.get",
+    "compute.regionOperations.get",
+    "compute.zoneOperations.get",
+    "compute.regions.get",
+    "compute.zones.get",
+    "compute.projects.get",
+    "resourcemanager.projects.get",
+    # `route prices refresh` (router/prices/gcp.py).
+    "compute.machineTypes.list",
+    "compute.acceleratorTypes.list",
+    # CheckpointBucket + the job's prefix-conditioned grant on it.
+    "storage.buckets.create",
+    "storage.buckets.get",
+    "storage.buckets.update",
+    "storage.buckets.delete",
+    "storage.buckets.getIamPolicy",
+    "storage.buckets.setIamPolicy",
+    # JobIdentity: the job's service account; actAs lets the group's VMs run as it.
+    "iam.serviceAccounts.create",
+    "iam.serviceAccounts.get",
+    "iam.serviceAccounts.update",
+    "iam.serviceAccounts.delete",
+    "iam.serviceAccounts.actAs",
+)
+
+# --- Azure ---------------------------------------------------------------------------------------
+AZURE_RESOURCE_GROUP = "spotroute-bootstrap"
+# Exactly the actions components/azure.py needs (plus the price refresh's two reads).
+AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
+    # Every job makes its own resource groups (network + identity, checkpoints).
+    "Microsoft.Resources/subscriptions/resourceGroups/read",
+    "Microsoft.Resources/subscriptions/resourceGroups/write",
+    "Microsoft.Resources/subscriptions/resourceGroups/delete",
+    # Network: VNet, subnet, NSG; the scale set's NICs join both.
+    "Microsoft.Network/virtualNetworks/read",
+    "Microsoft.Network/virtualNetworks/write",
+    "Microsoft.Network/virtualNetworks/delete",
+    "Microsoft.Network/virtualNetworks/subnets/read",
+    "Microsoft.Network/virtualNetworks/subnets/write",
+    "Microsoft.Network/virtualNetworks/subnets/delete",
+    "Microsoft.Network/virtualNetworks/subnets/join/action",
+    "Microsoft.Network/networkSecurityGroups/read",
+    "Microsoft.Network/networkSecurityGroups/write",
+    "Microsoft.Network/networkSecurityGroups/delete",
+    "Microsoft.Network/networkSecurityGroups/join/action",
+    "Microsoft.Network/networkInterfaces/read",
+    "Microsoft.Network/networkInterfaces/write",
+    "Microsoft.Network/networkInterfaces/delete",
+    "Microsoft.Network/networkInterfaces/join/action",
+    "Microsoft.Network/locations/operations/read",
+    "Microsoft.Network/locations/operationResults/read",
+    # SpotGpuGroup: a Flexible scale set creates its VMs and disks in the caller's name.
+    "Microsoft.Compute/virtualMachineScaleSets/read",
+    "Microsoft.Compute/virtualMachineScaleSets/write",
+    "Microsoft.Compute/virtualMachineScaleSets/delete",
+    "Microsoft.Compute/virtualMachines/read",
+    "Microsoft.Compute/virtualMachines/write",
+    "Microsoft.Compute/virtualMachines/delete",
+    "Microsoft.Compute/disks/read",
+    "Microsoft.Compute/disks/write",
+    "Microsoft.Compute/disks/delete",
+    "Microsoft.Compute/locations/operations/read",
+    # CheckpointBucket: account, blob service (versioning), container, lifecycle policy.
+    "Microsoft.Storage/storageAccounts/read",
+    "Microsoft.Storage/storageAccounts/write",
+    "Microsoft.Storage/storageAccounts/delete",
+    "Microsoft.Storage/storageAccounts/blobServices/read",
+    "Microsoft.Storage/storageAccounts/blobServices/write",
+    "Microsoft.Storage/storageAccounts/blobServices/containers/read",
+    "Microsoft.Storage/storageAccounts/blobServices/containers/write",
+    "Microsoft.Storage/storageAccounts/blobServices/containers/delete",
+    "Microsoft.Storage/storageAccounts/managementPolicies/read",
+    "Microsoft.Storage/storageAccounts/managementPolicies/write",
+    "Microsoft.Storage/storageAccounts/managementPolicies/delete",
+    "Microsoft.Storage/locations/asyncoperations/read",
+    # JobIdentity: the job's identity; assign/action attaches it to the scale set.
+    "Microsoft.ManagedIdentity/userAssignedIdentities/read",
+    "Microsoft.ManagedIdentity/userAssignedIdentities/write",
+    "Microsoft.ManagedIdentity/userAssignedIdentities/delete",
+    "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
+    # `route prices refresh` (router/prices/azure.py): SKU availability, spot eviction rates.
+    "Microsoft.Compute/skus/read",
+    "Microsoft.ResourceGraph/resources/read",
+)
+# Role assignments live in a second role, assigned under AZURE_GRANT_CONDITION.
+AZURE_GRANT_ACTIONS: tuple[str, ...] = (
+    "Microsoft.Authorization/roleAssignments/read",
+    "Microsoft.Authorization/roleAssignments/write",
+    "Microsoft.Authorization/roleAssignments/delete",
+)
+# Built-in data roles the Azure JobIdentity grants (same ids in every tenant; azure.py).
+AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+AZURE_STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+_GRANTABLE = f"{AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR}, {AZURE_STORAGE_BLOB_DATA_READER}"
+# ABAC condition (version 2.0): the deployer may create or delete only assignments of the two
+# storage data roles, and create them only for service principals (managed identities).
+AZURE_GRANT_CONDITION = (
+    "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n (\n"
+    "  @Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
+    f"ForAnyOfAnyValues:GuidEquals {{{_GRANTABLE}}}\n"
+    "  AND\n"
+    "  @Request[Microsoft.Authorization/roleAssignments:PrincipalType] "
+    "ForAnyOfAnyValues:StringEqualsIgnoreCase {'ServicePrincipal'}\n"
+    " )\n)\nAND\n(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})\n"
+    " )\n OR\n (\n"
+    "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
+    f"ForAnyOfAnyValues:GuidEquals {{{_GRANTABLE}}}\n"
+    " )\n)"
+)
+
+
+def aws_deployer_policy(
+    account_id: str,
+    *,
+    state_bucket: str = "",
+    state_prefix: str = "",
+    web_identity_audiences: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The AWS deployer's permissions: exactly what components/aws.py manages, no `*` actions.
+
+    Each statement's Sid says what it is for; docs/security.md explains why each is shaped so.
+    """
+    acct = account_id
+    ec2 = f"arn:aws:ec2:*:{acct}"
+    tagged = {"StringEquals": {"aws:ResourceTag/managed-by": JOB_MANAGED_BY}}
+    requested = {"StringEquals": {"aws:RequestTag/managed-by": JOB_MANAGED_BY}}
+    network_types = (
+        "vpc",
+        "subnet",
+        "internet-gateway",
+        "route-table",
+        "security-group",
+        "vpc-endpoint",
+    )
+    network = [f"{ec2}:{kind}/*" for kind in network_types]
+    launched = [
+        f"{ec2}:{kind}/*"
+        for kind in ("instance", "volume", "network-interface", "spot-instances-request")
+    ]
+    template = f"{ec2}:launch-template/*"
+    fleet = f"{ec2}:fleet/*"
+    job_roles = f"arn:aws:iam::{acct}:role/{AWS_JOB_NAME_PREFIX}*"
+    job_profiles = f"arn:aws:iam::{acct}:instance-profile/{AWS_JOB_NAME_PREFIX}*"
+    create_actions = [
+        "ec2:CreateVpc",
+        "ec2:CreateSubnet",
+        "ec2:CreateInternetGateway",
+        "ec2:CreateRouteTable",
+        "ec2:CreateSecurityGroup",
+        "ec2:CreateVpcEndpoint",
+        "ec2:CreateLaunchTemplate",
+    ]
+    statements: list[dict[str, Any]] = [
+        {
+            # These EC2 and Pricing reads support no resource-level permissions: "*" is the only
+            # resource IAM accepts for them. Reads only (the policy pack checks it).
+            "Sid": "ReadOnlyLookups",
+            "Effect": "Allow",
+            "Action": [
+                "ec2:DescribeAccountAttributes",
+                "ec2:DescribeAvailabilityZones",
+                "ec2:DescribeRegions",
+                "ec2:DescribeVpcs",
+                "ec2:DescribeVpcAttribute",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeInternetGateways",
+                "ec2:DescribeRouteTables",
+                "ec2:DescribeNetworkAcls",
+                "ec2:DescribeSecurityGroups",
+                "ec2:DescribeSecurityGroupRules",
+                "ec2:DescribeVpcEndpoints",
+                "ec2:DescribeVpcEndpointServices",
+                "ec2:DescribePrefixLists",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeLaunchTemplates",
+                "ec2:DescribeLaunchTemplateVersions",
+                "ec2:DescribeFleets",
+                "ec2:DescribeFleetInstances",
+                "ec2:DescribeFleetHistory",
+                "ec2:DescribeInstances",
+                "ec2:DescribeInstanceStatus",
+                "ec2:DescribeInstanceTypes",
+                "ec2:DescribeInstanceTypeOfferings",
+                "ec2:DescribeImages",
+                "ec2:DescribeVolumes",
+                "ec2:DescribeTags",
+                "ec2:DescribeSpotInstanceRequests",
+                "ec2:DescribeSpotPriceHistory",
+                "pricing:GetProducts",
+            ],
+            "Resource": "*",
+        },
+        {
+            # Network resources and launch templates only come into being tagged as spotroute's.
+            "Sid": "CreateTaggedNetworkAndTemplates",
+            "Effect": "Allow",
+            "Action": create_actions,
+            "Resource": [*network, template],
+            "Condition": requested,
+        },
+        {
+            # Tags may be written while creating (tag-on-create) — never onto existing resources.
+            "Sid": "TagOnCreate",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": [*network, template, fleet, *launched],
+            "Condition": {
+                "StringEquals": {
+                    "ec2:CreateAction": [
+                        *(action.removeprefix("ec2:") for action in create_actions),
+                        "CreateFleet",
+                        "RunInstances",
+                    ]
+                }
+            },
+        },
+        {
+            # Change and delete only resources that carry managed-by=spotroute.
+            "Sid": "ManageTaggedResources",
+            "Effect": "Allow",
+            "Action": [
+                "ec2:ModifyVpcAttribute",
+                "ec2:DeleteVpc",
+                "ec2:ModifySubnetAttribute",
+                "ec2:DeleteSubnet",
+                "ec2:AttachInternetGateway",
+                "ec2:DetachInternetGateway",
+                "ec2:DeleteInternetGateway",
+                "ec2:CreateRoute",
+                "ec2:ReplaceRoute",
+                "ec2:DeleteRoute",
+                "ec2:AssociateRouteTable",
+                "ec2:DisassociateRouteTable",
+                "ec2:DeleteRouteTable",
+                "ec2:ModifyVpcEndpoint",
+                "ec2:DeleteVpcEndpoints",
+                "ec2:AuthorizeSecurityGroupIngress",
+                "ec2:AuthorizeSecurityGroupEgress",
+                "ec2:RevokeSecurityGroupIngress",
+                "ec2:RevokeSecurityGroupEgress",
+                "ec2:UpdateSecurityGroupRuleDescriptionsIngress",
+                "ec2:UpdateSecurityGroupRuleDescriptionsEgress",
+                "ec2:ModifySecurityGroupRules",
+                "ec2:DeleteSecurityGroup",
+                "ec2:CreateLaunchTemplateVersion",
+                "ec2:ModifyLaunchTemplate",
+                "ec2:DeleteLaunchTemplate",
+                "ec2:DeleteLaunchTemplateVersions",
+                "ec2:DeleteFleets",
+                "ec2:TerminateInstances",
+                "ec2:CreateTags",
+                "ec2:DeleteTags",
+            ],
+            "Resource": [*network, template, fleet, *launched],
+            "Condition": tagged,
+        },
+        {
+            # A rule is created inside its group; the group itself must be tagged (above).
+            "Sid": "RulesOfTaggedSecurityGroups",
+            "Effect": "Allow",
+            "Action": [
+                "ec2:AuthorizeSecurityGroupIngress",
+                "ec2:AuthorizeSecurityGroupEgress",
+                "ec2:RevokeSecurityGroupIngress",
+                "ec2:RevokeSecurityGroupEgress",
+                "ec2:ModifySecurityGroupRules",
+            ],
+            "Resource": f"{ec2}:security-group-rule/*",
+        },
+        {
+            # AWS creates a VPC's default security group untagged; aws.Network adopts it by
+            # tagging it managed-by=spotroute, after which ManageTaggedResources applies.
+            "Sid": "AdoptDefaultSecurityGroup",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": f"{ec2}:security-group/*",
+            "Condition": requested,
+        },
+        {
+            # Launch only through a spotroute launch template, into spotroute subnets and groups.
+            "Sid": "LaunchFromTaggedTemplates",
+            "Effect": "Allow",
+            "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+            "Resource": [
+                template,
+                f"{ec2}:subnet/*",
+                f"{ec2}:security-group/*",
+            ],
+            "Condition": tagged,
+        },
+        {
+            # The instances, volumes and NICs a launch creates come from such a template.
+            "Sid": "NewInstancesFromTemplates",
+            "Effect": "Allow",
+            "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+            "Resource": launched,
+            "Condition": {"ArnLike": {"ec2:LaunchTemplate": template}},
+        },
+        {
+            "Sid": "CreateTaggedFleets",
+            "Effect": "Allow",
+            "Action": "ec2:CreateFleet",
+            "Resource": fleet,
+            "Condition": requested,
+        },
+        {
+            # Amazon's Deep Learning AMIs only (aws.GPU_AMI_PARAMETER).
+            "Sid": "AmazonImages",
+            "Effect": "Allow",
+            "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+            "Resource": "arn:aws:ec2:*::image/*",
+            "Condition": {"StringEquals": {"ec2:Owner": AWS_IMAGE_OWNER}},
+        },
+        {
+            "Sid": "GpuImageParameter",
+            "Effect": "Allow",
+            "Action": ["ssm:GetParameter", "ssm:GetParameters"],
+            "Resource": f"arn:aws:ssm:*::parameter{AWS_GPU_AMI_PARAMETER_PATH}",
+        },
+        {
+            # EC2 Spot and EC2 Fleet create their service-linked roles on first use.
+            "Sid": "SpotServiceLinkedRoles",
+            "Effect": "Allow",
+            "Action": "iam:CreateServiceLinkedRole",
+            "Resource": [
+                f"arn:aws:iam::{acct}:role/aws-service-role/{service}/{role}"
+                for service, role in AWS_SERVICE_LINKED_ROLES.items()
+            ],
+            "Condition": {"StringEquals": {"iam:AWSServiceName": list(AWS_SERVICE_LINKED_ROLES)}},
+        },
+        {
+            "Sid": "CreateTaggedJobRoles",
+            "Effect": "Allow",
+            "Action": [
+                "iam:CreateRole",
+                "iam:TagRole",
+                "iam:CreateInstanceProfile",
+                "iam:TagInstanceProfile",
+            ],
+            "Resource": [job_roles, job_profiles],
+            "Condition": requested,
+        },
+        {
+            # Job roles and instance profiles: aws.JobIdentity names them spotroute-<job>-...
+            "Sid": "ManageJobRoles",
+            "Effect": "Allow",
+            "Action": [
+                "iam:GetRole",
+                "iam:UpdateRole",
+                "iam:UpdateRoleDescription",
+                "iam:UpdateAssumeRolePolicy",
+                "iam:DeleteRole",
+                "iam:UntagRole",
+                "iam:ListRoleTags",
+                "iam:PutRolePolicy",
+                "iam:GetRolePolicy",
+                "iam:DeleteRolePolicy",
+                "iam:ListRolePolicies",
+                "iam:ListAttachedRolePolicies",
+                "iam:ListInstanceProfilesForRole",
+                "iam:GetInstanceProfile",
+                "iam:DeleteInstanceProfile",
+                "iam:AddRoleToInstanceProfile",
+                "iam:RemoveRoleFromInstanceProfile",
+                "iam:UntagInstanceProfile",
+                "iam:ListInstanceProfileTags",
+            ],
+            "Resource": [job_roles, job_profiles],
+        },
+        {
+            # Job roles may be handed to EC2 instances, nothing else, no other role.
+            "Sid": "PassJobRolesToEc2",
+            "Effect": "Allow",
+            "Action": "iam:PassRole",
+            "Resource": job_roles,
+            "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        },
+        {
+            # aws.CheckpointBucket: buckets named spotroute-<job>-...; configuration only, the
+            # deployer never reads or writes checkpoint objects.
+            "Sid": "CheckpointBuckets",
+            "Effect": "Allow",
+            "Action": [
+                "s3:CreateBucket",
+                "s3:DeleteBucket",
+                "s3:ListBucket",
+                "s3:GetBucketLocation",
+                "s3:GetBucketAcl",
+                "s3:GetBucketCORS",
+                "s3:GetBucketWebsite",
+                "s3:GetBucketVersioning",
+                "s3:PutBucketVersioning",
+                "s3:GetAccelerateConfiguration",
+                "s3:GetBucketRequestPayment",
+                "s3:GetBucketLogging",
+                "s3:GetLifecycleConfiguration",
+                "s3:PutLifecycleConfiguration",
+                "s3:GetReplicationConfiguration",
+                "s3:GetEncryptionConfiguration",
+                "s3:PutEncryptionConfiguration",
+                "s3:GetBucketObjectLockConfiguration",
+                "s3:GetBucketTagging",
+                "s3:PutBucketTagging",
+                "s3:GetBucketPolicy",
+                "s3:PutBucketPolicy",
+                "s3:DeleteBucketPolicy",
+                "s3:GetBucketPublicAccessBlock",
+                "s3:PutBucketPublicAccessBlock",
+                "s3:GetBucketOwnershipControls",
+                "s3:PutBucketOwnershipControls",
+            ],
+            "Resource": f"arn:aws:s3:::{AWS_JOB_NAME_PREFIX}*",
+        },
+        {
+            # Defence in depth: spotroute-deployer matches role/spotroute-*, so it may never
+            # change, pass or delete itself.
+            "Sid": "NeverTheDeployerItself",
+            "Effect": "Deny",
+            "Action": [
+                "iam:PassRole",
+                "iam:UpdateAssumeRolePolicy",
+                "iam:PutRolePolicy",
+                "iam:DeleteRolePolicy",
+                "iam:AttachRolePolicy",
+                "iam:DetachRolePolicy",
+                "iam:PutRolePermissionsBoundary",
+                "iam:DeleteRolePermissionsBoundary",
+                "iam:UpdateRole",
+                "iam:DeleteRole",
+                "iam:TagRole",
+                "iam:UntagRole",
+            ],
+            "Resource": f"arn:aws:iam::{acct}:role/{DEPLOYER_NAME}",
+        },
+    ]
+    if state_bucket:
+        statements += [
+            {
+                "Sid": "StateBackendList",
+                "Effect": "Allow",
+                "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+                "Resource": f"arn:aws:s3:::{state_bucket}",
+            },
+            {
+                # Pulumi's DIY backend keeps everything under <path>/.pulumi/.
+                "Sid": "StateBackendObjects",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                "Resource": f"arn:aws:s3:::{state_bucket}/{state_prefix}*",
+            },
+        ]
+    if web_identity_audiences:
+        statements.append(
+            {
+                # IAM outbound federation: JWTs for Azure's token exchange, nothing else.
+                "Sid": "WebIdentityTokensForAzure",
+                "Effect": "Allow",
+                "Action": "sts:GetWebIdentityToken",
+                "Resource": "*",
+                "Condition": {
+                    "ForAnyValue:StringEquals": {
+                        "sts:IdentityTokenAudience": list(web_identity_audiences)
+                    }
+                },
+            }
+        )
+    return {"Version": "2012-10-17", "Statement": statements}

@@ -1,0 +1,344 @@
+"""The `bootstrap` stack's program: `spotroute-bootstrap:*` config → deployers → outputs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import pulumi
+
+from components.args import require_type
+from components.bootstrap.args import (
+    BOOTSTRAP_STACK_FILE,
+    CLOUDS,
+    CONFIG_NAMESPACE,
+    BootstrapArgs,
+    Home,
+    OidcIssuer,
+)
+from components.bootstrap.aws import (
+    AwsDeployer,
+    AwsDeployerArgs,
+)
+from components.bootstrap.azure import (
+    AzureDeployer,
+    AzureDeployerArgs,
+)
+from components.bootstrap.gcp import (
+    GcpDeployer,
+    GcpDeployerArgs,
+)
+
+# --- the program ----------------------------------------------------------------------------------
+
+
+def _providers(args: BootstrapArgs) -> dict[str, pulumi.ProviderResource]:
+    """Explicit providers, so no ambient aws:/gcp:/azure-native: config decides where we write."""
+    made: dict[str, pulumi.ProviderResource] = {}
+    if "aws" in args.clouds:
+        import pulumi_aws as aws
+
+        made["aws"] = aws.Provider(
+            "bootstrap-aws",
+            region=args.aws_region,
+            allowed_account_ids=[args.aws_account_id] if args.aws_account_id else None,
+        )
+    if "gcp" in args.clouds:
+        import pulumi_gcp as gcp
+
+        made["gcp"] = gcp.Provider("bootstrap-gcp", project=args.gcp_project_id)
+    if "azure" in args.clouds:
+        from pulumi_azure_native.provider import Provider
+
+        made["azure"] = Provider(
+            "bootstrap-azure",
+            subscription_id=args.azure_subscription_id,
+            tenant_id=args.azure_tenant_id,
+            location=args.azure_location,
+        )
+    return made
+
+
+def _deployer(
+    cloud: str, args: BootstrapArgs, home: Home | None, opts: pulumi.ResourceOptions
+) -> AwsDeployer | GcpDeployer | AzureDeployer:
+    """One cloud's deployer; `home` is the router's home deployer when it is another cloud's."""
+    if cloud == "aws":
+        return AwsDeployer(
+            "aws-deployer",
+            AwsDeployerArgs(
+                account_id=args.aws_account_id,
+                oidc_issuers=args.oidc_issuers,
+                existing_oidc_providers=args.aws_existing_oidc_providers,
+                home=home,
+                outbound_federation=args.aws_outbound_federation,
+                outbound_issuer_url=args.aws_outbound_issuer_url,
+                state_bucket=args.state_bucket if args.state_bucket.startswith("s3://") else "",
+                labels=args.labels,
+            ),
+            opts,
+        )
+    if cloud == "gcp":
+        return GcpDeployer(
+            "gcp-deployer",
+            GcpDeployerArgs(
+                project_id=args.gcp_project_id,
+                project_number=args.gcp_project_number,
+                oidc_issuers=args.oidc_issuers,
+                home=home,
+                router_service_account=args.router_service_account,
+                state_bucket=args.state_bucket if args.state_bucket.startswith("gs://") else "",
+            ),
+            opts,
+        )
+    return AzureDeployer(
+        "azure-deployer",
+        AzureDeployerArgs(
+            subscription_id=args.azure_subscription_id,
+            tenant_id=args.azure_tenant_id,
+            location=args.azure_location,
+            oidc_issuers=args.oidc_issuers,
+            home=home,
+            federation_audience=args.azure_federation_audience,
+            state_bucket=args.state_bucket if args.state_bucket.startswith("azblob://") else "",
+            state_storage_account_id=args.state_storage_account_id,
+            labels=args.labels,
+        ),
+        opts,
+    )
+
+
+def bootstrap_program(args: BootstrapArgs) -> dict[str, Any]:
+    """Create the selected deployers, the router's home first; export and return the outputs."""
+    require_type(args, BootstrapArgs, "bootstrap_program")
+    providers = _providers(args)
+    deployers: dict[str, AwsDeployer | GcpDeployer | AzureDeployer] = {}
+    home: Home | None = None
+    # The home deployer comes first: the others trust its identity, which exists only once it does.
+    for cloud in sorted(args.clouds, key=lambda c: (c != args.home_cloud, CLOUDS.index(c))):
+        opts = pulumi.ResourceOptions(provider=providers[cloud])
+        deployer = _deployer(cloud, args, None if cloud == args.home_cloud else home, opts)
+        deployers[cloud] = deployer
+        if cloud == args.home_cloud:
+            home = deployer.as_home()
+    aws_deployer = deployers.get("aws")
+    gcp_deployer = deployers.get("gcp")
+    azure_deployer = deployers.get("azure")
+
+    outputs: dict[str, Any] = {
+        "clouds": [c for c in CLOUDS if c in args.clouds],
+        "home": args.home,
+    }
+    if isinstance(aws_deployer, AwsDeployer):
+        outputs["aws_deployer_role_arn"] = aws_deployer.role_arn
+        outputs["aws_account_id"] = aws_deployer.account_id
+        outputs["aws_oidc_provider_arns"] = aws_deployer.oidc_provider_arns
+        if args.home == "aws" and "azure" in args.clouds:
+            outputs["aws_outbound_issuer"] = aws_deployer.outbound_issuer
+    if isinstance(gcp_deployer, GcpDeployer):
+        outputs["gcp_project_id"] = args.gcp_project_id
+        outputs["gcp_project_number"] = gcp_deployer.project_number
+        outputs["gcp_deployer_sa_email"] = gcp_deployer.service_account_email
+        outputs["gcp_deployer_sa_unique_id"] = gcp_deployer.unique_id
+        outputs["gcp_deployer_role"] = gcp_deployer.role_name
+        outputs["gcp_workload_identity_pool"] = gcp_deployer.pool_name
+        outputs["gcp_workload_identity_providers"] = gcp_deployer.provider_names
+    if isinstance(azure_deployer, AzureDeployer):
+        outputs["azure_subscription_id"] = args.azure_subscription_id
+        outputs["azure_tenant_id"] = args.azure_tenant_id
+        outputs["azure_deployer_client_id"] = azure_deployer.client_id
+        outputs["azure_deployer_principal_id"] = azure_deployer.principal_id
+        outputs["azure_deployer_identity_id"] = azure_deployer.identity_id
+        outputs["azure_deployer_role_definition_id"] = azure_deployer.role_definition_id
+    outputs["org_config_snippet"] = pulumi.Output.all(**outputs).apply(
+        lambda resolved: org_config_snippet(args, resolved)
+    )
+    for key, value in outputs.items():
+        pulumi.export(key, value)
+    return outputs
+
+
+def credential_hints(args: BootstrapArgs, outputs: Mapping[str, Any]) -> dict[str, str]:
+    """The `credentials:` hints of spotroute.yaml for these outputs: names and ids, no secrets."""
+    hints: dict[str, str] = {"router_home": args.home}
+    if "aws" in args.clouds:
+        hints["aws_role_arn"] = str(outputs["aws_deployer_role_arn"])
+        hints["aws_region"] = args.aws_region
+    if "gcp" in args.clouds:
+        hints["gcp_project"] = args.gcp_project_id
+        hints["gcp_service_account"] = str(outputs["gcp_deployer_sa_email"])
+        source = {"aws": "aws", "azure": "azure"}.get(args.home, args.home)
+        provider = dict(outputs.get("gcp_workload_identity_providers") or {}).get(source)
+        if provider:
+            hints["gcp_workload_identity_provider"] = str(provider)
+    if "azure" in args.clouds:
+        hints["azure_subscription_id"] = args.azure_subscription_id
+        hints["azure_tenant_id"] = args.azure_tenant_id
+        hints["azure_client_id"] = str(outputs["azure_deployer_client_id"])
+    if args.home == "azure" and args.azure_federation_audience:
+        hints["azure_federation_audience"] = args.azure_federation_audience
+    return hints
+
+
+def org_config_snippet(args: BootstrapArgs, outputs: Mapping[str, Any]) -> str:
+    """YAML text of the `credentials:` section for spotroute.yaml (hints only, never secrets)."""
+    import yaml
+
+    body = yaml.safe_dump(
+        {"credentials": credential_hints(args, outputs)}, sort_keys=False, width=200
+    )
+    return (
+        "# Written by `route bootstrap`: which deployer identities to use. Hints only — no key,\n"
+        "# token or secret exists for them (docs/security.md).\n" + body
+    )
+
+
+# --- stack config --------------------------------------------------------------------------------
+
+
+class ConfigSource(Protocol):
+    """What the reader needs from pulumi.Config: raw string values by key (None = unset)."""
+
+    def get(self, key: str) -> str | None: ...
+
+
+class BootstrapConfigError(pulumi.RunError):
+    """A `spotroute-bootstrap:*` stack config value is missing or wrong; the message names it."""
+
+
+# BootstrapArgs field → stack config key (camelCase, as the placement keys are).
+CONFIG_KEYS: dict[str, str] = {
+    "clouds": "clouds",
+    "home": "home",
+    "oidc_issuers": "oidcIssuers",
+    "aws_account_id": "awsAccountId",
+    "aws_region": "awsRegion",
+    "aws_existing_oidc_providers": "awsExistingOidcProviders",
+    "aws_outbound_federation": "awsOutboundFederation",
+    "aws_outbound_issuer_url": "awsOutboundIssuerUrl",
+    "gcp_project_id": "gcpProjectId",
+    "gcp_project_number": "gcpProjectNumber",
+    "router_service_account": "routerServiceAccount",
+    "azure_subscription_id": "azureSubscriptionId",
+    "azure_tenant_id": "azureTenantId",
+    "azure_location": "azureLocation",
+    "azure_federation_audience": "azureFederationAudience",
+    "state_bucket": "stateBucket",
+    "state_storage_account_id": "stateStorageAccountId",
+    "labels": "labels",
+}
+_ISSUER_KEYS = ("name", "url", "subject", "audience")
+
+
+def read_bootstrap_config(
+    config: ConfigSource | None = None, stack_file: str = BOOTSTRAP_STACK_FILE
+) -> BootstrapArgs:
+    """Parse `spotroute-bootstrap:*` config into BootstrapArgs; errors name the file and key."""
+    source: ConfigSource = config if config is not None else pulumi.Config(CONFIG_NAMESPACE)
+
+    def fail(key: str, problem: str) -> BootstrapConfigError:
+        where = f"{stack_file}: " if stack_file else ""
+        return BootstrapConfigError(f"{where}{CONFIG_NAMESPACE}:{key}: {problem}")
+
+    def data(key: str, default: Any) -> Any:
+        raw = source.get(key)
+        if raw is None:
+            return default
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw  # a bare string
+
+    def text(key: str, default: str = "") -> str:
+        raw = source.get(key)
+        return default if raw is None else raw.strip()
+
+    def strings(key: str) -> tuple[str, ...]:
+        value = data(key, [])
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise fail(key, f"{value!r} is not a list of strings")
+        return tuple(value)
+
+    issuers_raw = data("oidcIssuers", [])
+    if not isinstance(issuers_raw, list):
+        raise fail("oidcIssuers", "is not a list of {name, url, subject, audience} maps")
+    issuers: list[OidcIssuer] = []
+    for index, entry in enumerate(issuers_raw):
+        if not isinstance(entry, dict):
+            raise fail(f"oidcIssuers[{index}]", "is not a map with name, url, subject")
+        unknown = sorted(set(entry) - set(_ISSUER_KEYS))
+        if unknown:
+            raise fail(
+                f"oidcIssuers[{index}].{unknown[0]}", f"unknown key — use {', '.join(_ISSUER_KEYS)}"
+            )
+        values = {k: entry.get(k, "") for k in _ISSUER_KEYS}
+        for k, v in values.items():
+            if not isinstance(v, str):
+                raise fail(f"oidcIssuers[{index}].{k}", f"{v!r} is not a string")
+        try:
+            issuers.append(OidcIssuer(**values))
+        except ValueError as exc:
+            raise fail(f"oidcIssuers[{index}]", str(exc).split(": ", 1)[-1]) from None
+
+    outbound = data("awsOutboundFederation", False)
+    if not isinstance(outbound, bool):
+        raise fail("awsOutboundFederation", f"{outbound!r} is not true or false")
+    labels = data("labels", {})
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise fail("labels", 'is not a map of strings — quote numbers, e.g. cost-center: "4711"')
+    if source.get("clouds") is None:
+        raise fail("clouds", "missing — list the clouds to bootstrap, e.g. [aws, gcp, azure]")
+    if source.get("home") is None:
+        raise fail("home", "missing — aws, gcp, azure (where the router runs) or oidc:<issuer>")
+
+    try:
+        return BootstrapArgs(
+            clouds=strings("clouds"),
+            home=text("home"),
+            oidc_issuers=tuple(issuers),
+            aws_account_id=text("awsAccountId"),
+            aws_region=text("awsRegion", "us-east-1"),
+            aws_existing_oidc_providers=strings("awsExistingOidcProviders"),
+            aws_outbound_federation=outbound,
+            aws_outbound_issuer_url=text("awsOutboundIssuerUrl"),
+            gcp_project_id=text("gcpProjectId"),
+            gcp_project_number=text("gcpProjectNumber"),
+            router_service_account=text("routerServiceAccount"),
+            azure_subscription_id=text("azureSubscriptionId"),
+            azure_tenant_id=text("azureTenantId"),
+            azure_location=text("azureLocation"),
+            azure_federation_audience=text("azureFederationAudience"),
+            state_bucket=text("stateBucket"),
+            state_storage_account_id=text("stateStorageAccountId"),
+            labels=dict(labels),
+        )
+    except ValueError as exc:
+        field_name, _, problem = str(exc).partition(": ")
+        base = field_name.split(".", 1)[0].split("[", 1)[0]
+        key = CONFIG_KEYS.get(base)
+        if key is None:
+            raise fail("?", str(exc)) from None
+        raise fail(key + field_name[len(base) :], problem) from None
+
+
+def _unknown_config_keys() -> list[str]:
+    """`spotroute-bootstrap:*` keys the stack sets that the program does not know (typos)."""
+    from pulumi.runtime import config as runtime_config
+
+    keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+    prefix = f"{CONFIG_NAMESPACE}:"
+    known = set(CONFIG_KEYS.values())
+    return sorted(k for k in keys if k.startswith(prefix) and k[len(prefix) :] not in known)
+
+
+def bootstrap_inline_program() -> None:
+    """Program of the `bootstrap` stack: read `spotroute-bootstrap:*`, build the deployers."""
+    unknown = _unknown_config_keys()
+    if unknown:
+        raise BootstrapConfigError(
+            f"{BOOTSTRAP_STACK_FILE}: {unknown[0]}: unknown key — see docs/security.md for the keys"
+        )
+    bootstrap_program(read_bootstrap_config())

@@ -1,0 +1,140 @@
+"""price-within-budget: a GPU group's declared max price stays within the budget."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+from policies.rules.model import (
+    Settings,
+    as_list,
+    as_number,
+    money,
+    prop_at,
+)
+from policies.rules.resource_types import (
+    AWS_AUTOSCALING_GROUP,
+    AWS_FLEET,
+    AWS_INSTANCE,
+    AWS_LAUNCH_TEMPLATE,
+    AWS_SPOT_FLEET_REQUEST,
+    AWS_SPOT_INSTANCE_REQUEST,
+    AZURE_VM,
+    AZURE_VMSS,
+    GCP_INSTANCE_LIKE,
+    LOCAL_PROCESS,
+    MAX_PRICE_METADATA_KEY,
+)
+from policies.rules.spot import (
+    spot_market,
+)
+
+# --- price-within-budget -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PriceCap:
+    """The most one GPU group may pay: USD per instance-hour and for the whole group per hour."""
+
+    per_instance: float | None
+    total: float | None
+    uncapped: bool = False  # spot that may pay up to the on-demand price (no max price set)
+
+
+def price_cap(resource_type: str, props: Mapping[str, Any]) -> PriceCap | None:
+    """The declared price cap of a GPU group resource; None if the type carries no price."""
+    spot = spot_market(resource_type, props)
+    if resource_type == AWS_FLEET:
+        caps = [
+            as_number(prop_at(override, "maxPrice"))
+            for config in as_list(props.get("launchTemplateConfigs"))
+            for override in as_list(prop_at(config, "overrides"))
+        ]
+        options = props.get("spotOptions" if spot else "onDemandOptions")
+        total = as_number(prop_at(options, "maxTotalPrice"))
+        count = as_number(prop_at(props, "targetCapacitySpecification", "totalTargetCapacity"))
+        known = [c for c in caps if c is not None]
+        per_instance = max(known) if known and None not in caps else None
+        if per_instance is None and total is not None and count:
+            per_instance = total / count
+        if total is None and per_instance is not None and count:
+            total = per_instance * count
+        return PriceCap(per_instance, total, uncapped=spot and per_instance is None)
+    if resource_type in (AWS_LAUNCH_TEMPLATE, AWS_INSTANCE):
+        if not spot:
+            return None
+        cap = as_number(prop_at(props, "instanceMarketOptions", "spotOptions", "maxPrice"))
+        return PriceCap(cap, cap, uncapped=cap is None)
+    if resource_type == AWS_SPOT_INSTANCE_REQUEST:
+        cap = as_number(props.get("spotPrice"))
+        return PriceCap(cap, cap, uncapped=cap is None)
+    if resource_type == AWS_SPOT_FLEET_REQUEST:
+        cap = as_number(props.get("spotPrice"))
+        count = as_number(props.get("targetCapacity"))
+        return PriceCap(
+            cap, cap * count if cap is not None and count else None, uncapped=cap is None
+        )
+    if resource_type == AWS_AUTOSCALING_GROUP:
+        if not spot:
+            return None
+        cap = as_number(
+            prop_at(props, "mixedInstancesPolicy", "instancesDistribution", "spotMaxPrice")
+        )
+        count = as_number(props.get("maxSize"))
+        return PriceCap(
+            cap, cap * count if cap is not None and count else None, uncapped=cap is None
+        )
+    if resource_type in (AZURE_VMSS, AZURE_VM):
+        if not spot:
+            return None
+        profile = props.get("virtualMachineProfile") if resource_type == AZURE_VMSS else props
+        cap = as_number(prop_at(profile, "billingProfile", "maxPrice"))
+        if cap is not None and cap < 0:  # -1: pay up to the pay-as-you-go price
+            cap = None
+        count = as_number(prop_at(props, "sku", "capacity")) if resource_type == AZURE_VMSS else 1.0
+        return PriceCap(
+            cap, cap * count if cap is not None and count else None, uncapped=cap is None
+        )
+    if resource_type == LOCAL_PROCESS:
+        cap = as_number(props.get("max_price_per_hour"))
+        return PriceCap(cap, cap) if cap is not None else None
+    if resource_type in GCP_INSTANCE_LIKE:
+        # GCP Spot VMs have no bid; the group's cap is only visible if the component records it.
+        cap = as_number(prop_at(props, "metadata", MAX_PRICE_METADATA_KEY))
+        return PriceCap(cap, None) if cap is not None else None
+    return None
+
+
+def budget_violations(
+    resource_type: str, props: Mapping[str, Any], settings: Settings
+) -> list[str]:
+    """A GPU group's declared price cap stays within the configured budget (USD per hour)."""
+    budget = as_number(settings.get("max_price_per_hour"))
+    total_budget = as_number(settings.get("max_total_price_per_hour"))
+    if budget is None and total_budget is None:
+        return []
+    cap = price_cap(resource_type, props)
+    if cap is None:
+        return []
+    if cap.uncapped:
+        return [
+            "spot request sets no max price, so it may pay up to the on-demand price — set "
+            "spotroute:maxPrice within the budget"
+        ]
+    problems = []
+    if budget is not None and cap.per_instance is not None and cap.per_instance > budget + 1e-9:
+        problems.append(
+            f"max price {money(cap.per_instance)}/instance-hour exceeds the budget "
+            f"{money(budget)} (max_price_per_hour) — lower spotroute:maxPrice or pick a "
+            "cheaper placement"
+        )
+    if total_budget is not None and cap.total is not None and cap.total > total_budget + 1e-9:
+        problems.append(
+            f"group may spend {money(cap.total)}/hour, over the budget {money(total_budget)} "
+            "(max_total_price_per_hour) — use fewer nodes or a lower spotroute:maxPrice"
+        )
+    return problems

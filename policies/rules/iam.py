@@ -1,0 +1,140 @@
+"""no-iam-wildcards: job identities get named actions on named resources."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+from policies.rules.model import (
+    UNKNOWN,
+    Settings,
+    as_list,
+    as_strings,
+    policy_document,
+    prop_at,
+    statement_label,
+    statements,
+)
+from policies.rules.resource_types import (
+    AWS_POLICY_ATTACHMENTS,
+    AWS_POLICY_DOCUMENTS,
+    AWS_ROLE,
+    AZURE_PRIVILEGED_ROLES,
+    AZURE_ROLE_ASSIGNMENT,
+)
+
+# --- no-iam-wildcards ----------------------------------------------------------------------------
+
+
+def _is_read_only(action: str, prefixes: Sequence[str]) -> bool:
+    """s3:GetObject, ec2:Describe* … (IAM action names are case-insensitive)."""
+    verb = action.split(":", 1)[-1].lower()
+    return any(verb.startswith(prefix.lower()) for prefix in prefixes)
+
+
+def _wildcard_statement_problems(
+    statement: Mapping[str, Any], label: str, read_only_prefixes: Sequence[str]
+) -> list[str]:
+    if statement.get("Effect") != "Allow":
+        return []
+    if "NotAction" in statement:
+        return [f"{label} allows NotAction, i.e. every other action — list the actions it needs"]
+    actions = as_strings(statement.get("Action"))
+    problems = []
+    for action in actions:
+        if action == "*":
+            problems.append(f"{label} allows Action '*' — list the actions the job needs")
+        elif action.endswith(":*"):
+            problems.append(
+                f"{label} allows every {action.split(':', 1)[0]} action ({action!r}) — "
+                "list the actions the job needs"
+            )
+    whole_account = "NotResource" in statement or "*" in as_strings(statement.get("Resource"))
+    writes = [a for a in actions if a != "*" and not a.endswith(":*")]
+    writes = [a for a in writes if not _is_read_only(a, read_only_prefixes)]
+    if whole_account and writes:
+        problems.append(
+            f"{label} allows {', '.join(writes)} on Resource '*' — scope Resource to the "
+            "checkpoint bucket/prefix ARN"
+        )
+    return problems
+
+
+def iam_wildcard_violations(
+    resource_type: str, props: Mapping[str, Any], settings: Settings
+) -> list[str]:
+    """Identities get named actions on named resources, never `*` or primitive/owner roles."""
+    read_only = as_strings(settings.get("read_only_action_prefixes"))
+    documents: list[tuple[str, Any]] = []
+    if resource_type in AWS_POLICY_DOCUMENTS:
+        documents.append(("policy", props.get("policy")))
+    if resource_type == AWS_ROLE:
+        for inline in as_list(props.get("inlinePolicies")):
+            documents.append(
+                (f"inline policy {prop_at(inline, 'name')!r}", prop_at(inline, "policy"))
+            )
+    problems: list[str] = []
+    for what, value in documents:
+        document = policy_document(value)
+        if document is UNKNOWN:
+            continue
+        if document is None:
+            if value not in (None, ""):
+                problems.append(f"{what} is not a JSON policy document — pass valid JSON")
+            continue
+        for index, statement in enumerate(statements(document)):
+            label = f"{what} {statement_label(statement, index)}"
+            problems += _wildcard_statement_problems(statement, label, read_only)
+
+    forbidden_managed = set(as_strings(settings.get("forbidden_aws_managed_policies")))
+    arns = []
+    if resource_type in AWS_POLICY_ATTACHMENTS:
+        arns = as_strings(props.get("policyArn"))
+    elif resource_type == AWS_ROLE:
+        arns = as_strings(props.get("managedPolicyArns"))
+    for arn in arns:
+        if (
+            arn.startswith("arn:")
+            and arn.rsplit("/", 1)[-1] in forbidden_managed
+            and ":aws:policy/" in arn
+        ):
+            problems.append(
+                f"attaches AWS managed policy {arn.rsplit('/', 1)[-1]} — attach a policy that "
+                "names the job's actions and resources"
+            )
+
+    if resource_type.startswith("gcp:"):
+        kind = resource_type.rsplit(":", 1)[-1]
+        roles: list[str] = []
+        if kind.endswith(("IAMMember", "IAMBinding")):
+            roles = as_strings(props.get("role"))
+        elif kind.endswith("IAMPolicy"):
+            document = policy_document(props.get("policyData"))
+            if isinstance(document, Mapping):
+                roles = [
+                    r
+                    for b in as_list(document.get("bindings"))
+                    for r in as_strings(prop_at(b, "role"))
+                ]
+        forbidden_roles = set(as_strings(settings.get("forbidden_gcp_roles")))
+        for role in sorted(set(roles) & forbidden_roles):
+            problems.append(
+                f"grants the primitive role {role} — grant a predefined role such as "
+                "roles/storage.objectUser on the checkpoint bucket"
+            )
+
+    if resource_type == AZURE_ROLE_ASSIGNMENT:
+        role_id = props.get("roleDefinitionId")
+        forbidden_ids = {i.lower() for i in as_strings(settings.get("forbidden_azure_role_ids"))}
+        if isinstance(role_id, str):
+            guid = role_id.rstrip("/").rsplit("/", 1)[-1].lower()
+            if guid in forbidden_ids:
+                role = AZURE_PRIVILEGED_ROLES.get(guid, guid)
+                problems.append(
+                    f"assigns the {role} role — assign 'Storage Blob Data Contributor' scoped to "
+                    "the checkpoint container"
+                )
+    return problems
