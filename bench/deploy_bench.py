@@ -7,7 +7,7 @@ Run: PATH="$(bash scripts/ensure-pulumi.sh --print-dir):$PATH" \
    8×A100 cloud job in examples/): load job → org config → offers (catalog, snapshot, cache) →
    plan → stack config → diff against the existing stacks/ file, and `jobs.propose` (all of them,
    as `route deploy` calls it). The first run (cold: CSV parsing, lru caches) is shown apart.
-2. Real deploys, in-process through `router.jobs` exactly as the CLI calls it (`--engine-runs`
+2. Real deploys, in-process through `router.flows.jobs` exactly as the CLI calls it (`--engine-runs`
    times): new deploy, unchanged redeploy, destroy. Every Pulumi CLI call the Automation API makes
    is timed by wrapping `PulumiCommand.run` (and its `pulumi version` probe), so
    router overhead = wall − engine calls.
@@ -68,12 +68,12 @@ def router_phases(
     job_path: Path, project: Any, runs: int
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """(first run, later runs) seconds per phase of what `route deploy` does before the engine."""
-    from router.egress import load_egress
-    from router.jobs import propose
-    from router.jobspec import load_job
-    from router.planner import plan
-    from router.planning import current_offers, org_config_for
-    from router.stackconfig import config_diff, read_stack_file, stack_config
+    from router.core.egress import load_egress
+    from router.core.job.model import load_job
+    from router.core.planner import plan
+    from router.core.stackconfig import config_diff, read_stack_file, stack_config
+    from router.flows.jobs import propose
+    from router.flows.plan import current_offers, org_config_for
 
     samples: dict[str, list[float]] = defaultdict(list)
     for _ in range(runs + 1):
@@ -93,8 +93,15 @@ def router_phases(
         t.append(time.perf_counter())
         propose(job_path, project=project, now=now)
         t.append(time.perf_counter())
-        names = ("load job", "org config", "offers", "plan", "stack config", "diff vs stacks/ file",
-                 "jobs.propose (all of it)")
+        names = (
+            "load job",
+            "org config",
+            "offers",
+            "plan",
+            "stack config",
+            "diff vs stacks/ file",
+            "jobs.propose (all of it)",
+        )
         for name, start, end in zip(names, t, t[1:], strict=False):
             samples[name].append(end - start)
         samples["offers considered"].append(float(len(offers)))
@@ -121,8 +128,10 @@ class EngineClock:
         def timed_run(cmd: Any, args: list[str], *rest: Any, **kw: Any) -> Any:
             name = " ".join(a for a in args if not a.startswith("-"))
             words = name.split()
-            label = " ".join(words[:2]) if words and words[0] in ("stack", "config") else (
-                words[0] if words else "?"
+            label = (
+                " ".join(words[:2])
+                if words and words[0] in ("stack", "config")
+                else (words[0] if words else "?")
             )
             started = time.perf_counter()
             try:
@@ -152,7 +161,7 @@ class EngineClock:
 
 def engine_runs(project: Any, job_path: Path, runs: int) -> dict[str, list[dict[str, Any]]]:
     """Per scenario, one dict per run: wall, engine, per-command seconds."""
-    from router import jobs
+    from router.flows import jobs
 
     clock = EngineClock()
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -169,6 +178,7 @@ def engine_runs(project: Any, job_path: Path, runs: int) -> dict[str, list[dict[
     with clock.installed():
         for _ in range(runs):
             for scenario in ("deploy (new stack)", "redeploy (unchanged)"):
+
                 def deploy() -> Any:
                     proposal = jobs.propose(job_path, project=project, now=datetime.now(UTC))
                     outcome = jobs.deploy(proposal, project=project, confirm=lambda _r: True)
@@ -176,13 +186,12 @@ def engine_runs(project: Any, job_path: Path, runs: int) -> dict[str, list[dict[
                     return outcome
 
                 measure(scenario, deploy)
-            measure("destroy", lambda: jobs.destroy_job(
-                _job_name(job_path), project=project))
+            measure("destroy", lambda: jobs.destroy_job(_job_name(job_path), project=project))
     return out
 
 
 def _job_name(job_path: Path) -> str:
-    from router.jobspec import load_job
+    from router.core.job.model import load_job
 
     return load_job(job_path).name
 
@@ -229,8 +238,14 @@ def cli_runs(
     for _ in range(runs):
         for label, args in steps:
             started = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "router", *args], cwd=project_dir, env=env,
-                                  capture_output=True, text=True, timeout=600)
+            proc = subprocess.run(
+                [sys.executable, "-m", "router", *args],
+                cwd=project_dir,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             walls[label].append(time.perf_counter() - started)
             if proc.returncode != 0:
                 raise SystemExit(
@@ -264,14 +279,16 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    from router.deploy import find_pulumi
+    from router.engine.automation import find_pulumi
 
     binary = find_pulumi()  # the CLI the router runs (spotroute's own build first, else PATH)
     version = subprocess.run([binary, "version"], capture_output=True, text=True).stdout.strip()
     pulumi = f"{version} ({binary})"
     load = os.getloadavg()[0]
-    return (f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), "
-            f"Python {platform.python_version()}, pulumi {pulumi}, load avg (1 min) {load:.2f}")
+    return (
+        f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), "
+        f"Python {platform.python_version()}, pulumi {pulumi}, load avg (1 min) {load:.2f}"
+    )
 
 
 def main() -> int:
@@ -281,12 +298,14 @@ def main() -> int:
     parser.add_argument("--cli-runs", type=int, default=1, help="route CLI deploy cycles")
     args = parser.parse_args()
     if shutil.which("pulumi") is None:
-        print("error: pulumi is not on PATH — run `bash scripts/ensure-pulumi.sh` and put the "
-              "directory `bash scripts/ensure-pulumi.sh --print-dir` prints first on PATH",
-              file=sys.stderr)
+        print(
+            "error: pulumi is not on PATH — run `bash scripts/ensure-pulumi.sh` and put the "
+            "directory `bash scripts/ensure-pulumi.sh --print-dir` prints first on PATH",
+            file=sys.stderr,
+        )
         return 1
 
-    from router.project import Project
+    from router.config.project import Project
 
     root = Path(tempfile.mkdtemp(prefix="spotroute-deploy-bench-"))
     home = root / "home"
@@ -322,7 +341,7 @@ def main() -> int:
 
 def _teardown(project: Any, job_path: Path) -> None:
     """Destroy the bench job if a run stopped half-way (its process must not outlive the bench)."""
-    from router import jobs
+    from router.flows import jobs
 
     name = _job_name(job_path)
     try:

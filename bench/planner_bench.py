@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from router.egress import load_egress
-from router.interruption import load_interruption_model
-from router.jobspec import (
+from router.core.egress import load_egress
+from router.core.interruption import load_interruption_model
+from router.core.job.model import (
     AcceleratorRequest,
     Checkpoint,
     Data,
@@ -30,9 +30,9 @@ from router.jobspec import (
     Resources,
     Run,
 )
-from router.offers import INTERRUPTION_BUCKETS, Offer
-from router.orgconfig import Discount, OrgConfig, RegionRules
-from router.planner import plan
+from router.core.offers import INTERRUPTION_BUCKETS, Offer
+from router.core.org import Discount, OrgConfig, RegionRules
+from router.core.planner import plan
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

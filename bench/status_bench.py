@@ -37,7 +37,7 @@ TEMPLATES = (REPO / "examples" / "quickstart.yaml", REPO / "examples" / "llm-fin
 
 def create_stacks(project: object, jobs_dir: Path, count: int) -> float:
     """Create `count` job stacks with config and placement records; returns seconds taken."""
-    from router import jobs
+    from router.flows import jobs
 
     engine = jobs.engine_for(project)  # type: ignore[arg-type]
     started = time.perf_counter()
@@ -51,8 +51,10 @@ def create_stacks(project: object, jobs_dir: Path, count: int) -> float:
         engine.write_config(proposal.job.name, proposal.config)
         jobs.record_placement(engine.home, proposal, {}, datetime.now(UTC))
         if (i + 1) % 10 == 0:
-            print(f"  created {i + 1}/{count} stacks ({time.perf_counter() - started:.0f} s)",
-                  flush=True)
+            print(
+                f"  created {i + 1}/{count} stacks ({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
     return time.perf_counter() - started
 
 
@@ -62,12 +64,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed `route status --json` runs")
     args = parser.parse_args()
     if shutil.which("pulumi") is None:
-        print("error: pulumi is not on PATH — run `bash scripts/ensure-pulumi.sh` and put the "
-              "directory `bash scripts/ensure-pulumi.sh --print-dir` prints first on PATH",
-              file=sys.stderr)
+        print(
+            "error: pulumi is not on PATH — run `bash scripts/ensure-pulumi.sh` and put the "
+            "directory `bash scripts/ensure-pulumi.sh --print-dir` prints first on PATH",
+            file=sys.stderr,
+        )
         return 1
 
-    from router.project import Project
+    from router.config.project import Project
 
     root = Path(tempfile.mkdtemp(prefix="spotroute-status-bench-"))
     os.environ["SPOTROUTE_HOME"] = str(root / "home")
@@ -88,8 +92,9 @@ def main() -> int:
 
         def status() -> float:
             started = time.perf_counter()
-            proc = subprocess.run(command, cwd=project.root, env=env, capture_output=True,
-                                  text=True, timeout=600)
+            proc = subprocess.run(
+                command, cwd=project.root, env=env, capture_output=True, text=True, timeout=600
+            )
             elapsed = time.perf_counter() - started
             if proc.returncode != 0:
                 raise SystemExit(f"route status failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -101,11 +106,13 @@ def main() -> int:
         status()  # warm-up: OS file cache, price cache file
         walls = [status() for _ in range(args.runs)]
         print(f"\nroute status --json, {args.jobs} jobs, subprocess ({args.runs} runs + 1 warm-up)")
-        print(f"  median {statistics.median(walls):.2f} s   min {min(walls):.2f} s   "
-              f"max {max(walls):.2f} s   ({statistics.median(walls) / args.jobs * 1000:.1f} ms "
-              "per job)")
+        print(
+            f"  median {statistics.median(walls):.2f} s   min {min(walls):.2f} s   "
+            f"max {max(walls):.2f} s   ({statistics.median(walls) / args.jobs * 1000:.1f} ms "
+            "per job)"
+        )
 
-        from router import jobs
+        from router.flows import jobs
 
         clock = EngineClock()
         with clock.installed():
@@ -114,9 +121,11 @@ def main() -> int:
             wall = time.perf_counter() - started
         engine = sum(s for _, s in clock.calls)
         print("\nin-process jobs.job_status, once")
-        print(f"  wall {wall:.2f} s = engine {engine:.2f} s "
-              f"({', '.join(f'pulumi {label} {s:.2f} s' for label, s in clock.calls)}) "
-              f"+ router {wall - engine:.2f} s for {len(statuses)} jobs")
+        print(
+            f"  wall {wall:.2f} s = engine {engine:.2f} s "
+            f"({', '.join(f'pulumi {label} {s:.2f} s' for label, s in clock.calls)}) "
+            f"+ router {wall - engine:.2f} s for {len(statuses)} jobs"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

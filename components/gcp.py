@@ -167,7 +167,7 @@ def machine_and_accelerators(
 
 def accelerator_type(gpu: str) -> str:
     """GCP accelerator type of a canonical GPU on N1 machines, from router/data/instances.csv."""
-    from router.catalog import load_catalog
+    from router.core.catalog import load_catalog
 
     for row in load_catalog().for_cloud("gcp"):
         if row.gpu == gpu and row.accelerator_type:

@@ -48,7 +48,7 @@ UPDATE_IN_PLACE = ("image", "market", "labels", "max_price_per_hour")
 
 def _home() -> Path:
     # Resolved in the provider process, which inherits the deploying process's environment.
-    from router.home import spotroute_home
+    from router.config.home import spotroute_home
 
     return spotroute_home()
 

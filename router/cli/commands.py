@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from router.contract.clouds import CLOUDS, PUBLIC_CLOUDS
-from router.errors import EXIT_BAD_INPUT, EXIT_FAILED, RouteError
+from router.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, RouteError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,7 +32,7 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _project(ctx: click.Context, required: bool = False) -> Any:
-    from router.project import find_project, require_project
+    from router.config.project import find_project, require_project
 
     override = ctx.obj.get("project_dir")
     return require_project(override=override) if required else find_project(override=override)
@@ -68,7 +68,7 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
 @click.argument("jobs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
 def validate(jobs: tuple[Path, ...]) -> None:
     """Check job files; print OK or every problem, one line each (exit 2 if any)."""
-    from router.jobspec import validate_job_file
+    from router.core.job.model import validate_job_file
 
     bad = False
     for job in jobs:
@@ -88,7 +88,7 @@ def schema() -> None:
     """Print the job.yaml JSON Schema (for editors and CI linters)."""
     import json
 
-    from router.jobspec import job_schema
+    from router.core.job.model import job_schema
 
     click.echo(json.dumps(job_schema(), indent=2))
 
@@ -129,7 +129,8 @@ def prices(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from router import pricing, render
+    from router.cli import render
+    from router.flows import prices as pricing
 
     table = pricing.price_table(
         gpu=gpu,
@@ -172,7 +173,8 @@ def prices_refresh(
     as_json: bool,
 ) -> None:
     """Fetch live prices from each cloud's own API into the local cache."""
-    from router import pricing, render
+    from router.cli import render
+    from router.flows import prices as pricing
 
     outcomes = pricing.refresh_prices(
         clouds=_split(clouds), regions=_split(regions), gpu=gpu, timeout_s=timeout_s, now=_now()
@@ -196,7 +198,8 @@ def prices_refresh(
 @json_option
 def prices_import(file: Path, fmt: str, cloud: str | None, as_json: bool) -> None:
     """Import a price catalog file (SkyPilot vms.csv) into the cache."""
-    from router import pricing, render
+    from router.cli import render
+    from router.flows import prices as pricing
 
     summary = pricing.import_prices(file, fmt=fmt, cloud=cloud, now=_now())
     if as_json:
@@ -223,7 +226,8 @@ def prices_history(
     as_json: bool,
 ) -> None:
     """Every cached quote of one instance type over time."""
-    from router import pricing, render
+    from router.cli import render
+    from router.flows import prices as pricing
 
     now = _now()
     quotes = pricing.price_history(
@@ -263,8 +267,8 @@ def plan(
     ctx: click.Context, job: Path, top: int, explain: bool, require_fresh: bool, as_json: bool
 ) -> None:
     """Rank the placements that fit JOB, with compute, egress and interruption costs."""
-    from router import render
-    from router.planning import plan_job
+    from router.cli import render
+    from router.flows.plan import plan_job
 
     now = _now()
     report = plan_job(job, project=_project(ctx), now=now, require_fresh=require_fresh)
@@ -277,7 +281,7 @@ def plan(
 
 
 # ---------------------------------------------------------------------------------------------
-# deploying (Pulumi is imported inside router.jobs, only on these paths)
+# deploying (Pulumi is imported inside router.flows.jobs, only on these paths)
 
 
 def _target(value: str | None) -> str | None:
@@ -311,7 +315,8 @@ def deploy(
     as_json: bool,
 ) -> None:
     """Plan → choose → write stack config → preview → confirm → up → record."""
-    from router import jobs, render
+    from router.cli import render
+    from router.flows import jobs
 
     project = _project(ctx, required=True)
     proposal = jobs.propose(
@@ -366,8 +371,9 @@ def deploy(
 @click.pass_context
 def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | None) -> None:
     """The engine's preview of deploying JOB now; changes nothing."""
-    from router import jobs, render
-    from router.review import review_json, review_markdown
+    from router.cli import render
+    from router.core.review import review_json, review_markdown
+    from router.flows import jobs
 
     project = _project(ctx, required=True)
     with render.EngineProgress("previewing") as progress:
@@ -392,7 +398,8 @@ def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | 
 @click.pass_context
 def status(ctx: click.Context, job: str | None, as_json: bool) -> None:
     """Jobs in the backend: placement, price then and now, up since, cost so far."""
-    from router import jobs, render
+    from router.cli import render
+    from router.flows import jobs
 
     now = _now()
     statuses = jobs.job_status(project=_project(ctx, required=True), now=now, job=job)
@@ -408,7 +415,8 @@ def status(ctx: click.Context, job: str | None, as_json: bool) -> None:
 @click.pass_context
 def destroy(ctx: click.Context, job: str, yes: bool) -> None:
     """Tear down JOB's stack (the job's process/instances, network, identity)."""
-    from router import jobs, render
+    from router.cli import render
+    from router.flows import jobs
 
     project = _project(ctx, required=True)
     if not yes:
@@ -434,8 +442,8 @@ def bootstrap(
     ctx: click.Context, clouds: tuple[str, ...], preview_only: bool, yes: bool, as_json: bool
 ) -> None:
     """One-time keyless credentials: deployer identities and cross-cloud federation."""
-    from router import render
-    from router.bootstrap import run_bootstrap
+    from router.cli import render
+    from router.flows.bootstrap import run_bootstrap
 
     project = _project(ctx, required=True)
     if not preview_only and not yes:
@@ -447,7 +455,7 @@ def bootstrap(
             project=project, clouds=_split(clouds), preview_only=preview_only, on_event=progress
         )
     if as_json:
-        from router.review import review_json
+        from router.core.review import review_json
 
         render.print_json(
             {
@@ -467,7 +475,7 @@ def bootstrap(
 @click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
 def init(directory: Path) -> None:
     """Scaffold a spotroute project in DIRECTORY (Pulumi.yaml, stacks/, spotroute.yaml, a job)."""
-    from router.scaffold import init_project
+    from router.flows.init import init_project
 
     for path in init_project(directory):
         click.echo(f"created {path}")

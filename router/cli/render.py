@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from router.offers import Offer, Quote
+from router.core.offers import Offer, Quote
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from router.planning import PlanReport
+    from router.flows.plan import PlanReport
     from router.prices.book import RefreshOutcome
     from router.prices.imports import ImportResult
 

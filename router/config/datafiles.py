@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator, Sequence
 
-from router.errors import BadInput
+from router.core.errors import BadInput
 
 
 def csv_rows(

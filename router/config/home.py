@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from router.errors import OperationFailed
+from router.core.errors import OperationFailed
 
 HOME_ENV = "SPOTROUTE_HOME"
 CACHE_FILE_NAME = "prices.sqlite3"

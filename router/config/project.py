@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from router.errors import BadInput
+from router.core.errors import BadInput
 
 PROJECT_FILE = "Pulumi.yaml"
 ORG_CONFIG_FILE = "spotroute.yaml"

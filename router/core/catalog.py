@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from router.config.datafiles import csv_rows
 from router.contract.clouds import PUBLIC_CLOUDS
-from router.datafiles import csv_rows
-from router.errors import BadInput
-from router.gpus import CANONICAL_GPUS
-from router.offers import Offer, Quote
+from router.core.errors import BadInput
+from router.core.gpus import CANONICAL_GPUS
+from router.core.offers import Offer, Quote
 
 # Package data read by path: importlib.resources costs start-up time on every `route` call.
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 PACKAGED_NAME = "router/data/instances.csv"
 COLUMNS: tuple[str, ...] = (

@@ -24,9 +24,9 @@ from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
-from router.errors import BadInput
+from router.core.errors import BadInput
 
-DEFAULT_EGRESS_CSV = Path(__file__).parent / "data" / "egress.csv"
+DEFAULT_EGRESS_CSV = Path(__file__).parent.parent / "data" / "egress.csv"
 UNKNOWN_CONTINENT = "??"
 ANY = "*"
 LOCAL = "local"

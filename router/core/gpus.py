@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Package data read by path: importlib.resources costs start-up time on every `route` call.
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 class UnknownGpu(ValueError):

@@ -23,10 +23,10 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
-from router.errors import BadInput
-from router.offers import INTERRUPTION_BUCKETS
+from router.core.errors import BadInput
+from router.core.offers import INTERRUPTION_BUCKETS
 
-DEFAULT_INTERRUPTION_CSV = Path(__file__).parent / "data" / "interruption.csv"
+DEFAULT_INTERRUPTION_CSV = Path(__file__).parent.parent / "data" / "interruption.csv"
 HOURS_PER_MONTH = 720.0  # a 30-day month, the window the buckets describe
 SPOT = "spot"
 

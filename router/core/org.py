@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from router.contract.clouds import CLOUDS, Cloud, PublicCloud
-from router.errors import BadInput
+from router.core.errors import BadInput
 
 ORG_CONFIG_FILE = "spotroute.yaml"
 DEFAULT_MAX_QUOTE_AGE_S = 86_400.0  # a day: spot prices move slowly, interruption data daily

@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from router.egress import EgressCost, EgressTable
-from router.errors import BadInput
-from router.gpus import UnknownGpu, gpu_memory_gb
-from router.interruption import EffectiveBucket, InterruptionModel, load_interruption_model
-from router.jobspec import Job, cloud_of_url
-from router.offers import Offer
-from router.orgconfig import Discount, OrgConfig, Reservation
+from router.core.egress import EgressCost, EgressTable
+from router.core.errors import BadInput
+from router.core.gpus import UnknownGpu, gpu_memory_gb
+from router.core.interruption import EffectiveBucket, InterruptionModel, load_interruption_model
+from router.core.job.model import Job, cloud_of_url
+from router.core.offers import Offer
+from router.core.org import Discount, OrgConfig, Reservation
 
 SPOT, ON_DEMAND, RESERVED = "spot", "on-demand", "reserved"
 RESERVATION_SOURCE = "spotroute.yaml reservation"

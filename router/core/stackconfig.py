@@ -13,9 +13,9 @@ from typing import Any
 import yaml
 
 from router.contract.stack_config import DEFAULT_BOOT_DISK_GB, NAMESPACE, serialise
-from router.errors import BadInput
-from router.jobspec import Job
-from router.planner import Placement
+from router.core.errors import BadInput
+from router.core.job.model import Job
+from router.core.planner import Placement
 
 # Spot cap when the job sets none: enough headroom that ordinary spot price moves do not evict
 # the job, low enough that a price spike does.

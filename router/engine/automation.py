@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from router.errors import BadInput, OperationFailed
-from router.project import Project
+from router.config.project import Project
+from router.core.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
     from pulumi import automation as auto

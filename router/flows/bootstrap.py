@@ -10,14 +10,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from router.config.home import spotroute_home
+from router.config.project import Project
 from router.contract.clouds import PUBLIC_CLOUDS
-from router.deploy import Engine, config_transaction, engine_error, engine_interrupts, job_lock
-from router.errors import BadInput, Interrupted
-from router.home import spotroute_home
-from router.planning import org_config_for
-from router.project import Project
-from router.review import Review, review
-from router.stackconfig import config_diff, read_stack_file
+from router.core.errors import BadInput, Interrupted
+from router.core.review import Review, review
+from router.core.stackconfig import config_diff, read_stack_file
+from router.engine.automation import (
+    Engine,
+    config_transaction,
+    engine_error,
+    engine_interrupts,
+    job_lock,
+)
+from router.flows.plan import org_config_for
 
 STACK = "bootstrap"
 NAMESPACE = "spotroute-bootstrap"
@@ -50,8 +56,8 @@ def run_bootstrap(
     from pulumi import automation as auto
 
     from components.bootstrap import bootstrap_inline_program
-    from router.deploy import choose_backend
-    from router.jobs import PreviewResult, fan_out, policy_args
+    from router.engine.automation import choose_backend
+    from router.flows.jobs import PreviewResult, fan_out, policy_args
 
     home = spotroute_home()
     engine = Engine(

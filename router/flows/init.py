@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from router.errors import BadInput
+from router.core.errors import BadInput
 
 PULUMI_YAML = """\
 name: spotroute

@@ -15,7 +15,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from router.deploy import (
+from router.config.home import spotroute_home
+from router.config.project import Project
+from router.core.errors import BadInput, Interrupted, OperationFailed
+from router.core.job.model import Job
+from router.core.planner import Placement
+from router.core.review import Change, Review, change_from_event, review
+from router.core.stackconfig import StackConfig, config_diff, read_stack_file, stack_config
+from router.engine.automation import (
     Engine,
     choose_backend,
     config_transaction,
@@ -23,14 +30,7 @@ from router.deploy import (
     engine_interrupts,
     job_lock,
 )
-from router.errors import BadInput, Interrupted, OperationFailed
-from router.home import spotroute_home
-from router.jobspec import Job
-from router.planner import Placement
-from router.planning import org_config_for, plan_job
-from router.project import Project
-from router.review import Change, Review, change_from_event, review
-from router.stackconfig import StackConfig, config_diff, read_stack_file, stack_config
+from router.flows.plan import org_config_for, plan_job
 
 EventHandler = Callable[[Any], None]
 
@@ -401,8 +401,8 @@ class JobStatus:
 
 def job_status(*, project: Project, now: datetime, job: str | None = None) -> list[JobStatus]:
     """Every job found in the backend (or one), with its placement, price then and now, and cost."""
-    from router.catalog import load_catalog
-    from router.home import cache_path
+    from router.config.home import cache_path
+    from router.core.catalog import load_catalog
     from router.prices.book import OfferFilter, known_offers, select_offers
     from router.prices.cache import QuoteCache
     from router.prices.snapshot import load_snapshot

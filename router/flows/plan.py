@@ -6,18 +6,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from router.catalog import load_catalog
-from router.egress import load_egress
-from router.home import cache_path
-from router.jobspec import Job, load_job
-from router.offers import Offer
-from router.orgconfig import OrgConfig, load_org_config
-from router.planner import PlanResult, plan
+from router.config.home import cache_path
+from router.config.project import Project
+from router.core.catalog import load_catalog
+from router.core.egress import load_egress
+from router.core.job.model import Job, load_job
+from router.core.offers import Offer
+from router.core.org import OrgConfig, load_org_config
+from router.core.planner import PlanResult, plan
 from router.prices.book import known_offers
 from router.prices.cache import QuoteCache
 from router.prices.local import local_offers
 from router.prices.snapshot import load_snapshot
-from router.project import Project
 
 
 @dataclass(frozen=True)

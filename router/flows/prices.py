@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from router.catalog import load_catalog
+from router.config.home import cache_path
+from router.config.project import Project
 from router.contract.clouds import PUBLIC_CLOUDS
-from router.errors import BadInput
-from router.gpus import UnknownGpu, canonical_gpu
-from router.home import cache_path
-from router.offers import Offer, Quote
+from router.core.catalog import load_catalog
+from router.core.errors import BadInput
+from router.core.gpus import UnknownGpu, canonical_gpu
+from router.core.offers import Offer, Quote
 from router.prices.book import (
     LIVE_SOURCES,
     OfferFilter,
@@ -25,7 +26,6 @@ from router.prices.cache import QuoteCache
 from router.prices.imports import ImportResult, import_skypilot
 from router.prices.request import PriceRequest
 from router.prices.snapshot import load_snapshot, snapshot_regions
-from router.project import Project
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def price_table(
     now: datetime,
 ) -> PriceTable:
     """Every known offer matching the filters, cheapest first."""
-    from router.orgconfig import load_org_config
+    from router.core.org import load_org_config
 
     where = OfferFilter(
         gpu=_gpu(gpu),

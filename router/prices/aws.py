@@ -31,8 +31,8 @@ from botocore.exceptions import (
     TokenRetrievalError,
 )
 
-from router.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
-from router.offers import INTERRUPTION_BUCKETS, Quote
+from router.core.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
+from router.core.offers import INTERRUPTION_BUCKETS, Quote
 from router.prices.request import PriceRequest
 
 SOURCE = "aws-api"

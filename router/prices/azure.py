@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from router.errors import BadInput, CredentialsMissing, PriceSourceError
-from router.offers import Quote
+from router.core.errors import BadInput, CredentialsMissing, PriceSourceError
+from router.core.offers import Quote
 from router.prices.request import PriceRequest
 from router.prices.retry import retry_call
 
@@ -42,7 +42,7 @@ CREDENTIALS_HINT = (
 )
 
 # Azure's published eviction-rate ranges (percent, trailing 28 days) → spotroute's buckets,
-# which are AWS Spot Advisor's interruption-frequency buckets (router.offers.INTERRUPTION_BUCKETS).
+# which are AWS Spot Advisor's interruption-frequency buckets (core.offers.INTERRUPTION_BUCKETS).
 EVICTION_RATE_BUCKETS: dict[str, str] = {
     "0-5": "<5%",
     "5-10": "5-10%",

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from router.catalog import Catalog, offers_from_quotes
-from router.errors import RouteError
-from router.offers import Offer, Quote
+from router.core.catalog import Catalog, offers_from_quotes
+from router.core.errors import RouteError
+from router.core.offers import Offer, Quote
 from router.prices.request import PriceRequest
 
 LIVE_SOURCES: dict[str, str] = {

@@ -23,8 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from router.errors import OperationFailed
-from router.offers import Quote
+from router.core.errors import OperationFailed
+from router.core.offers import Quote
 
 SCHEMA_VERSION = 1
 # PRAGMA application_id marks the file as ours ("SPRT"), so a different SQLite database

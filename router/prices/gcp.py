@@ -24,8 +24,8 @@ from google.api_core import exceptions as api_exceptions
 from google.auth import exceptions as auth_exceptions
 from google.protobuf import json_format
 
-from router.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
-from router.offers import Quote
+from router.core.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
+from router.core.offers import Quote
 from router.prices.request import PriceRequest
 from router.prices.retry import retry_call
 
@@ -129,7 +129,7 @@ RateKey = tuple[str, str, str, str]
 
 
 class GcpHardware(Protocol):
-    """What pricing needs of one catalog instance type (router.catalog.InstanceType has it)."""
+    """What pricing needs of one catalog instance type (router.core.catalog.InstanceType has it)."""
 
     @property
     def cloud(self) -> str: ...
@@ -328,7 +328,7 @@ def fetch_quotes(
     Clients default to google-cloud-billing `CloudCatalogClient` and google-cloud-compute
     `MachineTypesClient` / `AcceleratorTypesClient` over REST with Application Default
     Credentials; `*_endpoint` (with scheme) overrides where those default clients connect.
-    `catalog` defaults to the GCP rows of `router.catalog.load_catalog()`.
+    `catalog` defaults to the GCP rows of `router.core.catalog.load_catalog()`.
     """
     if not request.regions:
         raise BadInput("GCP price request has no regions — pass at least one GCP region")
@@ -628,7 +628,7 @@ def _compute_client(name: str, credentials: Any, endpoint: str | None) -> Any:
 
 
 def _default_catalog() -> Sequence[GcpHardware]:
-    from router.catalog import load_catalog
+    from router.core.catalog import load_catalog
 
     return load_catalog().for_cloud("gcp")
 

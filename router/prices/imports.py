@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Protocol
 
 from router.contract.clouds import PUBLIC_CLOUDS
-from router.errors import BadInput
-from router.gpus import UnknownGpu, canonical_gpu
-from router.offers import Quote
+from router.core.errors import BadInput
+from router.core.gpus import UnknownGpu, canonical_gpu
+from router.core.offers import Quote
 
 SOURCE = "import:skypilot"
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -60,7 +60,7 @@ _SAMPLE_ROWS = 500
 
 
 class CatalogEntry(Protocol):
-    """What the import needs of one catalog instance type (router.catalog.InstanceType)."""
+    """What the import needs of one catalog instance type (router.core.catalog.InstanceType)."""
 
     @property
     def cloud(self) -> str: ...
@@ -122,7 +122,7 @@ def import_skypilot(
     `cloud` defaults to the one named in the path (…/aws/vms.csv) or by the instance type
     names. Every quote is stamped `now` (default: the current time), the moment of import,
     because the file does not say when its prices were seen. `catalog` defaults to
-    `router.catalog.load_catalog()`.
+    `router.core.catalog.load_catalog()`.
     """
     path = Path(path)
     observed_at = now or datetime.now(UTC)
@@ -283,7 +283,7 @@ def _cloud_of_instance(row: _Row) -> str | None:
 
 
 def _default_catalog() -> list[CatalogEntry]:
-    from router.catalog import load_catalog
+    from router.core.catalog import load_catalog
 
     return list(load_catalog())
 

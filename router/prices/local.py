@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from router.gpus import gpu_memory_gb
-from router.jobspec import Job
-from router.offers import Offer
+from router.core.gpus import gpu_memory_gb
+from router.core.job.model import Job
+from router.core.offers import Offer
 
 LOCAL_REGION = "local"
 LOCAL_INSTANCE_TYPE = "local-process"

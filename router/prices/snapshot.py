@@ -11,10 +11,10 @@ from datetime import UTC, date, datetime
 from functools import lru_cache
 from pathlib import Path
 
+from router.config.datafiles import csv_rows
 from router.contract.clouds import PUBLIC_CLOUDS
-from router.datafiles import csv_rows
-from router.errors import BadInput
-from router.offers import INTERRUPTION_BUCKETS, MARKETS, Quote
+from router.core.errors import BadInput
+from router.core.offers import INTERRUPTION_BUCKETS, MARKETS, Quote
 
 # Package data read by path: importlib.resources costs start-up time on every `route` call.
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"

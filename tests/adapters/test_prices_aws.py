@@ -20,8 +20,8 @@ import httpx
 import pytest
 from botocore.stub import Stubber
 
-from router.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
-from router.offers import Quote
+from router.core.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
+from router.core.offers import Quote
 from router.prices import aws
 from router.prices.request import PriceRequest
 

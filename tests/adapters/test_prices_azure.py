@@ -14,8 +14,8 @@ from azure.identity import CredentialUnavailableError
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.resourcegraph import ResourceGraphClient
 
-from router.errors import BadInput, CredentialsMissing, PriceSourceError
-from router.offers import Quote
+from router.core.errors import BadInput, CredentialsMissing, PriceSourceError
+from router.core.offers import Quote
 from router.prices.azure import (
     FetchResult,
     eviction_rate_query,

@@ -20,9 +20,9 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import billing_v1, compute_v1
 
-from router.catalog import InstanceType, load_catalog
-from router.errors import CredentialsMissing, OperationFailed, PriceSourceError
-from router.offers import Quote
+from router.core.catalog import InstanceType, load_catalog
+from router.core.errors import CredentialsMissing, OperationFailed, PriceSourceError
+from router.core.offers import Quote
 from router.prices import gcp
 from router.prices.request import PriceRequest
 

@@ -56,5 +56,3 @@ def route(tmp_path: Path, pulumi_cli: str) -> Iterator[Route]:
     finally:
         r.cleanup()
         print("route calls:", ", ".join(f"{cmd} {s:.1f}s" for cmd, s in r.timings))
-
-

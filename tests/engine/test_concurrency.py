@@ -51,8 +51,11 @@ def test_ctrl_c_during_deploy_exits_cleanly_and_leaves_the_job_deployable(route:
     deploying = route.start("deploy", job_file.name, "--yes", "--json")
     # The stack file appears when the router writes the config, right before the preview: a
     # Ctrl-C from there on lands in the engine or between its calls; both must stop cleanly.
-    wait_for(lambda: route.stack_file(JOB).exists() or deploying.poll() is not None, 180,
-             "the router to write the stack config")
+    wait_for(
+        lambda: route.stack_file(JOB).exists() or deploying.poll() is not None,
+        180,
+        "the router to write the stack config",
+    )
     assert deploying.poll() is None, "deploy finished before it could be interrupted"
     os.killpg(deploying.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
     out, err = deploying.communicate(timeout=180)
@@ -69,5 +72,8 @@ def test_ctrl_c_during_deploy_exits_cleanly_and_leaves_the_job_deployable(route:
     again = route("deploy", job_file.name, "--yes", "--json")
     assert again.returncode == 0, f"{interrupted}\n\n{again}"
     pid = group_pid(again.json()["outputs"])
-    wait_for(lambda: route.job_leaders() == [pid], 15,
-             f"only the deployed job process {pid} to run (found {route.job_leaders()})")
+    wait_for(
+        lambda: route.job_leaders() == [pid],
+        15,
+        f"only the deployed job process {pid} to run (found {route.job_leaders()})",
+    )

@@ -21,8 +21,8 @@ def _chosen_config(
     route: Route, job_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, object]:
     """The stack config the router itself chooses for the job (its own planner, in-process)."""
-    from router.jobs import propose
-    from router.project import Project
+    from router.config.project import Project
+    from router.flows.jobs import propose
 
     monkeypatch.setenv("SPOTROUTE_HOME", str(route.home))
     proposal = propose(job_file, project=Project(route.project), now=datetime.now(UTC))
@@ -59,9 +59,15 @@ def test_local_job_runs_survives_unchanged_redeploy_is_replaced_on_change_and_st
     doc = yaml.safe_load(route.stack_file(JOB).read_text())
     assert all(key.startswith("spotroute:") for key in doc["config"]), doc["config"]
     placement = deployed["placement"]
-    assert (config["cloud"], config["region"], config["market"]) == (
-        placement["cloud"], placement["region"], placement["market"],
-    ) == ("local", "local", "on-demand")
+    assert (
+        (config["cloud"], config["region"], config["market"])
+        == (
+            placement["cloud"],
+            placement["region"],
+            placement["market"],
+        )
+        == ("local", "local", "on-demand")
+    )
     assert config["instanceTypes"][0] == placement["instance_type"]
     assert config["pricePerHour"] == placement["price_per_hour"]
     assert config["job"]["env"] == {"EPOCHS": "1"}

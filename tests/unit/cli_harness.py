@@ -1,7 +1,7 @@
 """Running `route` the way a user does, for the CLI tests: in-process or as a real process.
 
 - `invoke` runs the click group through CliRunner (fast; errors surface as exceptions).
-- `route` runs the console entry point `router.cli.main` in-process with a patched argv, so
+- `route` runs the console entry point `router.cli:main` in-process with a patched argv, so
   the one-line error wrapper and exit codes are exercised without starting Python.
 - `route_process` starts `python -m router` for what only a real process shows: exit status,
   the "no traceback" guarantee, and which modules start-up imports.
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from router import cli as cli_module
+from router.cli import commands as cli_module
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from router.jobspec import Job
-from router.offers import Offer
+from router.core.job.model import Job
+from router.core.offers import Offer
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from router.errors import OperationFailed
-from router.offers import Quote
+from router.core.errors import OperationFailed
+from router.core.offers import Quote
 from router.prices.cache import QuoteCache
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from router.catalog import (
+from router.core.catalog import (
     COLUMNS,
     Catalog,
     InstanceType,
@@ -15,9 +15,9 @@ from router.catalog import (
     offers_from_quotes,
     parse_catalog,
 )
-from router.errors import BadInput
-from router.gpus import CANONICAL_GPUS, GPUS
-from router.offers import Quote
+from router.core.errors import BadInput
+from router.core.gpus import CANONICAL_GPUS, GPUS
+from router.core.offers import Quote
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 HEADER = ",".join(COLUMNS)

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from router.scaffold import init_project
+from router.flows.init import init_project
 
 
 def _route(project: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from router import cli as cli_module
+from router.cli import commands as cli_module
 from tests.unit.cli_harness import (
     FIXED_NOW,
     SKYPILOT_GCP_SAMPLE,

@@ -6,8 +6,8 @@ import csv
 
 import pytest
 
-from router.egress import DEFAULT_EGRESS_CSV, load_egress, parse_egress_csv
-from router.errors import BadInput
+from router.core.egress import DEFAULT_EGRESS_CSV, load_egress, parse_egress_csv
+from router.core.errors import BadInput
 
 TABLE = load_egress()
 HEADER = "kind,cloud,src,dst,tier_start_gb,tier_end_gb,usd_per_gb,source,date,note\n"

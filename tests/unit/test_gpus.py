@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.gpus import (
+from router.core.gpus import (
     CANONICAL_GPUS,
     UnknownGpu,
     canonical_gpu,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from router.errors import OperationFailed
-from router.home import cache_path, spotroute_home
+from router.config.home import cache_path, spotroute_home
+from router.core.errors import OperationFailed
 
 
 def test_home_is_spotroute_home_env_and_is_created_private(

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from router.errors import BadInput
-from router.offers import Quote
+from router.core.errors import BadInput
+from router.core.offers import Quote
 from router.prices.cache import QuoteCache
 from router.prices.imports import ImportResult, import_skypilot
 
@@ -21,7 +21,7 @@ NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 @dataclass(frozen=True)
 class Entry:
-    """Stands in for router.catalog.InstanceType: only the fields the import reads."""
+    """Stands in for router.core.catalog.InstanceType: only the fields the import reads."""
 
     cloud: str
     instance_type: str

@@ -7,8 +7,8 @@ import math
 import pytest
 from planner_factories import offer
 
-from router.errors import BadInput
-from router.interruption import (
+from router.core.errors import BadInput
+from router.core.interruption import (
     HOURS_PER_MONTH,
     effective_bucket,
     interruptions_per_hour,
@@ -16,7 +16,7 @@ from router.interruption import (
     parse_interruption_csv,
     rate_from_share,
 )
-from router.offers import INTERRUPTION_BUCKETS
+from router.core.offers import INTERRUPTION_BUCKETS
 
 MODEL = load_interruption_model()
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from router.errors import EXIT_BAD_INPUT, BadInput
-from router.jobspec import (
+from router.core.errors import EXIT_BAD_INPUT, BadInput
+from router.core.job.model import (
     AcceleratorRequest,
     Checkpoint,
     Job,
@@ -659,7 +659,7 @@ def test_jobs_are_immutable() -> None:
 
 
 def test_bootstrap_is_reserved_for_spotrouted_own_stack(tmp_path: Path) -> None:
-    from router.jobspec import validate_job_file
+    from router.core.job.model import validate_job_file
 
     job = tmp_path / "job.yaml"
     job.write_text(

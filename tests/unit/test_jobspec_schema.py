@@ -16,8 +16,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.errors import BadInput
-from router.jobspec import Job, job_schema, parse_job
+from router.core.errors import BadInput
+from router.core.job.model import Job, job_schema, parse_job
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCHEMA = job_schema()

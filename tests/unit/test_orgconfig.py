@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from router.errors import BadInput
-from router.orgconfig import (
+from router.core.errors import BadInput
+from router.core.org import (
     DEFAULT_MAX_QUOTE_AGE_S,
     OrgConfig,
     load_org_config,
@@ -135,8 +135,8 @@ def test_largest_matching_discount_applies_and_discounts_do_not_stack() -> None:
 
 
 def test_azure_storage_accounts_need_resource_ids() -> None:
-    from router.errors import BadInput
-    from router.orgconfig import parse_org_config
+    from router.core.errors import BadInput
+    from router.core.org import parse_org_config
 
     good = parse_org_config(
         "azure_storage_accounts:\n  acmeckpt: /subscriptions/s/resourceGroups/g/providers/"

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from planner_factories import NOW, job, offer
 
-from router.egress import load_egress
-from router.errors import BadInput
-from router.jobspec import Job
-from router.offers import Offer
-from router.orgconfig import OrgConfig
-from router.planner import RESERVATION_SOURCE, Placement, PlanResult, plan
+from router.core.egress import load_egress
+from router.core.errors import BadInput
+from router.core.job.model import Job
+from router.core.offers import Offer
+from router.core.org import OrgConfig
+from router.core.planner import RESERVATION_SOURCE, Placement, PlanResult, plan
 
 DATA_IN_US_EAST_1 = {"url": "s3://corpus/tokens", "region": "us-east-1", "size_gb": 2000}
 HOUR = 3600.0

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from planner_factories import NOW
 from pydantic import ValidationError
 
-from router.egress import load_egress
-from router.jobspec import Job
-from router.offers import INTERRUPTION_BUCKETS, Offer
-from router.orgconfig import OrgConfig
-from router.planner import RESERVATION_SOURCE, PlanResult, plan
+from router.core.egress import load_egress
+from router.core.job.model import Job
+from router.core.offers import INTERRUPTION_BUCKETS, Offer
+from router.core.org import OrgConfig
+from router.core.planner import RESERVATION_SOURCE, PlanResult, plan
 
 # instance type → (cloud, gpu, gpu_count, gpu_memory_gb, vcpus, memory_gb)
 TYPES = {

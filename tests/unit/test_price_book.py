@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from router.catalog import load_catalog
-from router.errors import CredentialsMissing, PriceSourceError
-from router.offers import Quote
+from router.core.catalog import load_catalog
+from router.core.errors import CredentialsMissing, PriceSourceError
+from router.core.offers import Quote
 from router.prices.book import OfferFilter, freshest, known_offers, refresh, select_offers
 from router.prices.cache import QuoteCache
 from router.prices.request import PriceRequest

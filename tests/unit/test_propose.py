@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from router.errors import OperationFailed
-from router.jobs import propose
-from router.project import Project
-from router.scaffold import init_project
+from router.config.project import Project
+from router.core.errors import OperationFailed
+from router.flows.init import init_project
+from router.flows.jobs import propose
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "examples" / "llm-finetune.yaml"

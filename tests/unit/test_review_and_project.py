@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from router.errors import BadInput
-from router.project import find_project, require_project
-from router.review import Change, review, review_json, review_markdown
-from router.scaffold import init_project
+from router.config.project import find_project, require_project
+from router.core.errors import BadInput
+from router.core.review import Change, review, review_json, review_markdown
+from router.flows.init import init_project
 
 
 def test_security_relevant_changes_come_first_by_category() -> None:
@@ -70,8 +70,8 @@ def test_init_scaffolds_a_project_and_never_overwrites(tmp_path: Path) -> None:
 
 
 def test_scaffolded_job_and_org_config_are_valid(tmp_path: Path) -> None:
-    from router.jobspec import load_job
-    from router.orgconfig import load_org_config
+    from router.core.job.model import load_job
+    from router.core.org import load_org_config
 
     init_project(tmp_path)
     assert load_job(tmp_path / "jobs" / "hello-gpu.yaml").name == "hello-gpu"

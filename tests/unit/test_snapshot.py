@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from router.catalog import load_catalog, offers_from_quotes
-from router.errors import BadInput
-from router.offers import INTERRUPTION_BUCKETS, Quote
+from router.core.catalog import load_catalog, offers_from_quotes
+from router.core.errors import BadInput
+from router.core.offers import INTERRUPTION_BUCKETS, Quote
 from router.prices.snapshot import (
     COLUMNS,
     load_snapshot,

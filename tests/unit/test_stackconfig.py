@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from router.contract.stack_config import KEY_NAMES
-from router.egress import load_egress
-from router.errors import BadInput
-from router.orgconfig import OrgConfig
-from router.planner import Placement, plan
-from router.stackconfig import config_diff, read_stack_file, stack_config
+from router.core.egress import load_egress
+from router.core.errors import BadInput
+from router.core.org import OrgConfig
+from router.core.planner import Placement, plan
+from router.core.stackconfig import config_diff, read_stack_file, stack_config
 from tests.unit.planner_factories import NOW, job, offer
 
 # Every key docs/stack-config.md promises; the program refuses unknown spotroute:* keys.

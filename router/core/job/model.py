@@ -30,8 +30,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from router.contract.clouds import PUBLIC_CLOUDS, Cloud
-from router.errors import BadInput
-from router.gpus import CANONICAL_GPUS, UnknownGpu, canonical_gpu
+from router.core.errors import BadInput
+from router.core.gpus import CANONICAL_GPUS, UnknownGpu, canonical_gpu
 
 NAME_PATTERN = r"^[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?$"
 RESERVED_NAMES = frozenset({"bootstrap"})  # stack names spotroute uses itself (route bootstrap)

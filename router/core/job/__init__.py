@@ -1,0 +1,1 @@
+"""The job (job.yaml) model, its problems as one-line messages, and its JSON Schema."""

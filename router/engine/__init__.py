@@ -1,0 +1,1 @@
+"""The Pulumi Automation API adapter: backend, workspace, config writes, locks, events."""
