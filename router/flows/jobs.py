@@ -401,11 +401,7 @@ class JobStatus:
 
 def job_status(*, project: Project, now: datetime, job: str | None = None) -> list[JobStatus]:
     """Every job found in the backend (or one), with its placement, price then and now, and cost."""
-    from router.config.home import cache_path
-    from router.core.catalog import load_catalog
-    from router.prices.book import OfferFilter, known_offers, select_offers
-    from router.prices.cache import QuoteCache
-    from router.prices.snapshot import load_snapshot
+    from router.prices.book import OfferFilter, offers_now, select_offers
 
     engine = engine_for(project)
     stacks = [s for s in engine.list_stacks() if job is None or s.name == job]
@@ -427,8 +423,7 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
         best = None
         if cloud and cloud != "local" and gpu and gpu_count:
             if offers is None:
-                with QuoteCache(cache_path()) as cache:
-                    offers = known_offers(load_catalog(), load_snapshot(), cache)
+                offers = offers_now()
             same = select_offers(
                 offers,
                 OfferFilter(gpu=gpu, gpu_count=int(gpu_count), markets=(market,) if market else ()),

@@ -6,18 +6,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from router.config.home import cache_path
 from router.config.project import Project
-from router.core.catalog import load_catalog
 from router.core.egress import load_egress
 from router.core.job.model import Job, load_job
 from router.core.offers import Offer
 from router.core.org import OrgConfig, load_org_config
 from router.core.planner import PlanResult, plan
-from router.prices.book import known_offers
-from router.prices.cache import QuoteCache
+from router.prices.book import offers_now
 from router.prices.local import local_offers
-from router.prices.snapshot import load_snapshot
 
 
 @dataclass(frozen=True)
@@ -38,11 +34,7 @@ def org_config_for(project: Project | None) -> OrgConfig:
 def current_offers(job: Job, now: datetime) -> list[Offer]:
     """Offers the job could use: cached live/imported quotes over the snapshot, plus local."""
     clouds = [c for c in job.resources.clouds if c != "local"]
-    offers: list[Offer] = []
-    if clouds:
-        with QuoteCache(cache_path()) as cache:
-            offers = known_offers(load_catalog(), load_snapshot(), cache, clouds)
-    return offers + local_offers(job, now)
+    return (offers_now(clouds) if clouds else []) + local_offers(job, now)
 
 
 def plan_job(

@@ -18,14 +18,14 @@ from router.prices.book import (
     LIVE_SOURCES,
     OfferFilter,
     RefreshOutcome,
-    known_offers,
+    offers_now,
     refresh,
     select_offers,
 )
 from router.prices.cache import QuoteCache
 from router.prices.imports import ImportResult, import_skypilot
 from router.prices.request import PriceRequest
-from router.prices.snapshot import load_snapshot, snapshot_regions
+from router.prices.snapshot import snapshot_regions
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def price_table(
     now: datetime,
 ) -> PriceTable:
     """Every known offer matching the filters, cheapest first."""
-    from router.core.org import load_org_config
+    from router.flows.plan import org_config_for
 
     where = OfferFilter(
         gpu=_gpu(gpu),
@@ -73,9 +73,8 @@ def price_table(
         clouds=_clouds(clouds),
         regions=regions,
     )
-    org = load_org_config(project.org_config_path if project else None)
-    with QuoteCache(cache_path()) as cache:
-        offers = known_offers(load_catalog(), load_snapshot(), cache, where.clouds or None)
+    org = org_config_for(project)
+    offers = offers_now(where.clouds or None)
     return PriceTable(select_offers(offers, where), now, float(org.max_quote_age_s))
 
 

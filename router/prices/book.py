@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from router.core.catalog import Catalog, offers_from_quotes
+from router.config.home import cache_path
+from router.core.catalog import Catalog, load_catalog, offers_from_quotes
 from router.core.errors import RouteError
 from router.core.offers import Offer, Quote
+from router.prices.cache import QuoteCache
 from router.prices.request import PriceRequest
+from router.prices.snapshot import load_snapshot
 
 LIVE_SOURCES: dict[str, str] = {
     "aws": "router.prices.aws",
@@ -69,6 +72,12 @@ def known_offers(
         and (q.cloud, q.region, q.instance_type, q.market) not in covered
     ]
     return offers_from_quotes(freshest([*quotes, *cached]), catalog).offers
+
+
+def offers_now(clouds: Sequence[str] | None = None) -> list[Offer]:
+    """Every offer known now: the price cache in SPOTROUTE_HOME over the bundled snapshot."""
+    with QuoteCache(cache_path()) as cache:
+        return known_offers(load_catalog(), load_snapshot(), cache, clouds)
 
 
 @dataclass(frozen=True)
