@@ -68,7 +68,7 @@ def router_phases(
     job_path: Path, project: Any, runs: int
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """(first run, later runs) seconds per phase of what `route deploy` does before the engine."""
-    from router.core.egress import load_egress
+    from router.config.datafiles import load_egress, load_interruption_model
     from router.core.job.model import load_job
     from router.core.planner import plan
     from router.core.stackconfig import config_diff, read_stack_file, stack_config
@@ -85,7 +85,14 @@ def router_phases(
         t.append(time.perf_counter())
         offers = current_offers(job, now)
         t.append(time.perf_counter())
-        result = plan(job, offers, org=org, egress=load_egress(), now=now)
+        result = plan(
+            job,
+            offers,
+            org=org,
+            egress=load_egress(),
+            now=now,
+            interruption=load_interruption_model(),
+        )
         t.append(time.perf_counter())
         config = stack_config(job, result.placements[0], result.placements)
         t.append(time.perf_counter())

@@ -19,8 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from router.core.egress import load_egress
-from router.core.interruption import load_interruption_model
+from router.config.datafiles import load_egress, load_interruption_model
 from router.core.job.model import (
     AcceleratorRequest,
     Checkpoint,

@@ -347,7 +347,7 @@ def deploy(
             {
                 "job": outcome.job,
                 "applied": outcome.applied,
-                "placement": outcome.placement.to_json(),
+                "placement": render.placement_json(outcome.placement),
                 "outputs": outcome.outputs,
                 "config_diff": list(proposal.config_diff),
                 "preview": dict(outcome.review.counts),

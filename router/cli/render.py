@@ -13,6 +13,7 @@ from router.core.offers import Offer, Quote
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from router.core.planner import Placement
     from router.flows.plan import PlanReport
     from router.prices.book import RefreshOutcome
     from router.prices.imports import ImportResult
@@ -202,13 +203,40 @@ def history_table(quotes: Sequence[Quote], now: datetime) -> None:
 # --- plan ---------------------------------------------------------------------------------------
 
 
+def placement_json(p: Placement) -> dict[str, Any]:
+    """The `route plan --json` shape of a placement (unrounded USD, seconds)."""
+    return {
+        "cloud": p.cloud,
+        "region": p.region,
+        "zone": p.zone,
+        "instance_type": p.instance_type,
+        "market": p.market,
+        "gpu": p.gpu,
+        "gpu_count": p.gpu_count,
+        "price_per_hour": p.price_per_hour,
+        "list_price_per_hour": p.list_price_per_hour,
+        "node_count": p.node_count,
+        "hours": p.hours,
+        "compute_cost": p.compute_cost,
+        "egress_cost": p.egress_cost,
+        "interruption_cost": p.interruption_cost,
+        "total_cost": p.total_cost,
+        "price_source": p.price_source,
+        "price_age_s": p.price_age_s,
+        "stale": p.stale,
+        "interruption_bucket": p.interruption_bucket,
+        "interruptions_per_hour": p.interruptions_per_hour,
+        "reasons": list(p.reasons),
+    }
+
+
 def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> dict[str, Any]:
     placements = report.result.placements
     out: dict[str, Any] = {
         "job": report.job.name,
         "offers_considered": report.offers_considered,
         "placements_total": len(placements),  # placements + rejected = offers considered
-        "placements": [p.to_json() for p in placements[:top]],
+        "placements": [placement_json(p) for p in placements[:top]],
     }
     if explain:
         out["rejected"] = [

@@ -1,40 +1,49 @@
-"""Reading spotroute's own data files: CSV with `# source/date` comment lines and a header."""
+"""spotroute's own data files (router/data/*.csv): one way to read each, parsed once.
+
+Convention: `load_<table>(path=None)` reads the bundled file (named `router/data/<file>` in
+messages) or `path` (named by its path), hands the text to the pure parser in `router.core`, and
+caches the result per path. Package data is read by path: importlib.resources costs start-up
+time on every `route` call.
+"""
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from pathlib import Path
 
+from router.core.catalog import Catalog, parse_catalog
+from router.core.egress import EgressTable, parse_egress_csv
 from router.core.errors import BadInput
+from router.core.interruption import InterruptionModel, parse_interruption_csv
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
-def csv_rows(
-    text: str, name: str, columns: Sequence[str], *, optional: str = ""
-) -> Iterator[tuple[int, dict[str, str]]]:
-    """(line number, row) for each data row; a bad header or row raises BadInput naming the line.
+def read_data_file(file_name: str, path: Path | None, what: str) -> tuple[str, str]:
+    """(text, name for messages) of router/data/`file_name` or of `path`; BadInput if unreadable."""
+    if path is None:
+        return DATA_DIR.joinpath(file_name).read_text("utf-8"), f"router/data/{file_name}"
+    try:
+        return path.read_text(encoding="utf-8"), str(path)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read {what} ({exc.strerror})") from exc
 
-    Blank lines and lines starting with `#` are skipped. The header must hold every one of
-    `columns` (`optional` names extra columns the error message mentions as allowed).
-    """
-    header: list[str] | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        cells = [cell.strip() for cell in next(csv.reader([line]))]
-        if header is None:
-            missing = [c for c in columns if c not in cells]
-            if missing:
-                raise BadInput(
-                    f"{name} line {number}: header lacks {', '.join(missing)} — "
-                    f"the columns are {','.join(columns)}{optional}"
-                )
-            header = cells
-            continue
-        if len(cells) != len(header):
-            raise BadInput(
-                f"{name} line {number}: {len(cells)} fields, the header has {len(header)} — "
-                "fix the row (quote fields that contain commas)"
-            )
-        yield number, dict(zip(header, cells, strict=True))
-    if header is None:
-        raise BadInput(f"{name}: no header row — the columns are {','.join(columns)}{optional}")
+
+@lru_cache(maxsize=8)
+def load_catalog(path: Path | None = None) -> Catalog:
+    """The GPU instance catalog (instances.csv)."""
+    return parse_catalog(*read_data_file("instances.csv", path, "the instance catalog"))
+
+
+@lru_cache(maxsize=8)
+def load_egress(path: Path | None = None) -> EgressTable:
+    """Data-transfer list prices (egress.csv)."""
+    text, name = read_data_file("egress.csv", path, "egress prices")
+    return parse_egress_csv(text, name=name)
+
+
+@lru_cache(maxsize=8)
+def load_interruption_model(path: Path | None = None) -> InterruptionModel:
+    """Spot interruption buckets and per-cloud defaults (interruption.csv)."""
+    text, name = read_data_file("interruption.csv", path, "interruption data")
+    return parse_interruption_csv(text, name=name)

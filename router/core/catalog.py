@@ -10,17 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
-from router.config.datafiles import csv_rows
 from router.contract.clouds import PUBLIC_CLOUDS
+from router.core.csv_rows import csv_rows
 from router.core.errors import BadInput
 from router.core.gpus import CANONICAL_GPUS
 from router.core.offers import Offer, Quote
-
-# Package data read by path: importlib.resources costs start-up time on every `route` call.
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 PACKAGED_NAME = "router/data/instances.csv"
 COLUMNS: tuple[str, ...] = (
@@ -168,23 +163,6 @@ def offers_from_quotes(quotes: Iterable[Quote], catalog: Catalog) -> OffersResul
             )
         )
     return OffersResult(offers=offers, dropped=dropped, unknown_types=tuple(sorted(unknown)))
-
-
-def load_catalog(path: Path | None = None) -> Catalog:
-    """The catalog from `path`, or the bundled router/data/instances.csv; read once per path."""
-    return _load(path)
-
-
-@lru_cache(maxsize=8)
-def _load(path: Path | None) -> Catalog:
-    if path is None:
-        text = DATA_DIR.joinpath("instances.csv").read_text("utf-8")
-        return parse_catalog(text, PACKAGED_NAME)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read the instance catalog ({exc.strerror})") from exc
-    return parse_catalog(text, str(path))
 
 
 def parse_catalog(text: str, name: str = PACKAGED_NAME) -> Catalog:

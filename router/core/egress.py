@@ -20,13 +20,10 @@ import itertools
 import math
 import re
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import TypeVar
 
 from router.core.errors import BadInput
 
-DEFAULT_EGRESS_CSV = Path(__file__).parent.parent / "data" / "egress.csv"
 UNKNOWN_CONTINENT = "??"
 ANY = "*"
 LOCAL = "local"
@@ -159,22 +156,6 @@ class EgressTable:
             f"internet egress from {src_cloud} {src_region} to {dst_cloud} {dst_region}, "
             f"tiered: {' + '.join(parts)} = ${usd:,.2f}",
         )
-
-
-def load_egress(path: Path | None = None) -> EgressTable:
-    """Load transfer prices from egress.csv (the packaged file when path is None)."""
-    if path is None:
-        return _packaged_table()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read egress prices ({exc.strerror})") from exc
-    return parse_egress_csv(text, name=path.name)
-
-
-@cache
-def _packaged_table() -> EgressTable:
-    return parse_egress_csv(DEFAULT_EGRESS_CSV.read_text(encoding="utf-8"), name="egress.csv")
 
 
 def parse_egress_csv(text: str, *, name: str = "egress.csv") -> EgressTable:

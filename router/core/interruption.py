@@ -19,14 +19,11 @@ import csv
 import io
 import math
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Protocol
 
 from router.core.errors import BadInput
 from router.core.offers import INTERRUPTION_BUCKETS
 
-DEFAULT_INTERRUPTION_CSV = Path(__file__).parent.parent / "data" / "interruption.csv"
 HOURS_PER_MONTH = 720.0  # a 30-day month, the window the buckets describe
 SPOT = "spot"
 
@@ -97,23 +94,6 @@ class InterruptionModel:
         return self._rate[effective.bucket] if effective.bucket is not None else 0.0
 
 
-def load_interruption_model(path: Path | None = None) -> InterruptionModel:
-    """Load buckets and defaults from interruption.csv (the packaged file when path is None)."""
-    if path is None:
-        return _packaged_model()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read interruption data ({exc.strerror})") from exc
-    return parse_interruption_csv(text, name=path.name)
-
-
-@cache
-def _packaged_model() -> InterruptionModel:
-    text = DEFAULT_INTERRUPTION_CSV.read_text(encoding="utf-8")
-    return parse_interruption_csv(text, name="interruption.csv")
-
-
 def parse_interruption_csv(text: str, *, name: str = "interruption.csv") -> InterruptionModel:
     """Build the model from CSV text; every bucket in INTERRUPTION_BUCKETS must have a share."""
     reader = csv.DictReader(io.StringIO(text))
@@ -144,15 +124,11 @@ def parse_interruption_csv(text: str, *, name: str = "interruption.csv") -> Inte
     return InterruptionModel(shares, defaults)
 
 
-def interruptions_per_hour(offer: PricedCapacity, model: InterruptionModel | None = None) -> float:
+def interruptions_per_hour(offer: PricedCapacity, model: InterruptionModel) -> float:
     """Expected interruptions per instance-hour of a quote or offer (0 unless spot)."""
-    model = model or _packaged_model()
     return model.rate_per_hour(offer.cloud, offer.market, offer.interruption_bucket)
 
 
-def effective_bucket(
-    offer: PricedCapacity, model: InterruptionModel | None = None
-) -> EffectiveBucket:
+def effective_bucket(offer: PricedCapacity, model: InterruptionModel) -> EffectiveBucket:
     """The bucket interruptions_per_hour used for this offer, with the reason for defaults."""
-    model = model or _packaged_model()
     return model.bucket_for(offer.cloud, offer.market, offer.interruption_bucket)

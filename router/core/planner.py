@@ -37,9 +37,8 @@ from datetime import datetime
 from typing import Any
 
 from router.core.egress import EgressCost, EgressTable
-from router.core.errors import BadInput
 from router.core.gpus import UnknownGpu, gpu_memory_gb
-from router.core.interruption import EffectiveBucket, InterruptionModel, load_interruption_model
+from router.core.interruption import EffectiveBucket, InterruptionModel
 from router.core.job.model import Job, cloud_of_url
 from router.core.offers import Offer
 from router.core.org import Discount, OrgConfig, Reservation
@@ -77,32 +76,6 @@ class Placement:
     interruptions_per_hour: float  # per instance
     reasons: tuple[str, ...]
     offer: Offer  # the offer this was planned from (hardware details for stack config)
-
-    def to_json(self) -> dict[str, Any]:
-        """The `route plan --json` shape of this placement (unrounded USD, seconds)."""
-        return {
-            "cloud": self.cloud,
-            "region": self.region,
-            "zone": self.zone,
-            "instance_type": self.instance_type,
-            "market": self.market,
-            "gpu": self.gpu,
-            "gpu_count": self.gpu_count,
-            "price_per_hour": self.price_per_hour,
-            "list_price_per_hour": self.list_price_per_hour,
-            "node_count": self.node_count,
-            "hours": self.hours,
-            "compute_cost": self.compute_cost,
-            "egress_cost": self.egress_cost,
-            "interruption_cost": self.interruption_cost,
-            "total_cost": self.total_cost,
-            "price_source": self.price_source,
-            "price_age_s": self.price_age_s,
-            "stale": self.stale,
-            "interruption_bucket": self.interruption_bucket,
-            "interruptions_per_hour": self.interruptions_per_hour,
-            "reasons": list(self.reasons),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,17 +169,15 @@ def plan(
     now: datetime,
     require_fresh: bool = False,
     top: int | None = None,
-    interruption: InterruptionModel | None = None,
+    interruption: InterruptionModel,
     catalog: HardwareLookup | None = None,
 ) -> PlanResult:
     """Rank the offers that fit the job by expected total USD; reject the rest with reasons."""
     if now.tzinfo is None:
         raise ValueError("plan(now=...) must be timezone-aware (UTC)")
     if top is not None and top < 1:
-        raise BadInput(f"--top must be at least 1, got {top}")
-    ctx = _JobContext(
-        job, org, egress, now, require_fresh, interruption or load_interruption_model()
-    )
+        raise ValueError(f"plan(top=...) must be at least 1, got {top}")
+    ctx = _JobContext(job, org, egress, now, require_fresh, interruption)
 
     # The deferred rejections below read the input again when --explain asks for them.
     given: tuple[Offer, ...] = offers if isinstance(offers, tuple) else tuple(offers)

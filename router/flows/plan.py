@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from router.config.datafiles import load_egress, load_interruption_model
 from router.config.project import Project
-from router.core.egress import load_egress
+from router.core.errors import BadInput
 from router.core.job.model import Job, load_job
 from router.core.offers import Offer
 from router.core.org import OrgConfig, load_org_config
@@ -46,10 +47,19 @@ def plan_job(
     top: int | None = None,
 ) -> PlanReport:
     """Load the job and rank every offer that fits it (USD totals over the expected hours)."""
+    if top is not None and top < 1:
+        raise BadInput(f"--top must be at least 1, got {top}")
     job = load_job(job_path)
     org = org_config_for(project)
     offers = current_offers(job, now)
     result = plan(
-        job, offers, org=org, egress=load_egress(), now=now, require_fresh=require_fresh, top=top
+        job,
+        offers,
+        org=org,
+        egress=load_egress(),
+        interruption=load_interruption_model(),
+        now=now,
+        require_fresh=require_fresh,
+        top=top,
     )
     return PlanReport(job=job, org=org, result=result, offers_considered=len(offers))

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from router.config.datafiles import load_catalog
 from router.config.home import cache_path
 from router.config.project import Project
 from router.contract.clouds import PUBLIC_CLOUDS
-from router.core.catalog import load_catalog
 from router.core.errors import BadInput
 from router.core.gpus import UnknownGpu, canonical_gpu
 from router.core.offers import Offer, Quote

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from router.config.datafiles import load_catalog
 from router.config.home import cache_path
-from router.core.catalog import Catalog, load_catalog, offers_from_quotes
+from router.core.catalog import Catalog, offers_from_quotes
 from router.core.errors import RouteError
 from router.core.offers import Offer, Quote
 from router.prices.cache import QuoteCache

@@ -628,7 +628,7 @@ def _compute_client(name: str, credentials: Any, endpoint: str | None) -> Any:
 
 
 def _default_catalog() -> Sequence[GcpHardware]:
-    from router.core.catalog import load_catalog
+    from router.config.datafiles import load_catalog
 
     return load_catalog().for_cloud("gcp")
 

@@ -283,7 +283,7 @@ def _cloud_of_instance(row: _Row) -> str | None:
 
 
 def _default_catalog() -> list[CatalogEntry]:
-    from router.core.catalog import load_catalog
+    from router.config.datafiles import load_catalog
 
     return list(load_catalog())
 

@@ -11,13 +11,11 @@ from datetime import UTC, date, datetime
 from functools import lru_cache
 from pathlib import Path
 
-from router.config.datafiles import csv_rows
+from router.config.datafiles import read_data_file
 from router.contract.clouds import PUBLIC_CLOUDS
+from router.core.csv_rows import csv_rows
 from router.core.errors import BadInput
 from router.core.offers import INTERRUPTION_BUCKETS, MARKETS, Quote
-
-# Package data read by path: importlib.resources costs start-up time on every `route` call.
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 SOURCE = "snapshot"
 PACKAGED_NAME = "router/data/snapshot.csv"
@@ -52,14 +50,7 @@ def snapshot_regions(cloud: str, path: Path | None = None) -> tuple[str, ...]:
 
 @lru_cache(maxsize=8)
 def _load(path: Path | None) -> tuple[Quote, ...]:
-    if path is None:
-        text = DATA_DIR.joinpath("snapshot.csv").read_text("utf-8")
-        return parse_snapshot(text, PACKAGED_NAME)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read the price snapshot ({exc.strerror})") from exc
-    return parse_snapshot(text, str(path))
+    return parse_snapshot(*read_data_file("snapshot.csv", path, "the price snapshot"))
 
 
 def parse_snapshot(text: str, name: str = PACKAGED_NAME) -> tuple[Quote, ...]:

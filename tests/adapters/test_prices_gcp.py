@@ -20,7 +20,8 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import billing_v1, compute_v1
 
-from router.core.catalog import InstanceType, load_catalog
+from router.config.datafiles import load_catalog
+from router.core.catalog import InstanceType
 from router.core.errors import CredentialsMissing, OperationFailed, PriceSourceError
 from router.core.offers import Quote
 from router.prices import gcp

@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from router.core.catalog import (
-    COLUMNS,
-    Catalog,
-    InstanceType,
-    load_catalog,
-    offers_from_quotes,
-    parse_catalog,
-)
+from router.config.datafiles import load_catalog
+from router.core.catalog import COLUMNS, Catalog, InstanceType, offers_from_quotes, parse_catalog
 from router.core.errors import BadInput
 from router.core.gpus import CANONICAL_GPUS, GPUS
 from router.core.offers import Quote

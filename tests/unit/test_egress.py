@@ -6,7 +6,8 @@ import csv
 
 import pytest
 
-from router.core.egress import DEFAULT_EGRESS_CSV, load_egress, parse_egress_csv
+from router.config.datafiles import DATA_DIR, load_egress
+from router.core.egress import parse_egress_csv
 from router.core.errors import BadInput
 
 TABLE = load_egress()
@@ -124,7 +125,7 @@ def test_region_of_unknown_continent_falls_back_to_the_clouds_default_rate() -> 
 
 
 def test_every_price_row_names_its_source_and_date() -> None:
-    with DEFAULT_EGRESS_CSV.open(encoding="utf-8") as f:
+    with (DATA_DIR / "egress.csv").open(encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert rows
     assert all(row["source"] and row["date"] for row in rows)

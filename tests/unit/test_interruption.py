@@ -7,12 +7,12 @@ import math
 import pytest
 from planner_factories import offer
 
+from router.config.datafiles import load_interruption_model
 from router.core.errors import BadInput
 from router.core.interruption import (
     HOURS_PER_MONTH,
     effective_bucket,
     interruptions_per_hour,
-    load_interruption_model,
     parse_interruption_csv,
     rate_from_share,
 )
@@ -22,7 +22,7 @@ MODEL = load_interruption_model()
 
 
 def test_bucket_rate_reproduces_the_monthly_share_as_a_poisson_process() -> None:
-    rate = interruptions_per_hour(offer(bucket="5-10%"))
+    rate = interruptions_per_hour(offer(bucket="5-10%"), MODEL)
     assert rate == pytest.approx(-math.log(1 - 0.075) / 720)
     # The chance of at least one interruption over a 30-day month is the bucket midpoint.
     monthly_share = 1 - math.exp(-rate * HOURS_PER_MONTH)
@@ -40,19 +40,19 @@ def test_riskier_buckets_have_higher_rates() -> None:
 
 
 def test_on_demand_and_reserved_are_never_interrupted() -> None:
-    assert interruptions_per_hour(offer(market="on-demand")) == 0.0
+    assert interruptions_per_hour(offer(market="on-demand"), MODEL) == 0.0
     assert MODEL.rate_per_hour("aws", "reserved", None) == 0.0
-    assert effective_bucket(offer(market="on-demand")).bucket is None
+    assert effective_bucket(offer(market="on-demand"), MODEL).bucket is None
 
 
 def test_gcp_spot_without_a_bucket_assumes_the_worst_and_says_why() -> None:
-    found = effective_bucket(offer("a2-ultragpu-8g", bucket=None))
+    found = effective_bucket(offer("a2-ultragpu-8g", bucket=None), MODEL)
     assert (found.bucket, found.assumed) == (">20%", True)
     assert "GCP publishes no spot preemption rate" in found.note
 
 
 def test_quote_with_a_bucket_uses_it_as_is() -> None:
-    found = effective_bucket(offer(bucket="10-15%"))
+    found = effective_bucket(offer(bucket="10-15%"), MODEL)
     assert (found.bucket, found.assumed) == ("10-15%", False)
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from planner_factories import NOW, job, offer
 
-from router.core.egress import load_egress
+from router.cli.render import placement_json
+from router.config.datafiles import load_egress, load_interruption_model
 from router.core.errors import BadInput
 from router.core.job.model import Job
 from router.core.offers import Offer
@@ -29,6 +31,7 @@ def run(
 ) -> PlanResult:
     if not isinstance(org, OrgConfig):
         org = OrgConfig.model_validate(org or {})
+    kwargs.setdefault("interruption", load_interruption_model())
     return plan(the_job, offers, org=org, egress=load_egress(), now=NOW, **kwargs)
 
 
@@ -455,13 +458,26 @@ def test_top_keeps_the_best_n() -> None:
 
 
 def test_top_below_one_is_bad_input() -> None:
+    from router.flows.plan import plan_job
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "llm-finetune.yaml"
     with pytest.raises(BadInput, match="--top must be at least 1"):
+        plan_job(example, project=None, now=NOW, top=0)
+    # The planner itself names no flag: a library caller gets a plain ValueError.
+    with pytest.raises(ValueError, match="top"):
         run(job(), [offer()], top=0)
 
 
 def test_now_must_carry_a_timezone() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
-        plan(job(), [offer()], org=OrgConfig(), egress=load_egress(), now=datetime(2026, 1, 1))
+        plan(
+            job(),
+            [offer()],
+            org=OrgConfig(),
+            egress=load_egress(),
+            now=datetime(2026, 1, 1),
+            interruption=load_interruption_model(),
+        )
 
 
 def test_every_offer_is_placed_or_rejected_exactly_once() -> None:
@@ -488,7 +504,7 @@ def test_same_offer_object_listed_twice_is_placed_once_and_rejected_once() -> No
 
 def test_placement_json_uses_the_design_field_names() -> None:
     placed = only_placement(run(job(data=DATA_IN_US_EAST_1), [offer(region="us-west-2")]))
-    out = placed.to_json()
+    out = placement_json(placed)
     design = {
         "cloud", "region", "zone", "instance_type", "market", "gpu", "gpu_count",
         "price_per_hour", "hours", "compute_cost", "egress_cost", "interruption_cost",

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from planner_factories import NOW
 from pydantic import ValidationError
 
-from router.core.egress import load_egress
+from router.config.datafiles import load_egress, load_interruption_model
 from router.core.job.model import Job
 from router.core.offers import INTERRUPTION_BUCKETS, Offer
 from router.core.org import OrgConfig
@@ -144,7 +144,15 @@ def orgs(draw: st.DrawFn) -> OrgConfig:
 
 
 def run(job: Job, given_offers: list[Offer], org: OrgConfig, fresh: bool = False) -> PlanResult:
-    return plan(job, given_offers, org=org, egress=EGRESS, now=NOW, require_fresh=fresh)
+    return plan(
+        job,
+        given_offers,
+        org=org,
+        egress=EGRESS,
+        now=NOW,
+        require_fresh=fresh,
+        interruption=load_interruption_model(),
+    )
 
 
 common = settings(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from router.core.catalog import load_catalog
+from router.config.datafiles import load_catalog
 from router.core.errors import CredentialsMissing, PriceSourceError
 from router.core.offers import Quote
 from router.prices.book import OfferFilter, freshest, known_offers, refresh, select_offers

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from router.core.catalog import load_catalog, offers_from_quotes
+from router.config.datafiles import load_catalog
+from router.core.catalog import offers_from_quotes
 from router.core.errors import BadInput
 from router.core.offers import INTERRUPTION_BUCKETS, Quote
 from router.prices.snapshot import (

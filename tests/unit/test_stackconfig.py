@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from router.config.datafiles import load_egress, load_interruption_model
 from router.contract.stack_config import KEY_NAMES
-from router.core.egress import load_egress
 from router.core.errors import BadInput
 from router.core.org import OrgConfig
 from router.core.planner import Placement, plan
@@ -20,7 +20,12 @@ DOCUMENTED_KEYS = set(KEY_NAMES)
 
 def _placements(*offers: object, **job_overrides: object) -> tuple[Placement, ...]:
     result = plan(
-        job(**job_overrides), list(offers), org=OrgConfig(), egress=load_egress(), now=NOW
+        job(**job_overrides),
+        list(offers),
+        org=OrgConfig(),
+        egress=load_egress(),
+        now=NOW,
+        interruption=load_interruption_model(),
     )
     return result.placements
 
