@@ -69,11 +69,13 @@ def router_phases(
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """(first run, later runs) seconds per phase of what `route deploy` does before the engine."""
     from router.config.datafiles import load_egress, load_interruption_model
-    from router.core.job.model import load_job
+    from router.config.job_file import load_job
+    from router.config.org_file import org_config_for
+    from router.config.stack_files import read_stack_file
     from router.core.planner import plan
-    from router.core.stackconfig import config_diff, read_stack_file, stack_config
+    from router.core.stackconfig import config_diff, stack_config
     from router.flows.jobs import propose
-    from router.flows.plan import current_offers, org_config_for
+    from router.flows.plan import current_offers
 
     samples: dict[str, list[float]] = defaultdict(list)
     for _ in range(runs + 1):
@@ -198,7 +200,7 @@ def engine_runs(project: Any, job_path: Path, runs: int) -> dict[str, list[dict[
 
 
 def _job_name(job_path: Path) -> str:
-    from router.core.job.model import load_job
+    from router.config.job_file import load_job
 
     return load_job(job_path).name
 

@@ -68,7 +68,7 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
 @click.argument("jobs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
 def validate(jobs: tuple[Path, ...]) -> None:
     """Check job files; print OK or every problem, one line each (exit 2 if any)."""
-    from router.core.job.model import validate_job_file
+    from router.config.job_file import validate_job_file
 
     bad = False
     for job in jobs:
@@ -88,7 +88,7 @@ def schema() -> None:
     """Print the job.yaml JSON Schema (for editors and CI linters)."""
     import json
 
-    from router.core.job.model import job_schema
+    from router.core.job.schema import job_schema
 
     click.echo(json.dumps(job_schema(), indent=2))
 

@@ -27,6 +27,16 @@ NAMESPACE = "spotroute"
 # Markets the program deploys; reserved capacity is consumed as on-demand instances.
 MARKETS: tuple[str, ...] = ("spot", "on-demand")
 DEFAULT_BOOT_DISK_GB = 200
+# The one job-name rule (job.yaml `name`, spotroute:jobName). The name is the stack name, the
+# value of the spotroute-job label and the prefix of every cloud resource name: RFC 1035-style
+# (GCP resource names, label values), and at most 40 characters so derived names such as
+# `<job>-ckpt-<suffix>` or AWS name prefixes (37-38 characters) keep the whole job name.
+JOB_NAME_MAX = 40
+JOB_NAME_PATTERN = r"^[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?$"
+JOB_NAME_RULE = (
+    "lowercase letters, digits and dashes, starting with a letter, "
+    f"at most {JOB_NAME_MAX} characters"
+)
 # Keys of the `spotroute:job` object.
 JOB_KEYS: tuple[str, ...] = ("image", "command", "env")
 

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import fnmatch
 import math
-import re
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from router.contract.clouds import CLOUDS, Cloud, PublicCloud
+from router.core.durations import parse_duration_s
 from router.core.errors import BadInput
 
 ORG_CONFIG_FILE = "spotroute.yaml"
@@ -36,10 +34,6 @@ KNOWN_CREDENTIAL_HINTS = (
     "azure_client_id",
     "azure_federation_audience",
 )
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_SECONDS_PER_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
 
 
 class _Section(BaseModel):
@@ -142,10 +136,12 @@ class OrgConfig(_Section):
     def _duration(cls, value: Any) -> Any:
         # "24h" reads better than 86400 in a reviewed file; plain numbers are seconds.
         if isinstance(value, str):
-            match = _DURATION.match(value)
-            if not match:
-                raise ValueError(f"{value!r} is not a duration — use seconds or e.g. 90m, 24h, 2d")
-            return float(match[1]) * _SECONDS_PER_UNIT[match[2]]
+            try:
+                return parse_duration_s(value)
+            except ValueError:
+                raise ValueError(
+                    f"{value!r} is not a duration — use seconds or e.g. 90m, 24h, 1h30m, 2d"
+                ) from None
         return value
 
     @field_validator("credentials")
@@ -183,32 +179,8 @@ class OrgConfig(_Section):
         return best
 
 
-def org_config_path(project_dir: Path) -> Path:
-    """Where a project's org config lives: spotroute.yaml next to Pulumi.yaml."""
-    return project_dir / ORG_CONFIG_FILE
-
-
-def load_org_config(path: Path | None) -> OrgConfig:
-    """Read spotroute.yaml; None or a missing file gives the defaults, bad content BadInput."""
-    if path is None or not path.exists():
-        return OrgConfig()
-    name = path.name
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{name}: cannot read the file ({exc})") from exc
-    return parse_org_config(text, name=name)
-
-
-def parse_org_config(text: str, *, name: str = ORG_CONFIG_FILE) -> OrgConfig:
-    """Validate spotroute.yaml text; the first problem becomes a one-line BadInput."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise BadInput(f"{name}: not valid YAML{where}: {problem}") from None
+def org_config_from_data(raw: object, *, name: str = ORG_CONFIG_FILE) -> OrgConfig:
+    """Validate parsed spotroute.yaml data (None = empty file); the first problem is BadInput."""
     if raw is None:
         return OrgConfig()
     if not isinstance(raw, dict):

@@ -1,19 +1,15 @@
 """Pure: a chosen placement + the job → the stack config the placement program reads.
 
-Keys and meanings are in docs/stack-config.md. The router writes only these keys; the program
-reads only these keys. Reading and diffing the reviewed `stacks/Pulumi.<job>.yaml` lives here too.
+Keys and meanings are in docs/stack-config.md (router.contract.stack_config). The router writes
+only these keys; the program reads only these keys. Reading a stack file: router.config.stack_files.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from router.contract.stack_config import DEFAULT_BOOT_DISK_GB, NAMESPACE, serialise
-from router.core.errors import BadInput
 from router.core.job.model import Job
 from router.core.planner import Placement
 
@@ -96,27 +92,6 @@ def stack_config(
             "priceSource": chosen.price_source,
         }
     )
-
-
-def read_stack_file(path: Path, namespace: str = NAMESPACE) -> StackConfig:
-    """The `spotroute:*` config in a stack file (namespace stripped); {} when the file is absent."""
-    if not path.exists():
-        return {}
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise BadInput(
-            f"{path}: not a readable stack file ({type(exc).__name__}) — fix or remove it"
-        ) from None
-    config = doc.get("config") if isinstance(doc, dict) else None
-    if not isinstance(config, dict):
-        return {}
-    prefix = f"{namespace}:"
-    return {
-        k[len(prefix) :]: v
-        for k, v in config.items()
-        if isinstance(k, str) and k.startswith(prefix)
-    }
 
 
 def config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

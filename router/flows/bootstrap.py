@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from router.config.home import spotroute_home
+from router.config.org_file import org_config_for
 from router.config.project import Project
+from router.config.stack_files import read_stack_file
 from router.contract.clouds import PUBLIC_CLOUDS
 from router.core.errors import BadInput, Interrupted
 from router.core.review import Review, review
-from router.core.stackconfig import config_diff, read_stack_file
+from router.core.stackconfig import config_diff
 from router.engine.automation import (
     Engine,
     config_transaction,
@@ -23,7 +25,6 @@ from router.engine.automation import (
     engine_interrupts,
     job_lock,
 )
-from router.flows.plan import org_config_for
 
 STACK = "bootstrap"
 NAMESPACE = "spotroute-bootstrap"

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from router.config.home import spotroute_home
+from router.config.org_file import org_config_for
 from router.config.project import Project
+from router.config.stack_files import read_stack_file
 from router.core.errors import BadInput, Interrupted, OperationFailed
 from router.core.job.model import Job
 from router.core.planner import Placement
 from router.core.review import Change, Review, change_from_event, review
-from router.core.stackconfig import StackConfig, config_diff, read_stack_file, stack_config
+from router.core.stackconfig import StackConfig, config_diff, stack_config
 from router.engine.automation import (
     Engine,
     choose_backend,
@@ -30,7 +32,7 @@ from router.engine.automation import (
     engine_interrupts,
     job_lock,
 )
-from router.flows.plan import org_config_for, plan_job
+from router.flows.plan import plan_job
 
 EventHandler = Callable[[Any], None]
 

@@ -7,11 +7,13 @@ from datetime import datetime
 from pathlib import Path
 
 from router.config.datafiles import load_egress, load_interruption_model
+from router.config.job_file import load_job
+from router.config.org_file import org_config_for
 from router.config.project import Project
 from router.core.errors import BadInput
-from router.core.job.model import Job, load_job
+from router.core.job.model import Job
 from router.core.offers import Offer
-from router.core.org import OrgConfig, load_org_config
+from router.core.org import OrgConfig
 from router.core.planner import PlanResult, plan
 from router.prices.book import offers_now
 from router.prices.local import local_offers
@@ -25,11 +27,6 @@ class PlanReport:
     org: OrgConfig
     result: PlanResult
     offers_considered: int
-
-
-def org_config_for(project: Project | None) -> OrgConfig:
-    """The project's spotroute.yaml, or the defaults when there is no project or no file."""
-    return load_org_config(project.org_config_path if project else None)
 
 
 def current_offers(job: Job, now: datetime) -> list[Offer]:

@@ -64,7 +64,7 @@ def price_table(
     now: datetime,
 ) -> PriceTable:
     """Every known offer matching the filters, cheapest first."""
-    from router.flows.plan import org_config_for
+    from router.config.org_file import org_config_for
 
     where = OfferFilter(
         gpu=_gpu(gpu),

@@ -39,7 +39,7 @@ from components.bootstrap import (
 )
 from policies.rules import StackResource, evaluate
 from policies.rules.iam import iam_wildcard_violations
-from router.core.org import parse_org_config
+from router.config.org_file import parse_org_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*")
 

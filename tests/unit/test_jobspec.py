@@ -9,19 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from router.config.job_file import load_job, validate_job_file
+from router.core.durations import parse_duration_s
 from router.core.errors import EXIT_BAD_INPUT, BadInput
-from router.core.job.model import (
-    AcceleratorRequest,
-    Checkpoint,
-    Job,
-    Resources,
-    Run,
-    cloud_of_url,
-    load_job,
-    parse_duration_s,
-    parse_job,
-    validate_job_file,
-)
+from router.core.job.model import AcceleratorRequest, Checkpoint, Job, Resources, Run, cloud_of_url
+from router.core.job.problems import parse_job
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -659,7 +651,7 @@ def test_jobs_are_immutable() -> None:
 
 
 def test_bootstrap_is_reserved_for_spotrouted_own_stack(tmp_path: Path) -> None:
-    from router.core.job.model import validate_job_file
+    from router.config.job_file import validate_job_file
 
     job = tmp_path / "job.yaml"
     job.write_text(

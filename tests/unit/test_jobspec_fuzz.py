@@ -12,8 +12,10 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from router.config.job_file import load_job, validate_job_file
 from router.core.errors import BadInput
-from router.core.job.model import Job, load_job, parse_job, validate_job_file
+from router.core.job.model import Job
+from router.core.job.problems import parse_job
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llm-finetune.yaml"
 EXAMPLE_TEXT = EXAMPLE.read_text(encoding="utf-8")

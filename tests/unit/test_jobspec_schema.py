@@ -17,7 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from router.core.errors import BadInput
-from router.core.job.model import Job, job_schema, parse_job
+from router.core.job.model import Job
+from router.core.job.problems import parse_job
+from router.core.job.schema import job_schema
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCHEMA = job_schema()

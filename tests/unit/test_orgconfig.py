@@ -7,14 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from router.config.org_file import load_org_config, parse_org_config
+from router.config.project import Project
 from router.core.errors import BadInput
-from router.core.org import (
-    DEFAULT_MAX_QUOTE_AGE_S,
-    OrgConfig,
-    load_org_config,
-    org_config_path,
-    parse_org_config,
-)
+from router.core.org import DEFAULT_MAX_QUOTE_AGE_S, OrgConfig
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "org-config.md"
 
@@ -51,7 +47,7 @@ def test_empty_file_means_the_defaults(tmp_path: Path) -> None:
 
 
 def test_org_config_lives_next_to_pulumi_yaml(tmp_path: Path) -> None:
-    assert org_config_path(tmp_path) == tmp_path / "spotroute.yaml"
+    assert Project(tmp_path).org_config_path == tmp_path / "spotroute.yaml"
 
 
 def test_documented_example_loads(tmp_path: Path) -> None:
@@ -135,8 +131,8 @@ def test_largest_matching_discount_applies_and_discounts_do_not_stack() -> None:
 
 
 def test_azure_storage_accounts_need_resource_ids() -> None:
+    from router.config.org_file import parse_org_config
     from router.core.errors import BadInput
-    from router.core.org import parse_org_config
 
     good = parse_org_config(
         "azure_storage_accounts:\n  acmeckpt: /subscriptions/s/resourceGroups/g/providers/"

@@ -70,8 +70,8 @@ def test_init_scaffolds_a_project_and_never_overwrites(tmp_path: Path) -> None:
 
 
 def test_scaffolded_job_and_org_config_are_valid(tmp_path: Path) -> None:
-    from router.core.job.model import load_job
-    from router.core.org import load_org_config
+    from router.config.job_file import load_job
+    from router.config.org_file import load_org_config
 
     init_project(tmp_path)
     assert load_job(tmp_path / "jobs" / "hello-gpu.yaml").name == "hello-gpu"

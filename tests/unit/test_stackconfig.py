@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from router.config.datafiles import load_egress, load_interruption_model
+from router.config.stack_files import read_stack_file
 from router.contract.stack_config import KEY_NAMES
 from router.core.errors import BadInput
 from router.core.org import OrgConfig
 from router.core.planner import Placement, plan
-from router.core.stackconfig import config_diff, read_stack_file, stack_config
+from router.core.stackconfig import config_diff, stack_config
 from tests.unit.planner_factories import NOW, job, offer
 
 # Every key docs/stack-config.md promises; the program refuses unknown spotroute:* keys.

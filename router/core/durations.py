@@ -1,0 +1,38 @@
+"""Durations as people write them in job.yaml and spotroute.yaml: 90, "15m", "1h30m", "1d"."""
+
+from __future__ import annotations
+
+import re
+
+from router.core.user_values import kind_of, show_value
+
+# A plain number, or amounts with units in the order d, h, m, s ("1h30m"); at least one digit.
+DURATION_PATTERN = (
+    r"^\s*(?:\d+(?:\.\d+)?|(?=\d)(?:\d+(?:\.\d+)?\s*[dD]\s*)?(?:\d+(?:\.\d+)?\s*[hH]\s*)?"
+    r"(?:\d+(?:\.\d+)?\s*[mM]\s*)?(?:\d+(?:\.\d+)?\s*[sS])?)\s*$"
+)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([dhms])", re.IGNORECASE)
+_SECONDS_PER_UNIT = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+_DURATION_EXAMPLES = "write e.g. 30m, 2h, 1h30m, 1d or a number of seconds"
+
+
+# ---------------------------------------------------------------------------------------------
+# value parsers (pure; raise ValueError with a "problem — fix" message)
+
+
+def parse_duration_s(value: object) -> float:
+    """Seconds in a job.yaml duration: 90, "90", "90s", "15m", "2h", "1h30m", "1.5h", "1d"."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration, got {show_value(value)} — {_DURATION_EXAMPLES}")
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError(f"expected a duration, got {kind_of(value)} — {_DURATION_EXAMPLES}")
+    text = value.strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        return float(text)
+    if re.fullmatch(DURATION_PATTERN, text):
+        return sum(
+            float(n) * _SECONDS_PER_UNIT[unit.lower()] for n, unit in _DURATION_PART.findall(text)
+        )
+    raise ValueError(f"bad duration {show_value(value)} — {_DURATION_EXAMPLES}")
