@@ -95,6 +95,10 @@ KEYS: tuple[Key, ...] = (
     Key("labels", "map", default={}),
     Key("storageAccountIds", "map", default={}),
     Key("gcpProject", "string", default=""),
+    # Inputs the components would otherwise look up in router data or SPOTROUTE_HOME themselves.
+    Key("gcpAcceleratorType", "string", default=""),
+    Key("localSandboxDir", "string", default=""),
+    Key("localCheckpointDir", "string", default=""),
     Key("pricePerHour", "number", recorded=True),
     Key("priceSource", "string", recorded=True),
 )
