@@ -15,7 +15,6 @@ from router.core.errors import BadInput
 from router.core.gpus import UnknownGpu, canonical_gpu
 from router.core.offers import Offer, Quote
 from router.prices.book import (
-    LIVE_SOURCES,
     OfferFilter,
     RefreshOutcome,
     offers_now,
@@ -26,6 +25,7 @@ from router.prices.cache import QuoteCache
 from router.prices.imports import ImportResult, import_skypilot
 from router.prices.request import PriceRequest
 from router.prices.snapshot import snapshot_regions
+from router.prices.sources import SOURCES
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def refresh_requests(
     """One request per cloud: its GPU instance types, in the known regions matching the globs."""
     catalog = load_catalog()
     requests = {}
-    for cloud in _clouds(clouds) or tuple(LIVE_SOURCES):
+    for cloud in _clouds(clouds) or tuple(SOURCES):
         types = tuple(
             sorted(
                 it.instance_type for it in catalog.for_cloud(cloud) if gpu is None or it.gpu == gpu

@@ -34,6 +34,7 @@ from botocore.exceptions import (
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
 from router.core.offers import INTERRUPTION_BUCKETS, Quote
 from router.prices.request import PriceRequest
+from router.prices.sources import Fetched
 
 SOURCE = "aws-api"
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
@@ -93,6 +94,13 @@ CREDENTIALS_UNLOADABLE = (
 )
 
 ZoneType = tuple[str, str]  # (availability zone, instance type)
+
+
+class AwsPrices:
+    """AWS as a PriceSource: `fetch_quotes` with the default credentials and endpoints."""
+
+    def fetch(self, request: PriceRequest, *, now: datetime) -> Fetched:
+        return Fetched(fetch_quotes(request, now=now))
 
 
 def fetch_quotes(

@@ -7,7 +7,7 @@ Three Azure APIs, each optional beyond the first:
 - Resource Graph `SpotResources` (ARM): the trailing 28-day spot eviction rate per size and
   region, attached to spot quotes as spotroute's interruption bucket.
 Without AZURE_SUBSCRIPTION_ID only the first runs; the skipped checks are listed in
-`FetchResult.warnings`. See docs/prices-azure.md.
+`Fetched.warnings`. See docs/prices-azure.md.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,6 +29,7 @@ from router.core.errors import BadInput, CredentialsMissing, PriceSourceError
 from router.core.offers import Quote
 from router.prices.request import PriceRequest
 from router.prices.retry import retry_call
+from router.prices.sources import Fetched
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -81,14 +82,6 @@ class ResourceGraphClient(Protocol):
 
 
 @dataclass(frozen=True)
-class FetchResult:
-    """Quotes from one Azure refresh, plus one-line notes on checks that were skipped or partial."""
-
-    quotes: list[Quote]
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
 class _SkuAvailability:
     offered: bool  # launchable in the region (no Location restriction)
     spot_capable: bool
@@ -101,6 +94,13 @@ class _HttpStatusError(Exception):
         super().__init__(f"HTTP {status_code}")
         self.status_code = status_code
         self.retry_after_s = retry_after_s
+
+
+class AzurePrices:
+    """Azure as a PriceSource: retail prices, plus eviction rates and availability when it can."""
+
+    def fetch(self, request: PriceRequest, *, now: datetime) -> Fetched:
+        return fetch_quotes_with_warnings(request, now=now)
 
 
 def fetch_quotes(
@@ -143,7 +143,7 @@ def fetch_quotes_with_warnings(
     subscription_id: str | None = None,
     eviction_rates: Mapping[tuple[str, str], str] | None = None,
     sleep: Callable[[float], None] = time.sleep,
-) -> FetchResult:
+) -> Fetched:
     """Like `fetch_quotes`, plus one-line warnings naming checks skipped or sizes dropped.
 
     The availability check and eviction rates need a subscription: `subscription_id`, else
@@ -157,7 +157,7 @@ def fetch_quotes_with_warnings(
     _check_names("instance type", request.instance_types)
     markets = tuple(m for m in request.markets if m in ("spot", "on-demand"))
     if not markets or not request.regions or not request.instance_types:
-        return FetchResult(quotes=[])
+        return Fetched(quotes=[])
 
     subscription = subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID") or None
     warnings: list[str] = []
@@ -213,7 +213,7 @@ def fetch_quotes_with_warnings(
         for q in region_quotes
     ]
     quotes.sort(key=lambda q: (q.region, q.instance_type, q.market))
-    return FetchResult(quotes=quotes, warnings=warnings)
+    return Fetched(quotes=quotes, warnings=warnings)
 
 
 def parse_eviction_rates(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:

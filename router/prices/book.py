@@ -9,9 +9,8 @@ default that makes everything work with no credentials). Cloud SDKs are imported
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -24,12 +23,7 @@ from router.core.offers import Offer, Quote
 from router.prices.cache import QuoteCache
 from router.prices.request import PriceRequest
 from router.prices.snapshot import load_snapshot
-
-LIVE_SOURCES: dict[str, str] = {
-    "aws": "router.prices.aws",
-    "gcp": "router.prices.gcp",
-    "azure": "router.prices.azure",
-}
+from router.prices.sources import PriceSource, price_source
 
 
 class QuoteStore(Protocol):
@@ -122,41 +116,26 @@ class RefreshOutcome:
     warnings: tuple[str, ...] = ()  # checks the source skipped or did partly (one line each)
 
 
-# A fetcher returns quotes, or (quotes, warnings) when the source reports skipped checks.
-Fetcher = Callable[[PriceRequest], "list[Quote] | tuple[list[Quote], list[str]]"]
-
-
-def _live_fetcher(cloud: str, now: datetime) -> Fetcher:
-    module = importlib.import_module(LIVE_SOURCES[cloud])
-
-    def fetch(request: PriceRequest) -> list[Quote] | tuple[list[Quote], list[str]]:
-        if hasattr(module, "fetch_quotes_with_warnings"):  # Azure: availability may be skipped
-            result = module.fetch_quotes_with_warnings(request, now=now)
-            return list(result.quotes), list(result.warnings)
-        quotes: list[Quote] = module.fetch_quotes(request, now=now)
-        return quotes
-
-    return fetch
-
-
 def refresh(
     requests: dict[str, PriceRequest],
     store: QuoteStore,
     *,
     now: datetime,
-    fetchers: dict[str, Fetcher] | None = None,
+    sources: Mapping[str, PriceSource] | None = None,
 ) -> list[RefreshOutcome]:
-    """Fetch live quotes per cloud concurrently, then store them; a failure stays per cloud."""
+    """Fetch live quotes per cloud concurrently, then store them; a failure stays per cloud.
+
+    `sources` replaces the registered source of a cloud (tests pass fakes).
+    """
 
     def fetch(cloud: str) -> tuple[list[Quote], list[str], str | None, float]:
         started = time.monotonic()
         try:
-            fetcher = (fetchers or {}).get(cloud) or _live_fetcher(cloud, now)
-            result = fetcher(requests[cloud])
+            source = (sources or {}).get(cloud) or price_source(cloud)
+            fetched = source.fetch(requests[cloud], now=now)
         except RouteError as exc:
             return [], [], exc.message, time.monotonic() - started
-        quotes, warnings = result if isinstance(result, tuple) else (result, [])
-        return quotes, warnings, None, time.monotonic() - started
+        return fetched.quotes, fetched.warnings, None, time.monotonic() - started
 
     from concurrent.futures import ThreadPoolExecutor  # only refresh needs threads
 

@@ -28,6 +28,7 @@ from router.core.errors import BadInput, CredentialsMissing, OperationFailed, Pr
 from router.core.offers import Quote
 from router.prices.request import PriceRequest
 from router.prices.retry import retry_call
+from router.prices.sources import Fetched
 
 SOURCE = "gcp-api"
 # The Compute Engine service in the Cloud Billing Catalog (https://cloud.google.com/skus).
@@ -308,6 +309,13 @@ def compose_quotes(
 def zone_region(zone: str) -> str:
     """The region of a zone: "us-central1-a" → "us-central1"."""
     return zone.rpartition("-")[0]
+
+
+class GcpPrices:
+    """GCP as a PriceSource: `fetch_quotes` with the default credentials and endpoints."""
+
+    def fetch(self, request: PriceRequest, *, now: datetime) -> Fetched:
+        return Fetched(fetch_quotes(request, now=now))
 
 
 def fetch_quotes(

@@ -17,7 +17,6 @@ from azure.mgmt.resourcegraph import ResourceGraphClient
 from router.core.errors import BadInput, CredentialsMissing, PriceSourceError
 from router.core.offers import Quote
 from router.prices.azure import (
-    FetchResult,
     eviction_rate_query,
     fetch_eviction_rates,
     fetch_quotes,
@@ -25,6 +24,7 @@ from router.prices.azure import (
     parse_eviction_rates,
 )
 from router.prices.request import PriceRequest
+from router.prices.sources import Fetched as FetchResult
 from tests.adapters.fake_azure import (
     GRAPH_PATH,
     RETAIL_PATH,

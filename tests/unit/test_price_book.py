@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,6 +12,18 @@ from router.core.offers import Quote
 from router.prices.book import OfferFilter, freshest, known_offers, refresh, select_offers
 from router.prices.cache import QuoteCache
 from router.prices.request import PriceRequest
+from router.prices.sources import Fetched
+
+
+class FakeSource:
+    """A PriceSource answering every request with `answer(request)`."""
+
+    def __init__(self, answer: Callable[[PriceRequest], Fetched]) -> None:
+        self.answer = answer
+
+    def fetch(self, request: PriceRequest, *, now: datetime) -> Fetched:
+        return self.answer(request)
+
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -97,13 +110,13 @@ class MemoryStore:
 def test_one_clouds_failure_does_not_stop_the_others_and_failures_store_nothing() -> None:
     request = PriceRequest(instance_types=("p4de.24xlarge",), regions=("us-east-1",))
 
-    def aws(_r: PriceRequest) -> list[Quote]:
-        return [quote(), quote(zone="us-east-1b")]
+    def aws(_r: PriceRequest) -> Fetched:
+        return Fetched([quote(), quote(zone="us-east-1b")])
 
-    def gcp(_r: PriceRequest) -> list[Quote]:
+    def gcp(_r: PriceRequest) -> Fetched:
         raise CredentialsMissing("GCP credentials not found — run gcloud auth")
 
-    def azure(_r: PriceRequest) -> list[Quote]:
+    def azure(_r: PriceRequest) -> Fetched:
         raise PriceSourceError("Azure Retail Prices API: throttled in eastus after 5 attempts")
 
     store = MemoryStore()
@@ -111,7 +124,7 @@ def test_one_clouds_failure_does_not_stop_the_others_and_failures_store_nothing(
         {"aws": request, "gcp": request, "azure": request},
         store,
         now=NOW,
-        fetchers={"aws": aws, "gcp": gcp, "azure": azure},
+        sources={"aws": FakeSource(aws), "gcp": FakeSource(gcp), "azure": FakeSource(azure)},
     )
     by_cloud = {o.cloud: o for o in outcomes}
     assert by_cloud["aws"].quotes_stored == 2 and by_cloud["aws"].error is None
@@ -123,10 +136,12 @@ def test_one_clouds_failure_does_not_stop_the_others_and_failures_store_nothing(
 def test_warnings_from_a_source_reach_the_refresh_outcome() -> None:
     request = PriceRequest(instance_types=("p4de.24xlarge",), regions=("us-east-1",))
 
-    def azure(_r: PriceRequest) -> tuple[list[Quote], list[str]]:
-        return [quote(cloud="azure")], ["availability check skipped: no AZURE_SUBSCRIPTION_ID"]
+    def azure(_r: PriceRequest) -> Fetched:
+        return Fetched(
+            [quote(cloud="azure")], ["availability check skipped: no AZURE_SUBSCRIPTION_ID"]
+        )
 
     store = MemoryStore()
-    (outcome,) = refresh({"azure": request}, store, now=NOW, fetchers={"azure": azure})
+    (outcome,) = refresh({"azure": request}, store, now=NOW, sources={"azure": FakeSource(azure)})
     assert outcome.error is None and outcome.quotes_stored == 1
     assert outcome.warnings == ("availability check skipped: no AZURE_SUBSCRIPTION_ID",)
