@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 Market = Literal["spot", "on-demand", "reserved"]
@@ -34,9 +34,8 @@ class Quote:
     observed_at: datetime
     interruption_bucket: str | None = None
 
-    def age_s(self, now: datetime | None = None) -> float:
-        """Seconds since the price was observed."""
-        now = now or datetime.now(UTC)
+    def age_s(self, now: datetime) -> float:
+        """Seconds since the price was observed, at `now`."""
         return max(0.0, (now - self.observed_at).total_seconds())
 
 
@@ -60,7 +59,6 @@ class Offer:
     interruption_bucket: str | None = None
     interconnect: str = ""
 
-    def age_s(self, now: datetime | None = None) -> float:
-        """Seconds since the price was observed."""
-        now = now or datetime.now(UTC)
+    def age_s(self, now: datetime) -> float:
+        """Seconds since the price was observed, at `now`."""
         return max(0.0, (now - self.observed_at).total_seconds())
