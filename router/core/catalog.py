@@ -165,6 +165,18 @@ def offers_from_quotes(quotes: Iterable[Quote], catalog: Catalog) -> OffersResul
     return OffersResult(offers=offers, dropped=dropped, unknown_types=tuple(sorted(unknown)))
 
 
+def gcp_accelerator_type(catalog: Catalog, gpu: str) -> str:
+    """GCP's accelerator type of a canonical GPU attached to N1 machines; "" when none is."""
+    return next(
+        (
+            it.accelerator_type
+            for it in catalog.for_cloud("gcp")
+            if it.gpu == gpu and it.accelerator_type
+        ),
+        "",
+    )
+
+
 def parse_catalog(text: str, name: str = PACKAGED_NAME) -> Catalog:
     """Parse instances.csv text; a bad row raises BadInput naming `name` and the line number."""
     types: list[InstanceType] = []

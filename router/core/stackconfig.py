@@ -55,8 +55,15 @@ def stack_config(
     *,
     gcp_project: str = "",
     azure_storage_accounts: Mapping[str, str] | None = None,
+    gcp_accelerator_type: str = "",
+    local_dirs: tuple[str, str] = ("", ""),
 ) -> StackConfig:
-    """The `spotroute:*` config for deploying `job` at `chosen` (keys without the namespace)."""
+    """The `spotroute:*` config for deploying `job` at `chosen` (keys without the namespace).
+
+    `gcp_accelerator_type` is GCP's name of the GPU on N1 machines (catalog); `local_dirs` the
+    local target's (sandbox, checkpoint) directories. Each is written only for its own cloud.
+    """
+    on_gcp, on_local = chosen.cloud == "gcp", chosen.cloud == "local"
     checkpoint_url = ""
     if job.checkpoint is not None and job.checkpoint.url != "auto":
         checkpoint_url = job.checkpoint.url
@@ -84,7 +91,10 @@ def stack_config(
             "sshCidrs": [],
             "labels": dict(sorted(job.labels.items())),
             # Always written (empty elsewhere) so moving a job between clouds leaves no stale key.
-            "gcpProject": gcp_project if chosen.cloud == "gcp" else "",
+            "gcpProject": gcp_project if on_gcp else "",
+            "gcpAcceleratorType": gcp_accelerator_type if on_gcp else "",
+            "localSandboxDir": local_dirs[0] if on_local else "",
+            "localCheckpointDir": local_dirs[1] if on_local else "",
             "storageAccountIds": dict(sorted((azure_storage_accounts or {}).items()))
             if chosen.cloud == "azure"
             else {},

@@ -15,10 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from router.config.datafiles import load_catalog
 from router.config.home import spotroute_home
 from router.config.org_file import org_config_for
 from router.config.project import Project
 from router.config.stack_files import read_stack_file
+from router.core.catalog import gcp_accelerator_type
 from router.core.errors import BadInput, Interrupted, OperationFailed
 from router.core.job.model import Job
 from router.core.planner import Placement
@@ -82,12 +84,18 @@ def propose(
         )
     chosen = candidates[0]
     gcp_project = report.org.credentials.get("gcp_project", "")
+    home = spotroute_home()
     config = stack_config(
         report.job,
         chosen,
         candidates,
         gcp_project=gcp_project,
         azure_storage_accounts=report.org.azure_storage_accounts,
+        gcp_accelerator_type=gcp_accelerator_type(load_catalog(), chosen.gpu),
+        local_dirs=(
+            str(home / "sandbox" / report.job.name),
+            str(home / "checkpoints" / report.job.name),
+        ),
     )
     stack_file = project.stack_config_path(report.job.name)
     return Proposal(

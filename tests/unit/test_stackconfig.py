@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from router.config.datafiles import load_egress, load_interruption_model
+from router.config.datafiles import load_catalog, load_egress, load_interruption_model
 from router.config.stack_files import read_stack_file
 from router.contract.stack_config import KEY_NAMES
+from router.core.catalog import gcp_accelerator_type
 from router.core.errors import BadInput
 from router.core.org import OrgConfig
 from router.core.planner import Placement, plan
@@ -111,3 +112,22 @@ def test_azure_storage_account_ids_are_written_only_for_azure_placements() -> No
     assert stack_config(job(), aws[0], azure_storage_accounts=ids)["storageAccountIds"] == {}
     azure = _placements(offer("Standard_ND96amsr_A100_v4"))
     assert stack_config(job(), azure[0], azure_storage_accounts=ids)["storageAccountIds"] == ids
+
+
+def test_cloud_specific_inputs_are_written_only_for_their_cloud() -> None:
+    dirs = ("/home/u/.spotroute/sandbox/train", "/home/u/.spotroute/checkpoints/train")
+    aws = stack_config(job(), _placements(offer("p4de.24xlarge"))[0], local_dirs=dirs)
+    assert (aws["gcpAcceleratorType"], aws["localSandboxDir"], aws["localCheckpointDir"]) == (
+        "",
+        "",
+        "",
+    )
+    gcp = _placements(offer("a2-ultragpu-8g", zone="us-central1-a"))[0]
+    config = stack_config(job(), gcp, gcp_accelerator_type="nvidia-a100-80gb", local_dirs=dirs)
+    assert config["gcpAcceleratorType"] == "nvidia-a100-80gb" and config["localSandboxDir"] == ""
+
+
+def test_gcp_accelerator_type_comes_from_the_catalog_rows_of_that_gpu() -> None:
+    catalog = load_catalog()
+    assert gcp_accelerator_type(catalog, "T4") == "nvidia-tesla-t4"
+    assert gcp_accelerator_type(catalog, "H100-80GB") == ""
