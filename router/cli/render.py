@@ -205,14 +205,10 @@ def history_table(quotes: Sequence[Quote], now: datetime) -> None:
 
 def placement_json(p: Placement) -> dict[str, Any]:
     """The `route plan --json` shape of a placement (unrounded USD, seconds)."""
+    from router.core.planner import placement_site
+
     return {
-        "cloud": p.cloud,
-        "region": p.region,
-        "zone": p.zone,
-        "instance_type": p.instance_type,
-        "market": p.market,
-        "gpu": p.gpu,
-        "gpu_count": p.gpu_count,
+        **placement_site(p),
         "price_per_hour": p.price_per_hour,
         "list_price_per_hour": p.list_price_per_hour,
         "node_count": p.node_count,

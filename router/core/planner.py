@@ -78,6 +78,17 @@ class Placement:
     offer: Offer  # the offer this was planned from (hardware details for stack config)
 
 
+# Where a placement is and what it runs on: the leading fields of every record of one.
+SITE_FIELDS: tuple[str, ...] = (
+    *("cloud", "region", "zone", "instance_type", "market", "gpu", "gpu_count"),
+)
+
+
+def placement_site(p: Placement) -> dict[str, Any]:
+    """The placement's SITE_FIELDS by name (cloud, region, zone, type, market, GPUs)."""
+    return {name: getattr(p, name) for name in SITE_FIELDS}
+
+
 @dataclass(frozen=True, slots=True)
 class Rejection:
     """An offer the job cannot use, with the first filter it failed in words."""

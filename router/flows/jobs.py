@@ -23,7 +23,7 @@ from router.config.stack_files import read_stack_file
 from router.core.catalog import gcp_accelerator_type
 from router.core.errors import BadInput, Interrupted, OperationFailed
 from router.core.job.model import Job
-from router.core.planner import Placement
+from router.core.planner import Placement, placement_site
 from router.core.review import Change, Review, change_from_event, review
 from router.core.stackconfig import StackConfig, config_diff, stack_config
 from router.engine.automation import (
@@ -287,13 +287,7 @@ def record_placement(home: Path, proposal: Proposal, outputs: dict[str, Any], at
     p = proposal.chosen
     record = {
         "job": proposal.job.name,
-        "cloud": p.cloud,
-        "region": p.region,
-        "zone": p.zone,
-        "instance_type": p.instance_type,
-        "market": p.market,
-        "gpu": p.gpu,
-        "gpu_count": p.gpu_count,
+        **placement_site(p),
         "node_count": p.node_count,
         "price_per_hour": p.price_per_hour,
         "price_source": p.price_source,

@@ -97,7 +97,7 @@ ZoneType = tuple[str, str]  # (availability zone, instance type)
 
 
 class AwsPrices:
-    """AWS as a PriceSource: `fetch_quotes` with the default credentials and endpoints."""
+    """AWS prices (PriceSource): spot price history, the Price List API, the Spot Advisor."""
 
     def fetch(self, request: PriceRequest, *, now: datetime) -> Fetched:
         return Fetched(fetch_quotes(request, now=now))

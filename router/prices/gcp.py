@@ -312,7 +312,7 @@ def zone_region(zone: str) -> str:
 
 
 class GcpPrices:
-    """GCP as a PriceSource: `fetch_quotes` with the default credentials and endpoints."""
+    """GCP prices (PriceSource): Billing Catalog SKUs composed per Compute machine type."""
 
     def fetch(self, request: PriceRequest, *, now: datetime) -> Fetched:
         return Fetched(fetch_quotes(request, now=now))
