@@ -2,13 +2,24 @@
 
 The program (components/program.py) reads stack config and builds these; components never read
 config. Cloud modules (aws.py, gcp.py, azure.py, local.py) each define the four component classes
-`Network`, `CheckpointBucket`, `JobIdentity`, `SpotGpuGroup` taking these Args.
+`Network`, `CheckpointBucket`, `JobIdentity`, `SpotGpuGroup` taking these Args, registered in
+components/registry.py. A field that only one cloud uses says so; the others ignore it, so the
+program builds the same Args for every cloud.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+import pulumi
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderArgs:
+    region: str
+    gcp_project: str = ""  # GCP: pin the provider to this project; "" = from the environment
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +39,10 @@ class CheckpointBucketArgs:
     existing_url: str = ""
     noncurrent_version_days: int = 7  # lifecycle: expire old checkpoint versions after this
     labels: dict[str, str] = field(default_factory=dict)
+    # Azure: storage account name → resource id, to reuse an existing account (a blob URL does
+    # not say which subscription and resource group its account is in).
+    storage_account_ids: Mapping[str, str] = field(default_factory=dict)
+    local_directory: str = ""  # local target: the checkpoint directory to create
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +52,9 @@ class JobIdentityArgs:
     checkpoint_prefix: str  # the job may read/write only under this prefix of the checkpoint bucket
     data_url: str = ""  # read-only access to this location; "" = none
     labels: dict[str, str] = field(default_factory=dict)
+    storage_account_ids: Mapping[str, str] = field(default_factory=dict)  # Azure: for data_url
+    # Azure: the resource group to hold the identity (the Network's); None = a group of its own.
+    resource_group_name: pulumi.Input[str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +78,9 @@ class SpotGpuGroupArgs:
     boot_disk_gb: int
     job: JobCommand
     labels: dict[str, str] = field(default_factory=dict)
+    # GCP: accelerator type of GPUs attached to N1 machines (the catalog's accelerator_type).
+    accelerator_type: str = ""
+    local_sandbox: str = ""  # local target: the job process's working directory
 
 
 REQUIRED_LABELS: tuple[str, ...] = ("spotroute-job", "team", "managed-by")

@@ -3,7 +3,7 @@
 The component contract every cloud module (aws.py, gcp.py, azure.py, local.py) follows
 (full text with outputs: docs/components.md):
 
-    make_provider(name: str, region: str) -> pulumi.ProviderResource | None
+    make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource | None
     Network(name, args: NetworkArgs, opts=None)
         outputs: network_id, subnet_id, firewall_id
     CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
@@ -36,12 +36,14 @@ from components.args import (
     CheckpointBucketArgs,
     JobIdentityArgs,
     NetworkArgs,
+    ProviderArgs,
     SpotGpuGroupArgs,
     parse_bucket_url,
     require_type,
     ssh_cidr_blocks,
     standard_labels,
 )
+from components.registry import CloudComponents
 from components.startup import render_startup_script
 
 # Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04): NVIDIA driver, Docker and the
@@ -64,9 +66,9 @@ def is_zone_id(zone: str) -> bool:
     return bool(ZONE_ID.fullmatch(zone))
 
 
-def make_provider(name: str, region: str) -> pulumi.ProviderResource:
-    """Explicit AWS provider pinned to `region`, so no ambient aws:region config is needed."""
-    return aws.Provider(name, region=region)
+def make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource:
+    """Explicit AWS provider pinned to `args.region`, so no ambient aws:region config is needed."""
+    return aws.Provider(name, region=args.region)
 
 
 def _tags(job_name: str, labels: dict[str, str], part: str) -> dict[str, str]:
@@ -138,6 +140,7 @@ class Network(pulumi.ComponentResource):
     network_id: pulumi.Output[str]
     subnet_id: pulumi.Output[str]
     firewall_id: pulumi.Output[str]
+    resource_group_name: pulumi.Output[str] | None = None  # AWS has no resource groups
 
     def __init__(
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
@@ -600,3 +603,8 @@ def _check_group_args(args: SpotGpuGroupArgs) -> None:
         raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
     # Renders (and so validates env names, reserved keys, empty commands) before registering.
     render_startup_script(args.job_name, "s3://validate/", args.job)
+
+
+COMPONENTS = CloudComponents(
+    "aws", make_provider, Network, CheckpointBucket, JobIdentity, SpotGpuGroup
+)

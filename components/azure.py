@@ -1,20 +1,20 @@
 """Azure placement components: Network, CheckpointBucket, JobIdentity, SpotGpuGroup.
 
-Same contract as components/aws.py (class names, constructor shapes, output names); the Azure
-additions are keyword-only and optional, so the shared program runs them unchanged:
+Same contract as components/aws.py (class names, constructor shapes, output names); the
+Azure-only inputs are fields of the shared Args (`storage_account_ids`, `resource_group_name`), so
+the shared program builds the same Args for every cloud:
 
-    make_provider(name, region) -> azure-native Provider pinned to `region`
+    make_provider(name, ProviderArgs) -> azure-native Provider pinned to the region
     Network(name, args, opts=None)
         outputs: network_id (VNet id), subnet_id, firewall_id (NSG id)
                  Azure also: resource_group_name (the job's resource group)
-    CheckpointBucket(name, args, opts=None, *, storage_account_ids=None)
+    CheckpointBucket(name, args, opts=None)
         outputs: bucket_name ("<account>/<container>"), url
                  ("https://<account>.blob.core.windows.net/<container>/" + base prefix),
                  arn_or_id (the container's resource id: what role assignments are scoped to)
                  Azure also: account_name
         plain attributes: key_prefix ("" or the existing URL's path), container_name
-    JobIdentity(name, args, bucket, opts=None, *, resource_group_name=None,
-                storage_account_ids=None)
+    JobIdentity(name, args, bucket, opts=None)
         outputs: identity_id (user-assigned identity resource id), checkpoint_url
                  Azure also: client_id, principal_id
     SpotGpuGroup(name, args, network, identity, bucket, opts=None)
@@ -24,13 +24,15 @@ Resource groups. Every Azure resource lives in one, and a resource group's delet
 everything in it. Network creates the job's resource group (VNet, NSG, scale set). The checkpoint
 storage gets its own group, kept on `pulumi destroy` together with the account and container, so
 checkpoints outlive the stack as they do on AWS. JobIdentity puts the identity into
-`resource_group_name` when the program passes the network's group, else into a group of its own.
+`JobIdentityArgs.resource_group_name` when the program passes the network's group, else into a
+group of its own.
 
 Existing storage. Azure grants access by resource id, which a blob URL does not carry: reusing an
-account (`existing_url`) or reading Azure data (`data_url`) needs `storage_account_ids`, a map from
-account name to `/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Storage/
-storageAccounts/<account>`. The subscription comes from the environment at deploy time
-(ARM_SUBSCRIPTION_ID, or the Azure CLI's default), never from the components.
+account (`existing_url`) or reading Azure data (`data_url`) needs the Args'
+`storage_account_ids`, a map from account name to `/subscriptions/<id>/resourceGroups/<rg>/
+providers/Microsoft.Storage/storageAccounts/<account>`. The subscription comes from the
+environment at deploy time (ARM_SUBSCRIPTION_ID, or the Azure CLI's default), never from the
+components.
 """
 
 from __future__ import annotations
@@ -56,11 +58,13 @@ from components.args import (
     CheckpointBucketArgs,
     JobIdentityArgs,
     NetworkArgs,
+    ProviderArgs,
     SpotGpuGroupArgs,
     require_type,
     ssh_cidr_blocks,
     standard_labels,
 )
+from components.registry import CloudComponents
 from components.startup import render_startup_script
 
 VNET_CIDR = "10.42.0.0/16"
@@ -90,9 +94,9 @@ _PREFIX = re.compile(r"[A-Za-z0-9._/-]+")
 _ZONE = re.compile(r"(?:([a-z0-9]+)-)?([1-3])")
 
 
-def make_provider(name: str, region: str) -> pulumi.ProviderResource:
-    """Explicit azure-native provider pinned to `region`; the subscription comes from the env."""
-    return Provider(name, location=region)
+def make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource:
+    """Explicit azure-native provider pinned to the region; the subscription comes from the env."""
+    return Provider(name, location=args.region)
 
 
 # --- pure helpers -------------------------------------------------------------------------------
@@ -367,8 +371,6 @@ class CheckpointBucket(pulumi.ComponentResource):
         name: str,
         args: CheckpointBucketArgs,
         opts: pulumi.ResourceOptions | None = None,
-        *,
-        storage_account_ids: Mapping[str, str] | None = None,
     ) -> None:
         require_type(args, CheckpointBucketArgs, "azure.CheckpointBucket")
         if args.noncurrent_version_days < 1:
@@ -378,7 +380,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         existing = parse_blob_url(args.existing_url, "existing_url") if args.existing_url else None
         existing_id = (
             container_resource_id(
-                existing[0], existing[1], storage_account_ids or {}, "existing_url"
+                existing[0], existing[1], args.storage_account_ids, "existing_url"
             )
             if existing
             else ""
@@ -510,9 +512,6 @@ class JobIdentity(pulumi.ComponentResource):
         args: JobIdentityArgs,
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
-        *,
-        resource_group_name: pulumi.Input[str] | None = None,
-        storage_account_ids: Mapping[str, str] | None = None,
     ) -> None:
         require_type(args, JobIdentityArgs, "azure.JobIdentity")
         require_type(bucket, CheckpointBucket, "azure.JobIdentity bucket")
@@ -525,7 +524,7 @@ class JobIdentity(pulumi.ComponentResource):
         if is_blob_url(args.data_url):
             account, container, data_prefix = parse_blob_url(args.data_url, "data_url")
             data_scope = container_resource_id(
-                account, container, storage_account_ids or {}, "data_url"
+                account, container, args.storage_account_ids, "data_url"
             )
             data_condition = blob_prefix_condition(data_prefix, write=False) if data_prefix else ""
         # Data elsewhere (s3://, gs://, other https) cannot be granted by an Azure role: the job
@@ -534,6 +533,7 @@ class JobIdentity(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         job, tags = args.job_name, _tags(args.job_name, args.labels)
 
+        resource_group_name = args.resource_group_name
         if resource_group_name is None:
             resource_group_name = resources.ResourceGroup(
                 f"{name}-identity-rg", location=args.region, tags=tags, opts=child
@@ -725,3 +725,8 @@ def _check_group_args(args: SpotGpuGroupArgs) -> str:
     # Renders (and so validates env names, reserved keys, empty commands) before registering.
     render_startup_script(args.job_name, "https://validate/", args.job)
     return zone_number(args.zone, args.region)
+
+
+COMPONENTS = CloudComponents(
+    "azure", make_provider, Network, CheckpointBucket, JobIdentity, SpotGpuGroup
+)

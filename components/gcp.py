@@ -3,7 +3,7 @@
 Same contract as components/aws.py (constructors, outputs, errors; full text in
 docs/components.md):
 
-    make_provider(name, region, project="") -> gcp.Provider
+    make_provider(name, ProviderArgs(region, gcp_project="")) -> gcp.Provider
     Network(name, args: NetworkArgs, opts=None)
         outputs: network_id, subnet_id, firewall_id
     CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
@@ -33,12 +33,14 @@ from components.args import (
     CheckpointBucketArgs,
     JobIdentityArgs,
     NetworkArgs,
+    ProviderArgs,
     SpotGpuGroupArgs,
     parse_bucket_url,
     require_type,
     ssh_cidr_blocks,
     standard_labels,
 )
+from components.registry import CloudComponents
 from components.startup import render_startup_script
 
 # Deep Learning VM base image (Ubuntu 22.04, CUDA 12.8, NVIDIA driver 570, Docker + NVIDIA
@@ -65,9 +67,9 @@ CHECKPOINT_ROLE = "roles/storage.objectUser"  # get/create/delete/list objects, 
 DATA_ROLE = "roles/storage.objectViewer"
 
 
-def make_provider(name: str, region: str, project: str = "") -> pulumi.ProviderResource:
-    """Explicit GCP provider for `region` (and `project` if given), so no gcp:* config is read."""
-    return gcp.Provider(name, region=region, project=project or None)
+def make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource:
+    """Explicit GCP provider for the region (and project if given), so no gcp:* config is read."""
+    return gcp.Provider(name, region=args.region, project=args.gcp_project or None)
 
 
 # --- pure naming and validation ----------------------------------------------------------------
@@ -137,9 +139,13 @@ def prefix_condition(bucket: str, prefix: str) -> str:
 
 
 def machine_and_accelerators(
-    instance_type: str, gpu: str, gpu_count: int
+    instance_type: str, gpu: str, gpu_count: int, accelerator_type: str
 ) -> tuple[str, list[gcp.compute.InstanceTemplateGuestAcceleratorArgs]]:
-    """Machine type and attached GPUs of `n1-standard-8+T4:1` (N1 + GPUs) or `a2-ultragpu-8g`."""
+    """Machine type and attached GPUs of `n1-standard-8+T4:1` (N1 + GPUs) or `a2-ultragpu-8g`.
+
+    `accelerator_type` is GCP's name of the attached GPU (`nvidia-tesla-t4`); the router writes it
+    from router/data/instances.csv as spotroute:gcpAcceleratorType.
+    """
     match = ATTACHED_GPUS.match(instance_type)
     if match is None:
         if "+" in instance_type:
@@ -159,23 +165,14 @@ def machine_and_accelerators(
             f"instance_types: {instance_type!r} attaches {match['gpu']}:{match['count']} but the "
             f"group asks for gpu {gpu} x {gpu_count} — make them agree"
         )
-    accelerator = accelerator_type(match["gpu"])
+    if not accelerator_type:
+        raise ValueError(
+            f"instance_types: GCP attaches no {gpu} GPUs to N1 machines in "
+            "router/data/instances.csv — use an accelerator-optimized machine type or add the row"
+        )
     return match["machine"], [
-        gcp.compute.InstanceTemplateGuestAcceleratorArgs(type=accelerator, count=gpu_count)
+        gcp.compute.InstanceTemplateGuestAcceleratorArgs(type=accelerator_type, count=gpu_count)
     ]
-
-
-def accelerator_type(gpu: str) -> str:
-    """GCP accelerator type of a canonical GPU on N1 machines, from router/data/instances.csv."""
-    from router.core.catalog import load_catalog
-
-    for row in load_catalog().for_cloud("gcp"):
-        if row.gpu == gpu and row.accelerator_type:
-            return row.accelerator_type
-    raise ValueError(
-        f"instance_types: GCP attaches no {gpu} GPUs to N1 machines in router/data/instances.csv — "
-        "use an accelerator-optimized machine type or add the row"
-    )
 
 
 # --- components --------------------------------------------------------------------------------
@@ -187,6 +184,7 @@ class Network(pulumi.ComponentResource):
     network_id: pulumi.Output[str]
     subnet_id: pulumi.Output[str]
     firewall_id: pulumi.Output[str]
+    resource_group_name: pulumi.Output[str] | None = None  # GCP has no resource groups
 
     def __init__(
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
@@ -455,7 +453,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
         _check_group_args(args)
         # GCP takes one machine shape per group: the planner's cheapest, listed first.
         machine_type, accelerators = machine_and_accelerators(
-            args.instance_types[0], args.gpu, args.gpu_count
+            args.instance_types[0], args.gpu, args.gpu_count, args.accelerator_type
         )
         super().__init__("spotroute:gcp:SpotGpuGroup", name, None, opts)
         job = args.job_name
@@ -609,3 +607,8 @@ def _check_group_args(args: SpotGpuGroupArgs) -> None:
         )
     # Renders (and so validates env names, reserved keys, empty commands) before registering.
     render_startup_script(args.job_name, "gs://validate/", args.job)
+
+
+COMPONENTS = CloudComponents(
+    "gcp", make_provider, Network, CheckpointBucket, JobIdentity, SpotGpuGroup
+)

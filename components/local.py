@@ -1,6 +1,6 @@
 """The local target: the same four components as the clouds, on this machine, no plugin binaries.
 
-`SpotGpuGroup` runs the job's command as a local process in a sandbox under SPOTROUTE_HOME
+`SpotGpuGroup` runs the job's command as a local process in its sandbox directory
 (create starts it, read reports whether it is alive, delete stops it gracefully, a changed
 command/env replaces it). `CheckpointBucket` is a directory with a `file://` URL. `Network` and
 `JobIdentity` have nothing to create locally and only export what the program expects. Both
@@ -9,7 +9,7 @@ stateful parts are Pulumi dynamic providers, run by the engine through the
 the job's command runs directly and `image` is recorded but not pulled.
 
 Constructors match components/aws.py:
-  make_provider(name, region) -> None
+  make_provider(name, args: ProviderArgs) -> None
   Network(name, args: NetworkArgs, opts=None)
   CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
   JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None)
@@ -35,22 +35,17 @@ from components.args import (
     CheckpointBucketArgs,
     JobIdentityArgs,
     NetworkArgs,
+    ProviderArgs,
     SpotGpuGroupArgs,
     standard_labels,
 )
+from components.registry import CloudComponents
 
 STOP_GRACE_S = 10.0  # SIGTERM first so the job can write a last checkpoint, then SIGKILL
 # Changing any of these means a different job process: replace, never patch in place.
 REPLACE_ON = ("job_name", "command", "env", "checkpoint_url")
 # Recorded only: the process is untouched.
 UPDATE_IN_PLACE = ("image", "market", "labels", "max_price_per_hour")
-
-
-def _home() -> Path:
-    # Resolved in the provider process, which inherits the deploying process's environment.
-    from router.config.home import spotroute_home
-
-    return spotroute_home()
 
 
 # --- processes ----------------------------------------------------------------------------------
@@ -101,10 +96,10 @@ def stop_process(pid: int, start_ticks: int, grace_s: float = STOP_GRACE_S) -> N
 
 
 class LocalProcessProvider(ResourceProvider):
-    """Dynamic provider: a job process in a sandbox directory under SPOTROUTE_HOME/sandbox."""
+    """Dynamic provider: a job process in its sandbox directory (props["sandbox_dir"])."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        sandbox = _home() / "sandbox" / props["job_name"]
+        sandbox = Path(props["sandbox_dir"])
         sandbox.mkdir(parents=True, exist_ok=True, mode=0o700)
         log_path = sandbox / "job.log"
         checkpoint_dir = Path(urlparse(props["checkpoint_url"]).path)
@@ -163,10 +158,10 @@ class LocalProcessProvider(ResourceProvider):
 
 
 class LocalDirectoryProvider(ResourceProvider):
-    """Dynamic provider: a checkpoint directory under SPOTROUTE_HOME/checkpoints (mode 0700)."""
+    """Dynamic provider: a checkpoint directory (props["directory"], mode 0700)."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        path = _home() / "checkpoints" / props["job_name"]
+        path = Path(props["directory"])
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         return CreateResult(
             id_=str(path), outs={**props, "path": str(path), "url": f"file://{path}/"}
@@ -227,13 +222,25 @@ class LocalDirectory(pulumi.dynamic.Resource, module="spotroute", name="LocalDir
 # --- components -----------------------------------------------------------------------------------
 
 
-def make_provider(name: str, region: str) -> None:
+def make_provider(name: str, args: ProviderArgs) -> None:
     """The local target needs no provider: dynamic resources bring their own."""
     return None
 
 
+def _absolute(directory: str, field: str) -> str:
+    """`directory` if absolute; ValueError naming the Args field otherwise (the router sets it)."""
+    if not Path(directory).is_absolute():
+        raise ValueError(
+            f"{field}: {directory!r} is not an absolute directory — the router writes one "
+            "under SPOTROUTE_HOME"
+        )
+    return directory
+
+
 class Network(pulumi.ComponentResource):
     """Nothing to create locally: the job process shares this machine's network, no inbound."""
+
+    resource_group_name: pulumi.Output[str] | None = None
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("spotroute:local:Network", name, None, opts)
@@ -267,7 +274,11 @@ class CheckpointBucket(pulumi.ComponentResource):
         else:
             directory = LocalDirectory(
                 f"{name}-dir",
-                {"job_name": args.job_name, "labels": standard_labels(args.job_name, args.labels)},
+                {
+                    "job_name": args.job_name,
+                    "directory": _absolute(args.local_directory, "local_directory"),
+                    "labels": standard_labels(args.job_name, args.labels),
+                },
                 pulumi.ResourceOptions(parent=self),
             )
             self.url = directory.url
@@ -312,6 +323,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
             f"{name}-process",
             {
                 "job_name": args.job_name,
+                "sandbox_dir": _absolute(args.local_sandbox, "local_sandbox"),
                 "command": list(args.job.command),
                 "env": dict(args.job.env),
                 "image": args.job.image,
@@ -332,3 +344,8 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 "log_path": self.log_path,
             }
         )
+
+
+COMPONENTS = CloudComponents(
+    "local", make_provider, Network, CheckpointBucket, JobIdentity, SpotGpuGroup
+)

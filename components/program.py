@@ -7,8 +7,6 @@ fails with one line naming the stack file and key.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,46 +20,33 @@ from components.args import (
     JobCommand,
     JobIdentityArgs,
     NetworkArgs,
+    ProviderArgs,
     SpotGpuGroupArgs,
     ssh_cidr_blocks,
     standard_labels,
 )
-from components.registry import CLOUDS, cloud_module
+from components.registry import cloud_components
 from components.startup import RESERVED_ENV
-
-NAMESPACE = "spotroute"
-MARKETS = ("spot", "on-demand")
-CHECKPOINTING_LABEL = "spotroute-checkpointing"
-KNOWN_KEYS = (
-    "jobName",
-    "cloud",
-    "region",
-    "zone",
-    "instanceTypes",
-    "market",
-    "maxPrice",
-    "nodeCount",
-    "gpu",
-    "gpuCount",
-    "bootDiskGb",
-    "job",
-    "checkpointing",
-    "checkpointUrl",
-    "dataUrl",
-    "sshCidrs",
-    "labels",
-    "gcpProject",
-    "storageAccountIds",
-    "pricePerHour",  # recorded by the router, not used here
-    "priceSource",  # recorded by the router, not used here
+from router.contract.stack_config import (
+    JOB_KEYS,
+    JOB_NAME_PATTERN,
+    JOB_NAME_RULE,
+    KEY_NAMES,
+    NAMESPACE,
+    StackConfigError,
+    parse_value,
 )
-DEFAULT_BOOT_DISK_GB = 200
-JOB_KEYS = ("image", "command", "env")
-# Same rule as stack names and GCP resource names: the job name ends up in both.
-JOB_NAME = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
+from router.contract.stack_config import key as contract_key
+
+CHECKPOINTING_LABEL = "spotroute-checkpointing"
+JOB_NAME = re.compile(JOB_NAME_PATTERN)
 # The strictest label-key rule of the three clouds (GCP): labels must work on every cloud.
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 CHECKPOINT_SCHEMES = {"aws": ("s3://",), "gcp": ("gs://",), "azure": ("https://",)}
+# Keys that one cloud needs set (their contract default "" means "not this cloud").
+REQUIRED_PER_CLOUD = {"local": ("localSandboxDir", "localCheckpointDir")}
+FREE_CLOUDS = ("local",)
+STACK_DOC = "docs/stack-config.md"  # $0 targets: maxPrice may be 0
 
 
 class ConfigSource(Protocol):
@@ -76,7 +61,7 @@ class PlacementConfigError(pulumi.RunError):
 
 @dataclass(frozen=True, kw_only=True)
 class PlacementConfig:
-    """Validated stack config of one placement (units as in docs/stack-config.md)."""
+    """Validated stack config of one placement (keys, units and defaults: router.contract)."""
 
     job_name: str
     cloud: str
@@ -96,13 +81,16 @@ class PlacementConfig:
     ssh_cidrs: tuple[str, ...]
     labels: dict[str, str]
     gcp_project: str = ""  # GCP only; "" = the provider takes it from the environment
+    gcp_accelerator_type: str = ""  # GCP only: the attached GPU's accelerator type
     # Azure only: storage account name → resource id, for reusing existing storage (a blob URL
     # does not say which subscription and resource group its account is in).
     storage_account_ids: dict[str, str] = field(default_factory=dict)
+    local_sandbox_dir: str = ""  # local only: the job process's directory
+    local_checkpoint_dir: str = ""  # local only: the checkpoint directory to create
 
 
 class _Reader:
-    """Typed access to raw config strings; every failure names the file and the key."""
+    """Typed values of the contract's keys; every failure names the stack file and the key."""
 
     def __init__(self, config: ConfigSource, stack_file: str) -> None:
         self.config = config
@@ -112,100 +100,40 @@ class _Reader:
         where = f"{self.stack_file}: " if self.stack_file else ""
         return PlacementConfigError(f"{where}{NAMESPACE}:{key}: {problem}")
 
-    def raw(self, key: str, required: bool) -> str | None:
-        value = self.config.get(key)
-        if value is None and required:
-            raise self.fail(key, "missing — the router writes it; see docs/stack-config.md")
-        return value
-
-    def string(self, key: str, *, required: bool = False, default: str = "") -> str:
-        value = self.raw(key, required)
-        return default if value is None else value.strip()
-
-    def choice(self, key: str, choices: tuple[str, ...]) -> str:
-        value = self.string(key, required=True)
-        if value not in choices:
-            raise self.fail(key, f"{value!r} is not valid — use one of {', '.join(choices)}")
-        return value
-
-    def json_value(self, key: str, *, required: bool, default: Any) -> Any:
-        value = self.raw(key, required)
-        if value is None:
-            return default
+    def value(self, name: str) -> Any:
+        """The key's value, typed, defaulted and range-checked by router.contract."""
         try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise self.fail(key, f"{value!r} is not valid YAML/JSON data ({exc.msg})") from exc
-
-    def number(self, key: str, *, required: bool = False, default: float = 0.0) -> float:
-        value = self.json_value(key, required=required, default=default)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-        ):
-            raise self.fail(key, f"{value!r} is not a number")
-        return float(value)
-
-    def integer(
-        self, key: str, *, low: int, high: int, required: bool = False, default: int = 0
-    ) -> int:
-        value = self.json_value(key, required=required, default=default)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(key, f"{value!r} is not a whole number")
-        if not low <= value <= high:
-            raise self.fail(key, f"{value} is out of range — use {low}..{high}")
-        return value
-
-    def boolean(self, key: str, *, default: bool) -> bool:
-        value = self.json_value(key, required=False, default=default)
-        if not isinstance(value, bool):
-            raise self.fail(key, f"{value!r} is not true or false")
-        return value
-
-    def strings(self, key: str, *, required: bool = False) -> tuple[str, ...]:
-        value = self.json_value(key, required=required, default=[])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise self.fail(key, f"{value!r} is not a list of non-empty strings")
-        return tuple(value)
-
-    def mapping(self, key: str, *, required: bool = False) -> dict[str, Any]:
-        value = self.json_value(key, required=required, default={})
-        if not isinstance(value, dict):
-            raise self.fail(key, f"{value!r} is not a map")
-        return value
+            return parse_value(contract_key(name), self.config.get(name))
+        except StackConfigError as exc:
+            raise self.fail(exc.key, exc.problem) from exc
 
 
 def read_placement_config(config: ConfigSource, stack_file: str = "") -> PlacementConfig:
     """Parse and validate every `spotroute:*` key; raises PlacementConfigError naming the key."""
     read = _Reader(config, stack_file)
-    job_name = read.string("jobName", required=True)
+    job_name = read.value("jobName")
     if not JOB_NAME.fullmatch(job_name):
-        raise read.fail(
-            "jobName",
-            f"{job_name!r} — use lowercase letters, digits and dashes, starting with a letter, "
-            "at most 63 characters",
-        )
-    cloud = read.choice("cloud", CLOUDS)
-    region = read.string("region", required=True)
+        raise read.fail("jobName", f"{job_name!r} — use {JOB_NAME_RULE}")
+    cloud = read.value("cloud")
+    region = read.value("region")
     if not region:
         raise read.fail("region", 'is empty — name the cloud region ("local" for local)')
-    instance_types = read.strings("instanceTypes", required=True)
+    instance_types = read.value("instanceTypes")
     if not instance_types:
         raise read.fail("instanceTypes", "is empty — list at least one instance type")
-    market = read.choice("market", MARKETS)
-    max_price = read.number("maxPrice", required=True)
+    market = read.value("market")
+    max_price = read.value("maxPrice")
     # The local target is free; every cloud placement needs a real cap.
-    if max_price < 0 or (max_price == 0 and cloud != "local"):
+    if max_price < 0 or (max_price == 0 and cloud not in FREE_CLOUDS):
         raise read.fail("maxPrice", f"{max_price:g} — use a positive USD per instance-hour")
-    checkpointing = read.boolean("checkpointing", default=False)
+    checkpointing = read.value("checkpointing")
     if market == "spot" and not checkpointing:
         raise read.fail(
             "market",
             "spot needs a job that checkpoints — set spotroute:checkpointing: true "
             "(job.yaml checkpoint:) or use on-demand",
         )
-    checkpoint_url = read.string("checkpointUrl")
+    checkpoint_url = read.value("checkpointUrl")
     schemes = CHECKPOINT_SCHEMES.get(cloud, ())
     if checkpoint_url and schemes and not checkpoint_url.startswith(schemes):
         raise read.fail(
@@ -213,31 +141,39 @@ def read_placement_config(config: ConfigSource, stack_file: str = "") -> Placeme
             f"{checkpoint_url!r} is not in {cloud} — use a {' or '.join(schemes)} URL or leave it "
             "empty to create a bucket",
         )
+    for name in REQUIRED_PER_CLOUD.get(cloud, ()):
+        if not read.value(name):
+            raise read.fail(
+                name, f"missing — the router writes it for {cloud}; see docs/stack-config.md"
+            )
     return PlacementConfig(
         job_name=job_name,
         cloud=cloud,
         region=region,
-        zone=read.string("zone"),
+        zone=read.value("zone"),
         instance_types=instance_types,
         market=market,
         max_price_per_hour=max_price,
-        node_count=read.integer("nodeCount", low=1, high=64, default=1),
-        gpu=read.string("gpu", required=True),
-        gpu_count=read.integer("gpuCount", low=1, high=64, required=True),
-        boot_disk_gb=read.integer("bootDiskGb", low=20, high=16384, default=DEFAULT_BOOT_DISK_GB),
+        node_count=read.value("nodeCount"),
+        gpu=read.value("gpu"),
+        gpu_count=read.value("gpuCount"),
+        boot_disk_gb=read.value("bootDiskGb"),
         job=_job_command(read),
         checkpointing=checkpointing,
         checkpoint_url=checkpoint_url,
-        data_url=read.string("dataUrl"),
-        gcp_project=read.string("gcpProject"),
+        data_url=read.value("dataUrl"),
+        gcp_project=read.value("gcpProject"),
+        gcp_accelerator_type=read.value("gcpAcceleratorType"),
         storage_account_ids=_storage_account_ids(read),
+        local_sandbox_dir=read.value("localSandboxDir"),
+        local_checkpoint_dir=read.value("localCheckpointDir"),
         ssh_cidrs=_ssh_cidrs(read),
         labels=_labels(read),
     )
 
 
 def _job_command(read: _Reader) -> JobCommand:
-    job = read.mapping("job", required=True)
+    job = read.value("job")
     unknown = sorted(set(job) - set(JOB_KEYS))
     if unknown:
         raise read.fail(f"job.{unknown[0]}", f"unknown key — use {', '.join(JOB_KEYS)}")
@@ -261,7 +197,7 @@ def _job_command(read: _Reader) -> JobCommand:
 
 
 def _ssh_cidrs(read: _Reader) -> tuple[str, ...]:
-    cidrs = read.strings("sshCidrs")
+    cidrs: tuple[str, ...] = read.value("sshCidrs")
     try:
         ssh_cidr_blocks(cidrs)
     except ValueError as exc:
@@ -270,7 +206,7 @@ def _ssh_cidrs(read: _Reader) -> tuple[str, ...]:
 
 
 def _storage_account_ids(read: _Reader) -> dict[str, str]:
-    ids = read.mapping("storageAccountIds")
+    ids: dict[str, Any] = read.value("storageAccountIds")
     for account, resource_id in ids.items():
         if not isinstance(resource_id, str) or not resource_id.startswith("/subscriptions/"):
             raise read.fail(
@@ -283,7 +219,7 @@ def _storage_account_ids(read: _Reader) -> dict[str, str]:
 
 def _labels(read: _Reader) -> dict[str, str]:
     labels: dict[str, str] = {}
-    for key, value in read.mapping("labels").items():
+    for key, value in read.value("labels").items():
         if not LABEL_KEY.fullmatch(key):
             raise read.fail(
                 f"labels.{key}",
@@ -315,7 +251,7 @@ def _unknown_keys(known: tuple[str, ...]) -> list[str]:
 def placement_program() -> None:
     """Pulumi program: the placement's Network, CheckpointBucket, JobIdentity, SpotGpuGroup."""
     stack_file = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
-    unknown = _unknown_keys(KNOWN_KEYS)
+    unknown = _unknown_keys(KEY_NAMES)
     if unknown:
         raise PlacementConfigError(
             f"{stack_file}: {unknown[0]}: unknown key — see docs/stack-config.md for the keys"
@@ -326,18 +262,19 @@ def placement_program() -> None:
 
 def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
     """Create the placement's components in its cloud and export the stack outputs."""
-    module = cloud_module(placement.cloud)
+    cloud = cloud_components(placement.cloud)
     job = placement.job_name
-    # Only GCP's provider needs an account-level id from config (the project).
-    project = {"project": placement.gcp_project} if placement.cloud == "gcp" else {}
-    provider = module.make_provider(f"{job}-{placement.cloud}", placement.region, **project)
+    provider = cloud.make_provider(
+        f"{job}-{placement.cloud}",
+        ProviderArgs(region=placement.region, gcp_project=placement.gcp_project),
+    )
     opts = pulumi.ResourceOptions(providers=[provider]) if provider is not None else None
     labels = placement.labels
     if placement.checkpointing:
         # The policy pack cannot read stack config: spot-requires-checkpointing reads this label.
         labels = {**labels, CHECKPOINTING_LABEL: "true"}
 
-    network = module.Network(
+    network = cloud.network(
         job,
         NetworkArgs(
             job_name=job,
@@ -348,20 +285,19 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
         ),
         opts,
     )
-    azure = placement.cloud == "azure"
-    storage = {"storage_account_ids": placement.storage_account_ids} if azure else {}
-    bucket = module.CheckpointBucket(
+    bucket = cloud.checkpoint_bucket(
         job,
         CheckpointBucketArgs(
             job_name=job,
             region=placement.region,
             existing_url=placement.checkpoint_url,
             labels=labels,
+            storage_account_ids=placement.storage_account_ids,
+            local_directory=placement.local_checkpoint_dir,
         ),
         opts,
-        **storage,
     )
-    identity = module.JobIdentity(
+    identity = cloud.job_identity(
         job,
         JobIdentityArgs(
             job_name=job,
@@ -369,13 +305,13 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
             checkpoint_prefix=f"{job}/",
             data_url=placement.data_url,
             labels=labels,
+            storage_account_ids=placement.storage_account_ids,
+            resource_group_name=network.resource_group_name,
         ),
         bucket,
         opts,
-        # Azure keeps the identity in the job's resource group (the others have no such thing).
-        **({"resource_group_name": network.resource_group_name, **storage} if azure else {}),
     )
-    group = module.SpotGpuGroup(
+    group = cloud.gpu_group(
         job,
         SpotGpuGroupArgs(
             job_name=job,
@@ -390,6 +326,8 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
             boot_disk_gb=placement.boot_disk_gb,
             job=placement.job,
             labels=labels,
+            accelerator_type=placement.gcp_accelerator_type,
+            local_sandbox=placement.local_sandbox_dir,
         ),
         network,
         identity,

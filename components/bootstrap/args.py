@@ -10,11 +10,12 @@ from urllib.parse import urlsplit
 import pulumi
 
 from components.args import require_type
+from router.contract.clouds import PUBLIC_CLOUDS
 
 CONFIG_NAMESPACE = "spotroute-bootstrap"
 BOOTSTRAP_STACK = "bootstrap"
 BOOTSTRAP_STACK_FILE = f"stacks/Pulumi.{BOOTSTRAP_STACK}.yaml"
-CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
+CLOUDS = PUBLIC_CLOUDS  # the clouds with deployer identities (local needs none)
 DEPLOYER_NAME = "spotroute-deployer"
 # Bootstrap resources carry a managed-by value of their own: the deployer's tag-conditioned
 # permissions (managed-by = spotroute) then never reach the bootstrap's resources.

@@ -16,14 +16,15 @@ from components.local import (
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("SPOTROUTE_HOME", str(tmp_path / "home"))
+def home(tmp_path: Path) -> Path:
+    """Where the router puts the local target's directories (spotroute:local*Dir)."""
     return tmp_path / "home"
 
 
 def _props(checkpoint_dir: Path, command: list[str]) -> dict[str, object]:
     return {
         "job_name": "quick",
+        "sandbox_dir": str(checkpoint_dir.parent / "home" / "sandbox" / "quick"),
         "command": command,
         "env": {"GREETING": "hi"},
         "image": "",
@@ -78,7 +79,7 @@ def test_process_that_ignores_sigterm_is_killed_after_grace(home: Path, tmp_path
     from components import local
 
     stubborn = ["/bin/sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"]
-    created = LocalProcessProvider().create(_props(tmp_path, stubborn))
+    created = LocalProcessProvider().create(_props(tmp_path / "ckpt", stubborn))
     pid, ticks = parse_group_id(created.id)  # type: ignore[misc]
     started = time.monotonic()
     local.stop_process(pid, ticks, grace_s=0.5)
@@ -98,7 +99,8 @@ def test_changed_command_replaces_but_changed_labels_update_in_place(tmp_path: P
 
 def test_checkpoint_directory_is_private_and_kept_when_it_holds_checkpoints(home: Path) -> None:
     provider = LocalDirectoryProvider()
-    created = provider.create({"job_name": "quick", "labels": {}})
+    directory = home / "checkpoints" / "quick"
+    created = provider.create({"job_name": "quick", "directory": str(directory), "labels": {}})
     path = Path(created.id)
     assert path == home / "checkpoints" / "quick"
     assert created.outs["url"] == f"file://{path}/"

@@ -1359,8 +1359,6 @@ def test_budget_covers_the_local_target_and_gcp_templates() -> None:
     budget = {"max_price_per_hour": 1.0}
     local = {"max_price_per_hour": 5.0, "command": ["/bin/true"]}
     assert rules.budget_violations(LOCAL_PROCESS, local, budget)
-    assert not rules.budget_violations(
-        LOCAL_PROCESS, {**local, "max_price_per_hour": 0.5}, budget
-    )
+    assert not rules.budget_violations(LOCAL_PROCESS, {**local, "max_price_per_hour": 0.5}, budget)
     template = {"metadata": {MAX_PRICE_METADATA_KEY: "3"}, "scheduling": {}}
     assert rules.budget_violations(GCE_TEMPLATE, template, budget)

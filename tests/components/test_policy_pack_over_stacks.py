@@ -134,7 +134,7 @@ def test_program_output_passes_every_policy(cloud: str, market: str, bucket: str
 
 
 def test_matrix_covers_every_cloud_the_program_can_deploy_to() -> None:
-    from components.registry import CLOUDS as PROGRAM_CLOUDS
+    from router.contract.clouds import CLOUDS as PROGRAM_CLOUDS
 
     # The local target creates only dynamic resources on this machine, which no rule covers.
     assert set(CLOUDS) == set(PROGRAM_CLOUDS) - {"local"}, "add the cloud to CLOUDS"

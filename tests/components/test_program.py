@@ -13,7 +13,7 @@ import pytest
 from harness import run_components, run_program
 
 from components.program import PlacementConfigError, read_placement_config
-from components.registry import cloud_module
+from components.registry import cloud_components
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED_KEYS = [
@@ -177,17 +177,17 @@ def test_numeric_label_values_are_kept_as_text(aws_config: dict[str, Any]) -> No
     assert placement.labels == {"cost-center": "4711"}
 
 
-def test_unknown_cloud_module_is_refused_by_the_registry() -> None:
+def test_unknown_cloud_is_refused_by_the_registry() -> None:
     with pytest.raises(ValueError, match="oracle"):
-        cloud_module("oracle")
+        cloud_components("oracle")
 
 
 def test_aws_stack_never_imports_other_clouds_sdks() -> None:
     script = (
         "import sys\n"
-        "from components.registry import cloud_module\n"
+        "from components.registry import cloud_components\n"
         "import components.program\n"
-        "cloud_module('aws')\n"
+        "cloud_components('aws')\n"
         "print(sorted(m for m in ('pulumi_gcp', 'pulumi_azure_native') if m in sys.modules))\n"
     )
     result = subprocess.run(
