@@ -84,27 +84,17 @@ def build_policies() -> list[Policy]:
 
         return validate
 
-    policies: list[Policy] = []
-    for rule in RULES:
-        schema = PolicyConfigSchema(properties={k: dict(v) for k, v in rule.schema.items()})
+    def policy(rule: Rule) -> Policy:
+        common: dict[str, Any] = {
+            "name": rule.name,
+            "description": rule.description,
+            "enforcement_level": EnforcementLevel.MANDATORY,
+            "config_schema": PolicyConfigSchema(
+                properties={k: dict(v) for k, v in rule.schema.items()}
+            ),
+        }
         if rule.resource_check is not None:
-            policies.append(
-                ResourceValidationPolicy(
-                    name=rule.name,
-                    description=rule.description,
-                    validate=resource_validator(rule),
-                    enforcement_level=EnforcementLevel.MANDATORY,
-                    config_schema=schema,
-                )
-            )
-        else:
-            policies.append(
-                StackValidationPolicy(
-                    name=rule.name,
-                    description=rule.description,
-                    validate=stack_validator(rule),
-                    enforcement_level=EnforcementLevel.MANDATORY,
-                    config_schema=schema,
-                )
-            )
-    return policies
+            return ResourceValidationPolicy(validate=resource_validator(rule), **common)
+        return StackValidationPolicy(validate=stack_validator(rule), **common)
+
+    return [policy(rule) for rule in RULES]
