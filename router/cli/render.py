@@ -13,7 +13,7 @@ from router.core.offers import Offer, Quote
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from router.core.planner import Placement
+    from router.core.placement import Placement
     from router.flows.plan import PlanReport
     from router.prices.book import RefreshOutcome
     from router.prices.imports import ImportResult
@@ -205,7 +205,7 @@ def history_table(quotes: Sequence[Quote], now: datetime) -> None:
 
 def placement_json(p: Placement) -> dict[str, Any]:
     """The `route plan --json` shape of a placement (unrounded USD, seconds)."""
-    from router.core.planner import placement_site
+    from router.core.placement import placement_site
 
     return {
         **placement_site(p),

@@ -42,128 +42,20 @@ from router.core.interruption import EffectiveBucket, InterruptionModel
 from router.core.job.model import Job, cloud_of_url
 from router.core.offers import Offer
 from router.core.org import Discount, OrgConfig, Reservation
+from router.core.placement import (
+    PendingRejections,
+    Placement,
+    PlanResult,
+    Rejection,
+    rejections_fixed,
+    rejections_listed,
+)
 
 SPOT, ON_DEMAND, RESERVED = "spot", "on-demand", "reserved"
 RESERVATION_SOURCE = "spotroute.yaml reservation"
 
 # Finds the hardware of a reserved instance type the offers do not mention: (cloud, type) → Offer.
 HardwareLookup = Callable[[str, str], Offer | None]
-
-
-@dataclass(frozen=True)
-class Placement:
-    """One ranked way to run the job: where, on what, and what it is expected to cost (USD)."""
-
-    cloud: str
-    region: str
-    zone: str | None
-    instance_type: str
-    market: str
-    gpu: str
-    gpu_count: int
-    price_per_hour: float  # per instance, after discounts (marginal price for reservations)
-    list_price_per_hour: float  # per instance, as quoted (effective price for reservations)
-    node_count: int
-    hours: float
-    compute_cost: float
-    egress_cost: float
-    interruption_cost: float
-    total_cost: float
-    price_source: str
-    price_age_s: float
-    stale: bool
-    interruption_bucket: str | None
-    interruptions_per_hour: float  # per instance
-    reasons: tuple[str, ...]
-    offer: Offer  # the offer this was planned from (hardware details for stack config)
-
-
-# Where a placement is and what it runs on: the leading fields of every record of one.
-SITE_FIELDS: tuple[str, ...] = (
-    *("cloud", "region", "zone", "instance_type", "market", "gpu", "gpu_count"),
-)
-
-
-def placement_site(p: Placement) -> dict[str, Any]:
-    """The placement's SITE_FIELDS by name (cloud, region, zone, type, market, GPUs)."""
-    return {name: getattr(p, name) for name in SITE_FIELDS}
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """An offer the job cannot use, with the first filter it failed in words."""
-
-    offer: Offer
-    reason: str
-
-
-class PlanResult:
-    """Placements best first, and every offer that was not placed with its reason.
-
-    Rejections are decided during `plan`; their objects and messages are built on first access
-    of `rejected` (only `route plan --explain` reads them), which keeps planning fast.
-    """
-
-    __slots__ = ("_pending", "_rejected", "placements")
-
-    def __init__(self, placements: Sequence[Placement], rejected: Sequence[Rejection] = ()) -> None:
-        self.placements: tuple[Placement, ...] = tuple(placements)
-        self._rejected: tuple[Rejection, ...] | None = tuple(rejected)
-        self._pending: tuple[_Pending, ...] = ()
-
-    @classmethod
-    def _deferred(cls, placements: Sequence[Placement], pending: Sequence[_Pending]) -> PlanResult:
-        result = cls(placements)
-        result._rejected = None
-        result._pending = tuple(pending)
-        return result
-
-    @property
-    def rejected(self) -> tuple[Rejection, ...]:
-        """Offers not placed, grouped by the filter that rejected them (filter order)."""
-        if self._rejected is None:
-            self._rejected = tuple(r for group in self._pending for r in group.materialize())
-            self._pending = ()
-        return self._rejected
-
-    @property
-    def rejected_count(self) -> int:
-        """How many offers were rejected, without building their messages."""
-        if self._rejected is not None:
-            return len(self._rejected)
-        return sum(group.count for group in self._pending)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PlanResult):
-            return NotImplemented
-        return self.placements == other.placements and self.rejected == other.rejected
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"PlanResult({len(self.placements)} placements, {self.rejected_count} rejected)"
-
-
-class _Pending:
-    """Rejections decided while planning; `build` words them when `rejected` is first read."""
-
-    __slots__ = ("build", "count")
-
-    def __init__(self, count: int, build: Callable[[], list[Rejection]]) -> None:
-        self.count = count
-        self.build = build
-
-    def materialize(self) -> list[Rejection]:
-        return self.build()
-
-
-def _listed(offers: list[Offer], reason: Callable[[Offer], str]) -> _Pending:
-    return _Pending(len(offers), lambda: [Rejection(o, reason(o)) for o in offers])
-
-
-def _fixed(pairs: list[tuple[Offer, str]]) -> _Pending:
-    """Rejections already worded while planning (few: reservations and the late filters)."""
-    return _Pending(len(pairs), lambda: [Rejection(o, reason) for o, reason in pairs])
 
 
 def _capacity(o: Offer) -> tuple[str, str, str | None, str, str]:
@@ -193,9 +85,9 @@ def plan(
     # The deferred rejections below read the input again when --explain asks for them.
     given: tuple[Offer, ...] = offers if isinstance(offers, tuple) else tuple(offers)
     reserved, reservation_rejects = _reservation_offers(job, org, given, now, catalog, ctx)
-    pending: list[_Pending] = []
+    pending: list[PendingRejections] = []
     if reservation_rejects:
-        pending.append(_fixed(reservation_rejects))
+        pending.append(rejections_fixed(reservation_rejects))
     everything = given + tuple(reserved) if reserved else given
 
     # 1. GPU model: most offers fail here, so this pass does nothing else and their rejections
@@ -204,7 +96,7 @@ def plan(
     candidates = [o for o in everything if o.gpu in wanted]
     if len(candidates) < len(everything):
         pending.append(
-            _Pending(
+            PendingRejections(
                 len(everything) - len(candidates),
                 lambda: [
                     Rejection(o, ctx.wrong_model_reason(o))
@@ -262,16 +154,16 @@ def plan(
         (losers, lambda o: ctx.duplicate_reason(best[_capacity(o)])),
     ):
         if rejected:
-            pending.append(_listed(rejected, reason))
+            pending.append(rejections_listed(rejected, reason))
 
     # 7-9 and costs, on one offer per capacity key.
     rows, late_rejects = _cost_rows(best.values(), ctx)
     if late_rejects:
-        pending.append(_fixed(late_rejects))
+        pending.append(rejections_fixed(late_rejects))
     rows.sort(key=_rank_key)
     chosen = rows if top is None else rows[:top]
     placements = [ctx.placement(row) for row in chosen]
-    return PlanResult._deferred(placements, pending)
+    return PlanResult.deferred(placements, pending)
 
 
 @dataclass(slots=True)

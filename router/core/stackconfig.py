@@ -11,7 +11,7 @@ from typing import Any
 
 from router.contract.stack_config import DEFAULT_BOOT_DISK_GB, NAMESPACE, serialise
 from router.core.job.model import Job
-from router.core.planner import Placement
+from router.core.placement import Placement
 
 # Spot cap when the job sets none: enough headroom that ordinary spot price moves do not evict
 # the job, low enough that a price spike does.

@@ -23,7 +23,7 @@ from router.config.stack_files import read_stack_file
 from router.core.catalog import gcp_accelerator_type
 from router.core.errors import BadInput, Interrupted, OperationFailed
 from router.core.job.model import Job
-from router.core.planner import Placement, placement_site
+from router.core.placement import Placement, placement_site
 from router.core.review import Change, Review, change_from_event, review
 from router.core.stackconfig import StackConfig, config_diff, stack_config
 from router.engine.automation import (

@@ -14,7 +14,8 @@ from router.core.errors import BadInput
 from router.core.job.model import Job
 from router.core.offers import Offer
 from router.core.org import OrgConfig
-from router.core.planner import PlanResult, plan
+from router.core.placement import PlanResult
+from router.core.planner import plan
 from router.prices.book import offers_now
 from router.prices.local import local_offers
 

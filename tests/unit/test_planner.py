@@ -17,7 +17,8 @@ from router.core.errors import BadInput
 from router.core.job.model import Job
 from router.core.offers import Offer
 from router.core.org import OrgConfig
-from router.core.planner import RESERVATION_SOURCE, Placement, PlanResult, plan
+from router.core.placement import Placement, PlanResult
+from router.core.planner import RESERVATION_SOURCE, plan
 
 DATA_IN_US_EAST_1 = {"url": "s3://corpus/tokens", "region": "us-east-1", "size_gb": 2000}
 HOUR = 3600.0

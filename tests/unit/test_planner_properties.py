@@ -16,7 +16,8 @@ from router.config.datafiles import load_egress, load_interruption_model
 from router.core.job.model import Job
 from router.core.offers import INTERRUPTION_BUCKETS, Offer
 from router.core.org import OrgConfig
-from router.core.planner import RESERVATION_SOURCE, PlanResult, plan
+from router.core.placement import PlanResult
+from router.core.planner import RESERVATION_SOURCE, plan
 
 # instance type → (cloud, gpu, gpu_count, gpu_memory_gb, vcpus, memory_gb)
 TYPES = {

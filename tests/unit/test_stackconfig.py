@@ -12,7 +12,8 @@ from router.contract.stack_config import KEY_NAMES
 from router.core.catalog import gcp_accelerator_type
 from router.core.errors import BadInput
 from router.core.org import OrgConfig
-from router.core.planner import Placement, plan
+from router.core.placement import Placement
+from router.core.planner import plan
 from router.core.stackconfig import config_diff, stack_config
 from tests.unit.planner_factories import NOW, job, offer
 
