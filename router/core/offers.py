@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
-
-Market = Literal["spot", "on-demand", "reserved"]
 
 MARKETS: tuple[str, ...] = ("spot", "on-demand")
 

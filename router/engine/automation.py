@@ -28,7 +28,6 @@ from router.core.errors import BadInput, OperationFailed
 if TYPE_CHECKING:
     from pulumi import automation as auto
 
-PROJECT_NAME = "spotroute"
 PASSPHRASE_FILE = "passphrase"
 
 EventHandler = Callable[[Any], None]

@@ -43,11 +43,6 @@ def parse_job(data: object, source: str) -> Job:
     return job
 
 
-def job_problems(data: object, source: str) -> list[str]:
-    """Every problem in already-parsed job.yaml data, one line each (empty = valid)."""
-    return check_data(data, source)[1]
-
-
 def one_line(source: str, where: str, text: str) -> str:
     """One line, whatever the file name or input contains (messages are never multi-line)."""
     line = f"{source}: {where}: {text}" if where else f"{source}: {text}"
