@@ -1,0 +1,257 @@
+"""The Azure deployer: federated credentials with exact subjects and its two roles."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from harness import ACCOUNT_ID, CallAnswer, StateFiller, run_program
+from test_bootstrap import (
+    AZ_CREDENTIAL,
+    AZ_GROUP,
+    AZ_IDENTITY,
+    AZ_ROLE_ASSIGNMENT,
+    AZ_ROLE_DEFINITION,
+    BROAD_AZURE_ROLES,
+    CLIENT_ID,
+    FEDERATION_AUDIENCE,
+    GITHUB,
+    GITLAB,
+    PRINCIPAL_ID,
+    SA_UNIQUE_ID,
+    SUBSCRIPTION,
+    TENANT,
+    args,
+    deploy,
+)
+
+from components.bootstrap import (
+    AZURE_DEPLOYER_ACTIONS,
+    AZURE_EXCHANGE_AUDIENCE,
+    AZURE_GRANT_ACTIONS,
+    AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
+    AZURE_STORAGE_BLOB_DATA_READER,
+)
+
+# --- Azure ----------------------------------------------------------------------------------------
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*")
+
+
+@pytest.mark.parametrize("home", ["oidc:github-main", "aws", "gcp", "azure"])
+def test_azure_federated_credentials_name_exact_subjects(home: str) -> None:
+    stack = deploy(
+        args(
+            home=home,
+            oidc_issuers=(GITHUB, GITLAB),
+            aws_outbound_federation=home == "aws",
+            azure_federation_audience=FEDERATION_AUDIENCE,
+        )
+    )
+
+    credentials = stack.of_type(AZ_CREDENTIAL)
+    expected = {GITHUB.subject, GITLAB.subject}
+    if home == "gcp":
+        expected.add(SA_UNIQUE_ID)
+    if home == "aws":
+        expected.add(f"arn:aws:iam::{ACCOUNT_ID}:role/spotroute-deployer")
+    assert {c.inputs["subject"] for c in credentials} == expected
+    for credential in credentials:
+        inputs = credential.inputs
+        assert not set(inputs["subject"]) & set("*?")
+        assert inputs["issuer"].startswith("https://")
+        assert len(inputs["audiences"]) == 1
+        assert inputs["resourceName"] == "spotroute-deployer"
+    # Azure refuses concurrent credential writes on one identity: each waits for the previous.
+    for earlier, later in itertools.pairwise(credentials):
+        assert earlier.urn in later.dependencies
+
+
+def test_azure_credentials_use_each_issuers_audience_or_the_token_exchange_default() -> None:
+    stack = deploy(args(clouds=("azure",), oidc_issuers=(GITHUB, GITLAB)))
+
+    audiences = {c.inputs["issuer"]: c.inputs["audiences"] for c in stack.of_type(AZ_CREDENTIAL)}
+    assert audiences == {
+        GITHUB.url: [AZURE_EXCHANGE_AUDIENCE],
+        GITLAB.url: ["https://gitlab.example.com"],
+    }
+
+
+def test_google_tokens_of_the_gcp_deployer_reach_azure_when_the_router_runs_on_gcp() -> None:
+    stack = deploy(args(home="gcp"))
+
+    google = next(c.inputs for c in stack.of_type(AZ_CREDENTIAL) if c.name.endswith("from-gcp"))
+    assert google["issuer"] == "https://accounts.google.com"
+    assert google["subject"] == SA_UNIQUE_ID
+    assert google["audiences"] == [AZURE_EXCHANGE_AUDIENCE]
+
+
+@pytest.mark.parametrize("home", ["oidc:github-main", "azure"])
+def test_azure_deployer_roles_list_actions_and_never_broad_built_ins(home: str) -> None:
+    stack = deploy(args(home=home, azure_federation_audience=FEDERATION_AUDIENCE))
+
+    definitions = {r.inputs["roleName"]: r.inputs for r in stack.of_type(AZ_ROLE_DEFINITION)}
+    assert set(definitions) == {"spotroute-deployer", "spotroute-deployer-grants"}
+    for definition in definitions.values():
+        assert definition["assignableScopes"] == [f"/subscriptions/{SUBSCRIPTION}"]
+        for permission in definition["permissions"]:
+            assert not [a for a in permission["actions"] if "*" in a]
+            assert not permission.get("dataActions")
+    deployer = definitions["spotroute-deployer"]["permissions"][0]["actions"]
+    assert deployer == list(AZURE_DEPLOYER_ACTIONS)
+    assert not [a for a in deployer if a.startswith("Microsoft.Authorization/")]
+    assert definitions["spotroute-deployer-grants"]["permissions"][0]["actions"] == list(
+        AZURE_GRANT_ACTIONS
+    )
+    for assignment in stack.of_type(AZ_ROLE_ASSIGNMENT):
+        guid = assignment.inputs["roleDefinitionId"].rsplit("/", 1)[-1]
+        assert guid not in BROAD_AZURE_ROLES
+        assert assignment.inputs["principalId"] == PRINCIPAL_ID
+
+
+def test_azure_deployer_may_grant_only_the_two_storage_data_roles_to_identities() -> None:
+    stack = deploy(args(clouds=("azure",)))
+
+    grants = next(a.inputs for a in stack.of_type(AZ_ROLE_ASSIGNMENT) if "grants" in a.name)
+    condition = grants["condition"]
+    assert grants["conditionVersion"] == "2.0"
+    assert "!(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})" in condition
+    assert "!(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})" in condition
+    pinned = (
+        f"GuidEquals {{{AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR}, {AZURE_STORAGE_BLOB_DATA_READER}}}"
+    )
+    assert condition.count(pinned) == 2  # on writes (request) and deletes (resource)
+    assert "StringEqualsIgnoreCase {'ServicePrincipal'}" in condition
+    resources = next(a.inputs for a in stack.of_type(AZ_ROLE_ASSIGNMENT) if "grants" not in a.name)
+    assert "condition" not in resources
+    assert resources["scope"] == f"/subscriptions/{SUBSCRIPTION}"
+
+
+def test_azblob_state_backend_is_granted_on_its_container_only() -> None:
+    account = (
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/state/providers/Microsoft.Storage/"
+        "storageAccounts/acmestate"
+    )
+    stack = deploy(
+        args(
+            clouds=("azure",),
+            state_bucket="azblob://pulumi?storage_account=acmestate",
+            state_storage_account_id=account,
+        )
+    )
+
+    state = next(a.inputs for a in stack.of_type(AZ_ROLE_ASSIGNMENT) if a.name.endswith("-state"))
+    assert state["scope"] == f"{account}/blobServices/default/containers/pulumi"
+    assert state["roleDefinitionId"].endswith(AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR)
+
+
+AZURE_NEEDS: dict[str, set[str]] = {
+    "azure-native:resources:ResourceGroup": {
+        "Microsoft.Resources/subscriptions/resourceGroups/write",
+        "Microsoft.Resources/subscriptions/resourceGroups/delete",
+    },
+    "azure-native:network:VirtualNetwork": {
+        "Microsoft.Network/virtualNetworks/write",
+        "Microsoft.Network/virtualNetworks/delete",
+    },
+    "azure-native:network:NetworkSecurityGroup": {
+        "Microsoft.Network/networkSecurityGroups/write",
+        "Microsoft.Network/networkSecurityGroups/delete",
+    },
+    "azure-native:network:Subnet": {
+        "Microsoft.Network/virtualNetworks/subnets/write",
+        "Microsoft.Network/virtualNetworks/subnets/delete",
+        "Microsoft.Network/networkSecurityGroups/join/action",
+    },
+    "azure-native:storage:StorageAccount": {
+        "Microsoft.Storage/storageAccounts/write",
+        "Microsoft.Storage/storageAccounts/delete",
+    },
+    "azure-native:storage:BlobServiceProperties": {
+        "Microsoft.Storage/storageAccounts/blobServices/write"
+    },
+    "azure-native:storage:BlobContainer": {
+        "Microsoft.Storage/storageAccounts/blobServices/containers/write",
+        "Microsoft.Storage/storageAccounts/blobServices/containers/delete",
+    },
+    "azure-native:storage:ManagementPolicy": {
+        "Microsoft.Storage/storageAccounts/managementPolicies/write",
+        "Microsoft.Storage/storageAccounts/managementPolicies/delete",
+    },
+    "azure-native:managedidentity:UserAssignedIdentity": {
+        "Microsoft.ManagedIdentity/userAssignedIdentities/write",
+        "Microsoft.ManagedIdentity/userAssignedIdentities/delete",
+    },
+    "azure-native:authorization:RoleAssignment": {
+        "Microsoft.Authorization/roleAssignments/write",
+        "Microsoft.Authorization/roleAssignments/delete",
+    },
+    "azure-native:compute:VirtualMachineScaleSet": {
+        "Microsoft.Compute/virtualMachineScaleSets/write",
+        "Microsoft.Compute/virtualMachineScaleSets/delete",
+        "Microsoft.Compute/virtualMachines/write",
+        "Microsoft.Compute/disks/write",
+        "Microsoft.Network/networkInterfaces/write",
+        "Microsoft.Network/virtualNetworks/subnets/join/action",
+        "Microsoft.Network/networkSecurityGroups/join/action",
+        "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
+    },
+}
+
+
+def test_azure_deployer_may_manage_everything_an_azure_placement_creates(
+    aws_config: dict[str, Any],
+) -> None:
+    config = {
+        **aws_config,
+        "cloud": "azure",
+        "region": "eastus",
+        "zone": "2",
+        "instanceTypes": ["Standard_NC96ads_A100_v4"],
+        "gpuCount": 4,
+        "dataUrl": "",
+    }
+    calls: dict[str, CallAnswer] = {
+        "azure-native:authorization:getClientConfig": lambda a: {
+            "subscriptionId": SUBSCRIPTION,
+            "tenantId": TENANT,
+            "clientId": CLIENT_ID,
+            "objectId": PRINCIPAL_ID,
+        }
+    }
+
+    def named(key: str) -> StateFiller:
+        return lambda name, inputs: {"name": inputs.get(key) or f"{name}a1b2c3"}
+
+    states: dict[str, StateFiller] = {
+        AZ_GROUP: named("resourceGroupName"),
+        "azure-native:storage:StorageAccount": named("accountName"),
+        "azure-native:network:VirtualNetwork": named("virtualNetworkName"),
+        "azure-native:network:NetworkSecurityGroup": named("networkSecurityGroupName"),
+        AZ_IDENTITY: lambda name, inputs: {
+            "name": f"{name}a1b2c3",
+            "principalId": PRINCIPAL_ID,
+            "clientId": CLIENT_ID,
+        },
+        "azure-native:compute:VirtualMachineScaleSet": lambda name, inputs: {
+            "identity": {
+                "type": inputs["identity"]["type"],
+                "userAssignedIdentities": {
+                    i: {} for i in inputs["identity"]["userAssignedIdentities"]
+                },
+            }
+        },
+    }
+    placement = run_program(config, calls=calls, states=states)
+    granted = set(AZURE_DEPLOYER_ACTIONS) | set(AZURE_GRANT_ACTIONS)
+
+    created = {r.type for r in placement.custom_resources()}
+    assert created <= set(AZURE_NEEDS), f"unlisted types: {created - set(AZURE_NEEDS)}"
+    for type_ in created:
+        assert AZURE_NEEDS[type_] <= granted, (type_, AZURE_NEEDS[type_] - granted)
+    # The job's own role assignments are ones the grants condition lets through.
+    for assignment in placement.of_type("azure-native:authorization:RoleAssignment"):
+        guid = assignment.inputs["roleDefinitionId"].rsplit("/", 1)[-1]
+        assert guid in {AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR, AZURE_STORAGE_BLOB_DATA_READER}
+        assert assignment.inputs["principalType"] == "ServicePrincipal"

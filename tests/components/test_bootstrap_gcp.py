@@ -1,0 +1,245 @@
+"""The GCP deployer: the workload identity pool, its providers and the custom role."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness import ACCOUNT_ID, StateFiller, run_program
+from test_bootstrap import (
+    FEDERATION_AUDIENCE,
+    GCP_ACCOUNT,
+    GCP_BUCKET_MEMBER,
+    GCP_CUSTOM_ROLE,
+    GCP_PROJECT_MEMBER,
+    GCP_PROVIDER,
+    GCP_SA_MEMBER,
+    GITHUB,
+    GITLAB,
+    PRIMITIVE_GCP_ROLES,
+    PRINCIPAL_ID,
+    PROJECT_ID,
+    TENANT,
+    args,
+    deploy,
+    pool,
+    sa_members,
+)
+
+from components.bootstrap import (
+    GCP_DEPLOYER_PERMISSIONS,
+)
+
+# --- GCP ------------------------------------------------------------------------------------------
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*")
+
+
+@pytest.mark.parametrize("home", ["oidc:github-main", "aws", "azure", "gcp"])
+def test_gcp_deployer_holds_one_custom_role_and_no_primitive_role(home: str) -> None:
+    stack = deploy(
+        args(
+            home=home,
+            aws_outbound_federation=home == "aws",
+            azure_federation_audience=FEDERATION_AUDIENCE,
+        )
+    )
+
+    role = stack.one(GCP_CUSTOM_ROLE).inputs
+    assert role["permissions"] == list(GCP_DEPLOYER_PERMISSIONS)
+    assert not [p for p in role["permissions"] if "*" in p]
+    assert role["stage"] == "GA"
+    binding = stack.one(GCP_PROJECT_MEMBER).inputs
+    assert binding["role"] == f"projects/{PROJECT_ID}/roles/spotrouteDeployer"
+    assert (
+        binding["member"]
+        == f"serviceAccount:spotroute-deployer@{PROJECT_ID}.iam.gserviceaccount.com"
+    )
+    roles = {
+        r.inputs["role"]
+        for r in stack.resources
+        if "role" in r.inputs and r.type.startswith("gcp:")
+    }
+    assert not roles & PRIMITIVE_GCP_ROLES
+    assert not [r for r in roles if r.startswith("roles/") and r.endswith(("Admin", "admin"))]
+
+
+@pytest.mark.parametrize("home", ["oidc:github-main", "aws", "azure"])
+def test_every_gcp_provider_admits_exactly_one_identity(home: str) -> None:
+    stack = deploy(
+        args(
+            home=home,
+            oidc_issuers=(GITHUB, GITLAB),
+            aws_outbound_federation=home == "aws",
+            azure_federation_audience=FEDERATION_AUDIENCE,
+        )
+    )
+
+    providers = stack.of_type(GCP_PROVIDER)
+    assert providers
+    for provider in providers:
+        condition = provider.inputs["attributeCondition"]
+        assert condition.count("==") == 1 and "||" not in condition, condition
+        assert provider.inputs["attributeMapping"]["google.subject"].startswith("assertion.")
+    for member, role in sa_members(stack).items():
+        assert role == "roles/iam.workloadIdentityUser"
+        assert not member.endswith("/*") and "*" not in member
+        assert member.startswith(
+            (f"principal://iam.googleapis.com/{pool()}/subject/", "principalSet://")
+        ), member
+
+
+def test_gcp_trusts_each_external_issuer_for_its_subject_and_audience() -> None:
+    stack = deploy(args(clouds=("gcp",), oidc_issuers=(GITHUB, GITLAB)))
+
+    by_id = {
+        p.inputs["workloadIdentityPoolProviderId"]: p.inputs for p in stack.of_type(GCP_PROVIDER)
+    }
+    assert set(by_id) == {"oidc-github-main", "oidc-gitlab-prod"}
+    github = by_id["oidc-github-main"]
+    assert github["attributeCondition"] == 'assertion.sub == "repo:acme/infra:ref:refs/heads/main"'
+    assert github["oidc"] == {"issuerUri": GITHUB.url}  # default audience: the provider's name
+    assert by_id["oidc-gitlab-prod"]["oidc"]["allowedAudiences"] == ["https://gitlab.example.com"]
+    assert set(sa_members(stack)) == {
+        f"principal://iam.googleapis.com/{pool()}/subject/{GITHUB.subject}",
+        f"principal://iam.googleapis.com/{pool()}/subject/{GITLAB.subject}",
+    }
+    assert stack.outputs["gcp_workload_identity_providers"] == {
+        "oidc:github-main": f"{pool()}/providers/oidc-github-main",
+        "oidc:gitlab-prod": f"{pool()}/providers/oidc-gitlab-prod",
+    }
+
+
+def test_gcp_trusts_only_the_aws_deployer_role_when_the_router_runs_in_aws() -> None:
+    stack = deploy(args(clouds=("aws", "gcp"), home="aws"))
+
+    provider = next(p.inputs for p in stack.of_type(GCP_PROVIDER) if p.name.endswith("from-aws"))
+    role = f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/spotroute-deployer"
+    assert provider["aws"] == {"accountId": ACCOUNT_ID}
+    assert provider["attributeCondition"] == f'attribute.aws_role == "{role}"'
+    assert f"principalSet://iam.googleapis.com/{pool()}/attribute.aws_role/{role}" in sa_members(
+        stack
+    )
+
+
+def test_gcp_trusts_only_the_azure_identity_when_the_router_runs_on_azure() -> None:
+    stack = deploy(
+        args(clouds=("gcp", "azure"), home="azure", azure_federation_audience=FEDERATION_AUDIENCE)
+    )
+
+    provider = next(p.inputs for p in stack.of_type(GCP_PROVIDER) if p.name.endswith("from-azure"))
+    assert provider["oidc"] == {
+        "issuerUri": f"https://sts.windows.net/{TENANT}/",
+        "allowedAudiences": [FEDERATION_AUDIENCE],
+    }
+    assert provider["attributeCondition"] == f'assertion.sub == "{PRINCIPAL_ID}"'
+    assert f"principal://iam.googleapis.com/{pool()}/subject/{PRINCIPAL_ID}" in sa_members(stack)
+
+
+def test_router_service_account_may_impersonate_the_deployer_and_nothing_else() -> None:
+    router = f"route-runner@{PROJECT_ID}.iam.gserviceaccount.com"
+    stack = deploy(args(home="gcp", router_service_account=router))
+
+    impersonation = {m: r for m, r in sa_members(stack).items() if m.startswith("serviceAccount:")}
+    assert impersonation == {f"serviceAccount:{router}": "roles/iam.serviceAccountTokenCreator"}
+    target = next(
+        r.inputs["serviceAccountId"]
+        for r in stack.of_type(GCP_SA_MEMBER)
+        if r.inputs["member"] == f"serviceAccount:{router}"
+    )
+    assert target == (
+        f"projects/{PROJECT_ID}/serviceAccounts/spotroute-deployer@{PROJECT_ID}.iam.gserviceaccount.com"
+    )
+    assert len(stack.of_type(GCP_PROJECT_MEMBER)) == 1  # the router gets nothing on the project
+
+
+def test_gcp_project_number_is_looked_up_when_not_given() -> None:
+    calls = {
+        "gcp:organizations/getProject:getProject": lambda a: {
+            "projectId": a["projectId"],
+            "number": "555",
+            "name": a["projectId"],
+        }
+    }
+    stack = deploy(args(clouds=("gcp",), gcp_project_number=""), calls=calls)
+
+    assert stack.outputs["gcp_project_number"] == "555"
+    assert stack.outputs["gcp_workload_identity_pool"] == pool("555")
+
+
+def test_gcs_state_backend_is_granted_on_its_pulumi_prefix_only() -> None:
+    stack = deploy(args(clouds=("gcp",), state_bucket="gs://acme-state"))
+
+    grant = stack.one(GCP_BUCKET_MEMBER).inputs
+    assert grant["bucket"] == "acme-state"
+    assert grant["role"] == "roles/storage.objectUser"
+    assert 'objects/.pulumi/")' in grant["condition"]["expression"]
+
+
+GCP_NEEDS: dict[str, set[str]] = {
+    "gcp:compute/network:Network": {"compute.networks.create", "compute.networks.delete"},
+    "gcp:compute/subnetwork:Subnetwork": {
+        "compute.subnetworks.create",
+        "compute.subnetworks.delete",
+        "compute.subnetworks.use",
+    },
+    "gcp:compute/router:Router": {"compute.routers.create", "compute.routers.delete"},
+    "gcp:compute/routerNat:RouterNat": {"compute.routers.update"},
+    "gcp:compute/firewall:Firewall": {
+        "compute.firewalls.create",
+        "compute.firewalls.delete",
+        "compute.networks.updatePolicy",
+    },
+    "gcp:storage/bucket:Bucket": {"storage.buckets.create", "storage.buckets.delete"},
+    "gcp:storage/bucketIAMMember:BucketIAMMember": {
+        "storage.buckets.getIamPolicy",
+        "storage.buckets.setIamPolicy",
+    },
+    "gcp:serviceaccount/account:Account": {
+        "iam.serviceAccounts.create",
+        "iam.serviceAccounts.delete",
+    },
+    "gcp:compute/instanceTemplate:InstanceTemplate": {
+        "compute.instanceTemplates.create",
+        "compute.instanceTemplates.delete",
+        "iam.serviceAccounts.actAs",
+    },
+    "gcp:compute/instanceGroupManager:InstanceGroupManager": {
+        "compute.instanceGroupManagers.create",
+        "compute.instanceGroupManagers.delete",
+        "compute.instanceTemplates.useReadOnly",
+        "compute.instances.create",
+    },
+    "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": {
+        "compute.instanceGroupManagers.create",
+        "compute.instanceGroupManagers.delete",
+        "compute.instanceTemplates.useReadOnly",
+        "compute.instances.create",
+    },
+}
+
+
+@pytest.mark.parametrize("zone", ["us-central1-a", ""])
+def test_gcp_deployer_may_manage_everything_a_gcp_placement_creates(
+    aws_config: dict[str, Any], zone: str
+) -> None:
+    config = {
+        **aws_config,
+        "cloud": "gcp",
+        "region": "us-central1",
+        "zone": zone,
+        "instanceTypes": ["a2-ultragpu-8g"],
+        "dataUrl": "gs://acme-datasets/llm/",
+    }
+    states: dict[str, StateFiller] = {
+        "gcp:storage/bucket:Bucket": lambda name, inputs: {"name": f"{name}-mock001"},
+        GCP_ACCOUNT: lambda name, inputs: {
+            "email": f"{inputs['accountId']}@{PROJECT_ID}.iam.gserviceaccount.com"
+        },
+    }
+    placement = run_program(config, states=states)
+
+    created = {r.type for r in placement.custom_resources()}
+    assert created <= set(GCP_NEEDS), f"unlisted types: {created - set(GCP_NEEDS)}"
+    for type_ in created:
+        assert GCP_NEEDS[type_] <= set(GCP_DEPLOYER_PERMISSIONS), type_
