@@ -88,7 +88,7 @@ class AzureDeployer(pulumi.ComponentResource):
         super().__init__("spotroute:bootstrap:AzureDeployer", name, None, opts)
         from pulumi_azure_native import authorization, managedidentity, resources
 
-        from components.azure import role_definition_id
+        from components.azure_names import role_definition_id
 
         child = pulumi.ResourceOptions(parent=self)
         tags = bootstrap_labels(args.labels)
