@@ -10,7 +10,7 @@ Unknown never rejects. No I/O here: router/quotas/ reads the clouds and the cach
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
@@ -270,18 +270,6 @@ def quota_keys(types: Iterable[TypeQuotas], cloud: str) -> tuple[str, ...]:
         for quota in group
     }
     return tuple(sorted(keys))
-
-
-def readings_by_region(
-    readings: Iterable[QuotaReading],
-) -> Mapping[tuple[str, str], list[QuotaReading]]:
-    """Readings grouped by (cloud, region), each group sorted by quota."""
-    grouped: dict[tuple[str, str], list[QuotaReading]] = {}
-    for r in readings:
-        grouped.setdefault((r.cloud, r.region), []).append(r)
-    for group in grouped.values():
-        group.sort(key=lambda r: r.quota)
-    return grouped
 
 
 def parse_quota_definitions(text: str, name: str = QUOTAS_NAME) -> tuple[QuotaDefinition, ...]:

@@ -24,7 +24,7 @@ _AWS_SPOT = ("MaxSpotInstanceCountExceeded",)
 _AWS_ON_DEMAND = ("VcpuLimitExceeded", "InstanceLimitExceeded")
 
 
-def parse_quota_error(cloud: str, message: str, market: str = "on-demand") -> str | None:
+def parse_quota_error(cloud: str, message: str) -> str | None:
     """The quota a launch error names, or None when the message does not name one.
 
     AWS errors name no quota code: the caller's instance type decides (None is returned, and
@@ -85,7 +85,7 @@ def record_quota_failure(
             "add its quota_on_demand/quota_spot columns"
         )
     groups = it.groups(market)
-    chosen = quota or parse_quota_error(cloud, message, market)
+    chosen = quota or parse_quota_error(cloud, message)
     if chosen is None:
         if not groups:
             raise BadInput(f"{cloud} {instance_type}: no {market} quota is mapped")
