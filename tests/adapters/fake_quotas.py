@@ -234,6 +234,7 @@ class FakeGcpRegions(_Server):
 
     quotas: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     status: int = 200
+    fail_next: list[int] = field(default_factory=list)  # statuses answered first, one each
     seen: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -247,6 +248,11 @@ class FakeGcpRegions(_Server):
         path = urlsplit(handler.path).path
         with self.lock:
             self.seen.append(path)
+            scripted = self.fail_next.pop(0) if self.fail_next else None
+        if scripted is not None:
+            error = {"error": {"code": scripted, "message": "scripted", "errors": []}}
+            _send(handler, scripted, json.dumps(error).encode(), "application/json")
+            return
         match = _REGION_PATH.match(path)
         if self.status != 200 or match is None or match["region"] not in self.quotas:
             status = self.status if self.status != 200 else 404

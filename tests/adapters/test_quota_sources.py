@@ -180,6 +180,23 @@ def test_gcp_reads_gpu_and_cpu_metrics_of_each_region(fake_gcp: FakeGcpRegions) 
     assert "/compute/v1/projects/spotroute-test/regions/us-central1" in fake_gcp.seen
 
 
+def test_gcp_retries_a_busy_region_with_backoff(fake_gcp: FakeGcpRegions) -> None:
+    fake_gcp.quotas = {"us-central1": {"NVIDIA_L4_GPUS": (8, 0)}}
+    fake_gcp.fail_next = [503, 429]
+    waits: list[float] = []
+
+    readings = gcp.fetch_quotas(
+        QuotaRequest(quotas=("NVIDIA_L4_GPUS",), regions=("us-central1",), max_attempts=3),
+        now=NOW,
+        regions_client=gcp_client(fake_gcp),
+        project="spotroute-test",
+        sleep=waits.append,
+    )
+
+    assert table(readings) == {("us-central1", "NVIDIA_L4_GPUS"): (8, 0)}
+    assert len(waits) == 2 and len(fake_gcp.seen) == 3
+
+
 def test_gcp_forbidden_names_the_permission(fake_gcp: FakeGcpRegions) -> None:
     fake_gcp.status = 403
 
