@@ -99,7 +99,7 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     "compute.globalOperations.get",
     "compute.regionOperations.get",
     "compute.zoneOperations.get",
-    "compute.regions.get",  # also `route quotas refresh` (router/quotas/gcp.py): region quotas
+    "compute.regions.get",  # also `route quotas refresh` (prices/quotas/gcp.py): region quotas
     "compute.zones.get",
     "compute.projects.get",
     "resourcemanager.projects.get",
@@ -179,7 +179,7 @@ AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
     # `route prices refresh` (router/prices/azure.py): SKU availability, spot eviction rates.
     "Microsoft.Compute/skus/read",
     "Microsoft.ResourceGraph/resources/read",
-    # `route quotas refresh` (router/quotas/azure.py): family, regional and spot vCPU usage.
+    # `route quotas refresh` (router/prices/quotas/azure.py): family, regional and spot vCPU usage.
     "Microsoft.Compute/locations/usages/read",
 )
 # Role assignments live in a second role, assigned under AZURE_GRANT_CONDITION.
@@ -287,7 +287,7 @@ def aws_deployer_policy(
                 "ec2:DescribeSpotInstanceRequests",
                 "ec2:DescribeSpotPriceHistory",
                 "pricing:GetProducts",
-                # `route quotas refresh` (router/quotas/aws.py): GPU vCPU quotas and their usage.
+                # `route quotas refresh` (router/prices/quotas/aws.py): GPU quotas and usage.
                 "servicequotas:GetServiceQuota",
                 "servicequotas:GetAWSDefaultServiceQuota",
                 "cloudwatch:GetMetricData",

@@ -11,7 +11,7 @@ from router.core.quotas import UNITS, LaunchFailure
 
 if TYPE_CHECKING:
     from router.flows.quotas import QuotaRow, QuotaTable
-    from router.quotas.book import QuotaRefreshOutcome
+    from router.prices.quotas.book import QuotaRefreshOutcome
 
 
 def _age_s(moment: datetime, now: datetime) -> float:

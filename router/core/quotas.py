@@ -5,7 +5,7 @@ GCP GPUs per model and CPUs per series, Azure vCPUs per VM family and a regional
 `QuotaBook` holds what is known — the latest reading of each quota (limit and usage) and the
 launches that failed on one — and answers per offer: enough free quota (`ok`), not enough
 (`short`, with the numbers and how to ask for more), or `unknown` (never read, no mapping).
-Unknown never rejects. No I/O here: router/quotas/ reads the clouds and the cache.
+Unknown never rejects. No I/O here: router/prices/quotas/ reads the clouds and the cache.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from router.core.placement import PlanResult
 from router.core.planner import plan
 from router.prices.book import offers_now
 from router.prices.local import local_offers
-from router.quotas.book import open_book_if_cached
-from router.quotas.cache import default_path as quota_cache_path
+from router.prices.quotas.book import open_book_if_cached
+from router.prices.quotas.cache import default_path as quota_cache_path
 
 
 @dataclass(frozen=True)

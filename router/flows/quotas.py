@@ -12,9 +12,9 @@ from router.config.home import spotroute_home
 from router.contract.clouds import PUBLIC_CLOUDS as CLOUDS
 from router.core.errors import BadInput
 from router.core.quotas import LaunchFailure, QuotaDefinition, QuotaReading, quota_keys
-from router.quotas.book import LIVE_SOURCES, QuotaRefreshOutcome, refresh
-from router.quotas.cache import QuotaCache, default_path
-from router.quotas.request import QuotaRequest
+from router.prices.quotas.book import LIVE_SOURCES, QuotaRefreshOutcome, refresh
+from router.prices.quotas.cache import QuotaCache, default_path
+from router.prices.quotas.request import QuotaRequest
 
 
 def quota_cache_path() -> Path:

@@ -1,4 +1,4 @@
-"""Loopback fakes of the quota APIs router.quotas reads, in their real wire formats.
+"""Loopback fakes of the quota APIs router.prices.quotas reads, in their real wire formats.
 
 - AWS (`FakeAwsQuotas`, plain HTTP, one server for both services; the region is read from the
   SigV4 credential scope, as AWS routes by endpoint):

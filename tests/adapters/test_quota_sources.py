@@ -14,8 +14,8 @@ from google.cloud import compute_v1
 
 from router.core.errors import CredentialsMissing, OperationFailed
 from router.core.quotas import QuotaReading
-from router.quotas import aws, azure, gcp
-from router.quotas.request import QuotaRequest
+from router.prices.quotas import aws, azure, gcp
+from router.prices.quotas.request import QuotaRequest
 from tests.adapters.fake_azure import FakeCredential, TlsFiles, make_tls
 from tests.adapters.fake_quotas import AwsQuota, FakeAwsQuotas, FakeAzureUsage, FakeGcpRegions
 

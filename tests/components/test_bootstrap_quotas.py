@@ -13,7 +13,7 @@ from test_bootstrap import (
     document,
 )
 
-from router.quotas import aws, azure, gcp
+from router.prices.quotas import aws, azure, gcp
 
 
 def test_aws_deployer_reads_gpu_quotas_and_their_usage() -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from router.quotas.cache import QuotaCache, default_path
-from router.quotas.learn import parse_quota_error, record_quota_failure
+from router.prices.quotas.cache import QuotaCache, default_path
+from router.prices.quotas.learn import parse_quota_error, record_quota_failure
 from tests.adapters.fake_quotas import AwsQuota, FakeAwsQuotas
 from tests.unit.cli_harness import REPO, Run, clean_env, write_job
 
@@ -156,7 +156,7 @@ def test_plan_reads_quotas_from_the_cache_without_importing_a_cloud_sdk(
         for line in run.err.splitlines()
         if line.startswith("import time:") and "|" in line
     }
-    assert "router.quotas.cache" in modules
+    assert "router.prices.quotas.cache" in modules
     assert not [m for m in modules if m.split(".")[0] in ("boto3", "botocore", "google", "azure")]
 
 

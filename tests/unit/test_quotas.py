@@ -17,7 +17,7 @@ from router.core.quotas import (
     parse_quota_definitions,
     parse_type_quotas,
 )
-from router.quotas.cache import QuotaCache
+from router.prices.quotas.cache import QuotaCache
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 

@@ -23,7 +23,7 @@ from botocore.exceptions import (
 
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed
 from router.core.quotas import QuotaReading
-from router.quotas.request import QuotaRequest
+from router.prices.quotas.request import QuotaRequest
 
 SOURCE = "aws-service-quotas"
 SERVICE_CODE = "ec2"

@@ -14,7 +14,7 @@ from pathlib import Path
 from router.config.datafiles import load_quota_definitions, load_type_quotas
 from router.core.errors import BadInput
 from router.core.quotas import LaunchFailure
-from router.quotas.cache import QuotaCache, default_path
+from router.prices.quotas.cache import QuotaCache, default_path
 
 # Error texts the clouds return when a launch exceeds a quota (one example each in docs/quotas.md).
 _GCP_METRIC = re.compile(r"Quota '([A-Z0-9_]+)' exceeded")

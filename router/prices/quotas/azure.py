@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed
 from router.core.quotas import QuotaReading
-from router.quotas.request import QuotaRequest
+from router.prices.quotas.request import QuotaRequest
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential

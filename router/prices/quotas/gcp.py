@@ -18,8 +18,8 @@ from google.auth import exceptions as auth_exceptions
 
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed
 from router.core.quotas import QuotaReading
+from router.prices.quotas.request import QuotaRequest
 from router.prices.retry import retry_call
-from router.quotas.request import QuotaRequest
 
 SOURCE = "gcp-regions"
 GET_REGION = "Compute API regions.get"

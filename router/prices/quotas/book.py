@@ -17,19 +17,19 @@ from typing import Protocol
 from router.config.datafiles import load_quota_definitions, load_type_quotas
 from router.core.errors import RouteError
 from router.core.quotas import LaunchFailure, QuotaBook, QuotaReading
-from router.quotas.request import QuotaRequest
+from router.prices.quotas.request import QuotaRequest
 
 LIVE_SOURCES: dict[str, str] = {
-    "aws": "router.quotas.aws",
-    "gcp": "router.quotas.gcp",
-    "azure": "router.quotas.azure",
+    "aws": "router.prices.quotas.aws",
+    "gcp": "router.prices.quotas.gcp",
+    "azure": "router.prices.quotas.azure",
 }
 
 Fetcher = Callable[[QuotaRequest], list[QuotaReading]]
 
 
 class QuotaStore(Protocol):
-    """What the book needs of the cache (router.quotas.cache.QuotaCache implements it)."""
+    """What the book needs of the cache (router.prices.quotas.cache.QuotaCache implements it)."""
 
     def add(self, readings: Sequence[QuotaReading]) -> int: ...
 
@@ -63,7 +63,7 @@ def open_book_if_cached(path: Path, *, now: datetime, clouds: Sequence[str]) -> 
     """The quota book from the cache at `path`; with no cache file yet, every quota is unknown."""
     if not path.exists():
         return quota_book(None, now=now)
-    from router.quotas.cache import QuotaCache
+    from router.prices.quotas.cache import QuotaCache
 
     with QuotaCache(path) as cache:
         return quota_book(cache, now=now, clouds=clouds)
