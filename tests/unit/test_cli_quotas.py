@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from router.prices.quotas.cache import QuotaCache, default_path
-from router.prices.quotas.learn import parse_quota_error, record_quota_failure
+from router.prices.quotas.learn import is_quota_error, parse_quota_error, record_quota_failure
 from tests.adapters.fake_quotas import AwsQuota, FakeAwsQuotas
 from tests.unit.cli_harness import REPO, Run, clean_env, write_job
 
@@ -258,6 +258,11 @@ def test_quota_named_in_gcp_and_azure_launch_errors() -> None:
     assert parse_quota_error("azure", azure) == "standardNCADSA100v4Family"
     assert parse_quota_error("azure", spot) == "lowPriorityCores"
     assert parse_quota_error("aws", "MaxSpotInstanceCountExceeded") is None
+    assert is_quota_error("aws", "MaxSpotInstanceCountExceeded: Max spot instance count exceeded")
+    assert is_quota_error("aws", "VcpuLimitExceeded: You have requested more vCPU capacity")
+    assert not is_quota_error("aws", "InsufficientInstanceCapacity: no p4de capacity in use1-az6")
+    assert is_quota_error("gcp", gcp) and is_quota_error("azure", spot)
+    assert not is_quota_error("gcp", "ZONE_RESOURCE_POOL_EXHAUSTED: does not have enough resources")
 
 
 def test_prices_refresh_also_reads_quotas(home: Path) -> None:
