@@ -12,9 +12,10 @@ from router.config.home import spotroute_home
 from router.contract.clouds import PUBLIC_CLOUDS as CLOUDS
 from router.core.errors import BadInput
 from router.core.quotas import LaunchFailure, QuotaDefinition, QuotaReading, quota_keys
-from router.prices.quotas.book import LIVE_SOURCES, QuotaRefreshOutcome, refresh
+from router.prices.quotas.book import QuotaRefreshOutcome, refresh
 from router.prices.quotas.cache import QuotaCache, default_path
 from router.prices.quotas.request import QuotaRequest
+from router.prices.quotas.sources import SOURCES
 
 
 def quota_cache_path() -> Path:
@@ -41,7 +42,7 @@ def _clouds(clouds: tuple[str, ...]) -> tuple[str, ...]:
     for cloud in clouds:
         if cloud not in CLOUDS:
             raise BadInput(f"--clouds: unknown cloud '{cloud}' — use one of {', '.join(CLOUDS)}")
-    return clouds or tuple(LIVE_SOURCES)
+    return clouds or tuple(SOURCES)
 
 
 def _matches(region: str, patterns: tuple[str, ...]) -> bool:

@@ -282,3 +282,12 @@ def test_azure_without_subscription_says_how_to_set_one(monkeypatch: pytest.Monk
         azure.fetch_quotas(QuotaRequest(quotas=("cores",), regions=("eastus",)), now=NOW)
 
     assert "AZURE_SUBSCRIPTION_ID" in caught.value.message
+
+
+def test_every_public_cloud_has_a_quota_source_with_the_price_sources_shape() -> None:
+    from router.contract.clouds import PUBLIC_CLOUDS
+    from router.prices.quotas.sources import SOURCES, quota_source
+
+    assert tuple(SOURCES) == PUBLIC_CLOUDS
+    for cloud in PUBLIC_CLOUDS:
+        assert callable(quota_source(cloud).fetch)

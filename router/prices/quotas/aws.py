@@ -48,6 +48,13 @@ _REJECTED = frozenset(
 )
 
 
+class AwsQuotas:
+    """AWS quotas (QuotaSource): Service Quotas limits, CloudWatch AWS/Usage usage."""
+
+    def fetch(self, request: QuotaRequest, *, now: datetime) -> list[QuotaReading]:
+        return fetch_quotas(request, now=now)
+
+
 def fetch_quotas(
     request: QuotaRequest,
     *,

@@ -44,6 +44,13 @@ class ComputeClient(Protocol):
     def usage(self) -> UsageOperations: ...
 
 
+class AzureQuotas:
+    """Azure quotas (QuotaSource): Compute usage per location."""
+
+    def fetch(self, request: QuotaRequest, *, now: datetime) -> list[QuotaReading]:
+        return fetch_quotas(request, now=now)
+
+
 def fetch_quotas(
     request: QuotaRequest,
     *,

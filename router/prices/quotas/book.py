@@ -6,7 +6,6 @@ the per-cloud sources and reads the clouds concurrently, each cloud failing on i
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,12 +17,6 @@ from router.config.datafiles import load_quota_definitions, load_type_quotas
 from router.core.errors import RouteError
 from router.core.quotas import LaunchFailure, QuotaBook, QuotaReading
 from router.prices.quotas.request import QuotaRequest
-
-LIVE_SOURCES: dict[str, str] = {
-    "aws": "router.prices.quotas.aws",
-    "gcp": "router.prices.quotas.gcp",
-    "azure": "router.prices.quotas.azure",
-}
 
 Fetcher = Callable[[QuotaRequest], list[QuotaReading]]
 
@@ -70,13 +63,10 @@ def open_book_if_cached(path: Path, *, now: datetime, clouds: Sequence[str]) -> 
 
 
 def _live_fetcher(cloud: str, now: datetime) -> Fetcher:
-    module = importlib.import_module(LIVE_SOURCES[cloud])
+    from router.prices.quotas.sources import quota_source
 
-    def fetch(request: QuotaRequest) -> list[QuotaReading]:
-        readings: list[QuotaReading] = module.fetch_quotas(request, now=now)
-        return readings
-
-    return fetch
+    source = quota_source(cloud)
+    return lambda request: source.fetch(request, now=now)
 
 
 def refresh(

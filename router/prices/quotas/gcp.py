@@ -46,6 +46,13 @@ BASE_DELAY_S = 0.5
 MAX_DELAY_S = 8.0
 
 
+class GcpQuotas:
+    """GCP quotas (QuotaSource): Compute regions.get quotas per region."""
+
+    def fetch(self, request: QuotaRequest, *, now: datetime) -> list[QuotaReading]:
+        return fetch_quotas(request, now=now)
+
+
 def fetch_quotas(
     request: QuotaRequest,
     *,
