@@ -99,7 +99,7 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     "compute.globalOperations.get",
     "compute.regionOperations.get",
     "compute.zoneOperations.get",
-    "compute.regions.get",
+    "compute.regions.get",  # also `route quotas refresh` (prices/quotas/gcp.py): region quotas
     "compute.zones.get",
     "compute.projects.get",
     "resourcemanager.projects.get",
@@ -179,6 +179,8 @@ AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
     # `route prices refresh` (router/prices/azure.py): SKU availability, spot eviction rates.
     "Microsoft.Compute/skus/read",
     "Microsoft.ResourceGraph/resources/read",
+    # `route quotas refresh` (router/prices/quotas/azure.py): family, regional and spot vCPU usage.
+    "Microsoft.Compute/locations/usages/read",
 )
 # Role assignments live in a second role, assigned under AZURE_GRANT_CONDITION.
 AZURE_GRANT_ACTIONS: tuple[str, ...] = (
@@ -285,6 +287,10 @@ def aws_deployer_policy(
                 "ec2:DescribeSpotInstanceRequests",
                 "ec2:DescribeSpotPriceHistory",
                 "pricing:GetProducts",
+                # `route quotas refresh` (router/prices/quotas/aws.py): GPU quotas and usage.
+                "servicequotas:GetServiceQuota",
+                "servicequotas:GetAWSDefaultServiceQuota",
+                "cloudwatch:GetMetricData",
             ],
             "Resource": "*",
         },

@@ -162,6 +162,13 @@ def prices(
     show_default=True,
     help="Seconds per API call.",
 )
+@click.option(
+    "--quotas/--no-quotas",
+    "with_quotas",
+    default=True,
+    show_default=True,
+    help="Also read the account's GPU quotas (as `route quotas refresh`).",
+)
 @json_option
 @click.pass_context
 def prices_refresh(
@@ -170,19 +177,102 @@ def prices_refresh(
     regions: tuple[str, ...],
     gpu: str | None,
     timeout_s: float,
+    with_quotas: bool,
     as_json: bool,
 ) -> None:
-    """Fetch live prices from each cloud's own API into the local cache."""
-    from router.cli import render
+    """Fetch live prices (and quotas) from each cloud's own API into the local cache."""
+    from router.cli import render, render_quotas
     from router.flows import prices as pricing
 
+    now = _now()
     outcomes = pricing.refresh_prices(
-        clouds=_split(clouds), regions=_split(regions), gpu=gpu, timeout_s=timeout_s, now=_now()
+        clouds=_split(clouds), regions=_split(regions), gpu=gpu, timeout_s=timeout_s, now=now
     )
+    quota_outcomes = {}
+    if with_quotas:
+        from router.flows.quotas import refresh_quotas
+
+        asked = tuple(o.cloud for o in outcomes)
+        quota_outcomes = {
+            q.cloud: q
+            for q in refresh_quotas(
+                clouds=asked, regions=_split(regions), timeout_s=timeout_s, now=now
+            )
+        }
     if as_json:
-        render.print_json([render.refresh_json(o) for o in outcomes])
+        rows = []
+        for o in outcomes:
+            row = render.refresh_json(o)
+            quota = quota_outcomes.get(o.cloud)
+            if quota is not None:
+                row["quota_readings_stored"] = quota.readings_stored
+                row["quota_error"] = quota.error
+            rows.append(row)
+        render.print_json(rows)
     else:
         render.refresh_summary(outcomes)
+        render_quotas.refresh_summary(list(quota_outcomes.values()))
+    if all(o.error for o in outcomes):
+        sys.exit(EXIT_FAILED)
+
+
+# ---------------------------------------------------------------------------------------------
+# quotas
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--clouds", multiple=True, help="Comma-separated: aws,gcp,azure.")
+@click.option("--regions", multiple=True, help="Comma-separated region globs.")
+@json_option
+@click.pass_context
+def quotas(
+    ctx: click.Context, clouds: tuple[str, ...], regions: tuple[str, ...], as_json: bool
+) -> None:
+    """The account's GPU quotas as last read: limit, usage, free (see docs/quotas.md).
+
+    `route quotas refresh` reads them from each cloud; `route plan` rejects placements that
+    need more than is free, and treats a quota never read as unknown (never rejected).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from router.cli import render, render_quotas
+    from router.flows.quotas import quota_table
+
+    table = quota_table(clouds=_split(clouds), regions=_split(regions), now=_now())
+    if as_json:
+        render.print_json(render_quotas.quotas_json(table))
+    else:
+        render_quotas.quota_table(table)
+
+
+@quotas.command("refresh")
+@click.option("--clouds", multiple=True, help="Comma-separated: aws,gcp,azure (default: all).")
+@click.option(
+    "--regions", multiple=True, help="Region globs (default: the regions spotroute knows)."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds per API call.",
+)
+@json_option
+def quotas_refresh(
+    clouds: tuple[str, ...], regions: tuple[str, ...], timeout_s: float, as_json: bool
+) -> None:
+    """Read GPU quota limits and usage from each cloud's own API into the local cache."""
+    from router.cli import render, render_quotas
+    from router.flows.quotas import refresh_quotas
+
+    outcomes = refresh_quotas(
+        clouds=_split(clouds), regions=_split(regions), timeout_s=timeout_s, now=_now()
+    )
+    if as_json:
+        render.print_json([render_quotas.refresh_json(o) for o in outcomes])
+    else:
+        render_quotas.refresh_summary(outcomes)
     if all(o.error for o in outcomes):
         sys.exit(EXIT_FAILED)
 

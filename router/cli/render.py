@@ -223,6 +223,7 @@ def placement_json(p: Placement) -> dict[str, Any]:
         "interruption_bucket": p.interruption_bucket,
         "interruptions_per_hour": p.interruptions_per_hour,
         "reasons": list(p.reasons),
+        "quota": {"status": p.quota_status, "note": p.quota_note},
     }
 
 
@@ -248,6 +249,9 @@ def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> d
             for r in report.result.rejected
         ]
     return out
+
+
+_QUOTA_SHOWN = {"ok": "ok", "unknown": "[yellow]unknown[/]", "not needed": "-", "unchecked": "-"}
 
 
 def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> None:
@@ -282,6 +286,7 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
             ("interruption", "right"),
             ("total", "right"),
             ("price source", "left"),
+            ("quota", "left"),
         ]:
             table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for rank, p in enumerate(shown, 1):
@@ -297,6 +302,7 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
                 money(p.interruption_cost),
                 f"[bold]{money(p.total_cost)}[/]",
                 f"[yellow]{source} stale[/]" if p.stale else source,
+                _QUOTA_SHOWN.get(p.quota_status, p.quota_status),
             )
         console.print(table)
         best = result.placements[0]

@@ -15,6 +15,12 @@ from router.core.catalog import Catalog, parse_catalog
 from router.core.egress import EgressTable, parse_egress_csv
 from router.core.errors import BadInput
 from router.core.interruption import InterruptionModel, parse_interruption_csv
+from router.core.quotas import (
+    QuotaDefinition,
+    TypeQuotas,
+    parse_quota_definitions,
+    parse_type_quotas,
+)
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
@@ -47,3 +53,16 @@ def load_interruption_model(path: Path | None = None) -> InterruptionModel:
     """Spot interruption buckets and per-cloud defaults (interruption.csv)."""
     text, name = read_data_file("interruption.csv", path, "interruption data")
     return parse_interruption_csv(text, name=name)
+
+
+@lru_cache(maxsize=1)
+def load_quota_definitions() -> tuple[QuotaDefinition, ...]:
+    """Every account quota a GPU launch draws on (quotas.csv)."""
+    return parse_quota_definitions(*read_data_file("quotas.csv", None, "quota definitions"))
+
+
+@lru_cache(maxsize=1)
+def load_type_quotas() -> tuple[TypeQuotas, ...]:
+    """Per catalog instance type, the quotas it draws on (instances.csv quota columns)."""
+    text, name = read_data_file("instances.csv", None, "the instance catalog")
+    return parse_type_quotas(text, load_quota_definitions(), name)

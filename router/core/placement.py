@@ -35,6 +35,8 @@ class Placement:
     interruptions_per_hour: float  # per instance
     reasons: tuple[str, ...]
     offer: Offer  # the offer this was planned from (hardware details for stack config)
+    quota_status: str = "unchecked"  # ok | unknown | not needed | unchecked (no QuotaBook given)
+    quota_note: str = ""  # why the quota is unknown
 
 
 # Where a placement is and what it runs on: the leading fields of every record of one.

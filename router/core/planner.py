@@ -14,8 +14,10 @@ the FIRST filter it fails, in this order:
   5. region        allowed and not denied by the job's and spotroute.yaml's globs (deny wins)
   6. duplicate     same cloud/region/zone/type/market seen from a fresher quote
   7. freshness     with require_fresh, quotes older than max_quote_age_s
-  8. price cap     discounted $/h per instance ≤ job max_price_per_hour and budgets
-  9. job budget    expected total ≤ budgets.max_job_cost
+  8. quota         node_count instances fit the account's free quota in the region (when a
+                   QuotaBook is given; an unknown quota never rejects: "quota unknown")
+  9. price cap     discounted $/h per instance ≤ job max_price_per_hour and budgets
+ 10. job budget    expected total ≤ budgets.max_job_cost
 
 Costs per placement (USD; rounded only when rendered):
   compute      = price_per_hour × node_count × hours
@@ -50,6 +52,7 @@ from router.core.placement import (
     rejections_fixed,
     rejections_listed,
 )
+from router.core.quotas import SHORT, UNKNOWN, QuotaBook, QuotaVerdict
 
 SPOT, ON_DEMAND, RESERVED = "spot", "on-demand", "reserved"
 RESERVATION_SOURCE = "spotroute.yaml reservation"
@@ -74,13 +77,17 @@ def plan(
     top: int | None = None,
     interruption: InterruptionModel,
     catalog: HardwareLookup | None = None,
+    quotas: QuotaBook | None = None,
 ) -> PlanResult:
-    """Rank the offers that fit the job by expected total USD; reject the rest with reasons."""
+    """Rank the offers that fit the job by expected total USD; reject the rest with reasons.
+
+    With `quotas`, offers needing more than the free quota of their region are rejected.
+    """
     if now.tzinfo is None:
         raise ValueError("plan(now=...) must be timezone-aware (UTC)")
     if top is not None and top < 1:
         raise ValueError(f"plan(top=...) must be at least 1, got {top}")
-    ctx = _JobContext(job, org, egress, now, require_fresh, interruption)
+    ctx = _JobContext(job, org, egress, now, require_fresh, interruption, quotas)
 
     # The deferred rejections below read the input again when --explain asks for them.
     given: tuple[Offer, ...] = offers if isinstance(offers, tuple) else tuple(offers)
@@ -182,6 +189,7 @@ class _Row:
     compute_cost: float
     interruption_cost: float
     total_cost: float
+    quota: QuotaVerdict | None
 
 
 def _rank_key(row: _Row) -> tuple[Any, ...]:
@@ -235,6 +243,10 @@ def _cost_rows(
         if stale and require_fresh:
             rejects.append((o, ctx.stale_reason(age_s)))
             continue
+        verdict = ctx.quota(o)
+        if verdict is not None and verdict.status == SHORT:
+            rejects.append((o, verdict.note))
+            continue
         list_price = ctx.list_price(o)
         discount = ctx.discount(o)
         price = (
@@ -274,6 +286,7 @@ def _cost_rows(
                 compute_cost=compute,
                 interruption_cost=interrupted,
                 total_cost=total,
+                quota=verdict,
             )
         )
     return rows, rejects
@@ -373,8 +386,11 @@ class _JobContext:
         now: datetime,
         require_fresh: bool,
         interruption: InterruptionModel,
+        quotas: QuotaBook | None = None,
     ) -> None:
         self.job, self.org, self.now = job, org, now
+        self.quotas = quotas
+        self._quota_cache: dict[tuple[str, str, str, str], QuotaVerdict] = {}
         self.require_fresh = require_fresh
         self.max_quote_age_s = float(org.max_quote_age_s)
         self.node_count = job.node_count
@@ -535,6 +551,18 @@ class _JobContext:
             )
         return ""
 
+    def quota(self, o: Offer) -> QuotaVerdict | None:
+        """The quota verdict for the job's node_count instances of the offer; None: unchecked."""
+        if self.quotas is None:
+            return None
+        if o.source == RESERVATION_SOURCE and id(o) in self.reservations:
+            return QuotaVerdict("not needed")  # owned capacity: already launched or reserved
+        key = (o.cloud, o.region, o.instance_type, o.market)
+        found = self._quota_cache.get(key)
+        if found is None:
+            found = self._quota_cache[key] = self.quotas.check(*key, self.node_count)
+        return found
+
     # --- cost terms ----------------------------------------------------------------------
     def list_price(self, o: Offer) -> float:
         reservation = self.reservations.get(id(o)) if self.reservations else None
@@ -603,6 +631,8 @@ class _JobContext:
             interruptions_per_hour=row.rate_per_hour,
             reasons=self.reasons(row),
             offer=o,
+            quota_status=row.quota.status if row.quota is not None else "unchecked",
+            quota_note=row.quota.note if row.quota is not None else "",
         )
 
     def reasons(self, row: _Row) -> tuple[str, ...]:
@@ -630,6 +660,8 @@ class _JobContext:
                 f"{self.hours:g} h × {self.node_count} node(s), "
                 f"{self.lost_hours_per_interruption:.2f} h lost each"
             )
+        if row.quota is not None and row.quota.status == UNKNOWN:
+            out.append(row.quota.note)
         if row.stale:
             out.append(
                 f"price is {row.age_s / 3600:.1f} h old (max {self.max_quote_age_s / 3600:g} h): "

@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from router.config.datafiles import load_egress, load_interruption_model
+from router.config.home import spotroute_home
 from router.config.job_file import load_job
 from router.config.org_file import org_config_for
 from router.config.project import Project
@@ -18,6 +19,8 @@ from router.core.placement import PlanResult
 from router.core.planner import plan
 from router.prices.book import offers_now
 from router.prices.local import local_offers
+from router.prices.quotas.book import open_book_if_cached
+from router.prices.quotas.cache import default_path as quota_cache_path
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,10 @@ def plan_job(
     job = load_job(job_path)
     org = org_config_for(project)
     offers = current_offers(job, now)
+    # Cached readings only: no cloud SDK on the plan path (`route quotas refresh` reads them).
+    quotas = open_book_if_cached(
+        quota_cache_path(spotroute_home()), now=now, clouds=job.resources.clouds
+    )
     result = plan(
         job,
         offers,
@@ -59,5 +66,6 @@ def plan_job(
         now=now,
         require_fresh=require_fresh,
         top=top,
+        quotas=quotas,
     )
     return PlanReport(job=job, org=org, result=result, offers_considered=len(offers))

@@ -131,8 +131,9 @@ def test_plan_json_has_the_documented_placement_fields() -> None:
         "cloud", "region", "zone", "instance_type", "market", "gpu", "gpu_count",
         "price_per_hour", "list_price_per_hour", "node_count", "hours", "compute_cost",
         "egress_cost", "interruption_cost", "total_cost", "price_source", "price_age_s",
-        "stale", "interruption_bucket", "interruptions_per_hour", "reasons",
+        "stale", "interruption_bucket", "interruptions_per_hour", "reasons", "quota",
     }  # fmt: skip
+    assert set(best["quota"]) == {"status", "note"}
     assert best["hours"] == 24
     assert math.isclose(
         best["compute_cost"], best["price_per_hour"] * best["hours"] * best["node_count"]

@@ -345,9 +345,10 @@ def test_refresh_without_credentials_fails_in_one_line_and_keeps_the_cache_usabl
     assert run.code == 1
     assert "Traceback" not in run.out + run.err
     lines = [line for line in (run.out + run.err).splitlines() if line.strip()]
-    assert len(lines) == 1, lines
+    assert len(lines) == 2, lines  # prices, then quotas (read alongside)
     assert "aws" in lines[0]
     assert "credentials" in lines[0]
+    assert lines[1].startswith("aws quotas") and "credentials" in lines[1]
     after = route_process("prices", "--clouds", "gcp", "--json", cwd=tmp_path, home=home)
     assert after.code == 0
     assert {(r["instance_type"], r["source"], r["price_per_hour"]) for r in after.json()} == {
@@ -364,6 +365,7 @@ def test_refresh_json_reports_the_error_per_cloud(home: Path, tmp_path: Path) ->
     [outcome] = run.json()
     assert set(outcome) == {
         "cloud", "regions", "instance_types", "quotes_stored", "elapsed_s", "error", "warnings",
+        "quota_readings_stored", "quota_error",
     }  # fmt: skip
     assert outcome["cloud"] == "aws"
     assert outcome["quotes_stored"] == 0

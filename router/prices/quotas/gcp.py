@@ -1,0 +1,204 @@
+"""Live GCP quotas: per region, the limit and usage of each GPU, preemptible GPU and CPU metric,
+from Compute Engine `regions.get` (google-cloud-compute `RegionsClient`). Imported only by the
+refresh commands. See docs/quotas.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+from google.api_core import exceptions as api_exceptions
+from google.auth import exceptions as auth_exceptions
+
+from router.core.errors import BadInput, CredentialsMissing, OperationFailed
+from router.core.quotas import QuotaReading
+from router.prices.quotas.request import QuotaRequest
+from router.prices.retry import retry_call
+
+SOURCE = "gcp-regions"
+GET_REGION = "Compute API regions.get"
+PERMISSION = "compute.regions.get"
+NO_CREDENTIALS = (
+    "GCP credentials not found — run `gcloud auth application-default login` or set "
+    "GOOGLE_APPLICATION_CREDENTIALS; until then quotas stay unknown"
+)
+NO_PROJECT = (
+    "GCP project not set — run `gcloud config set project PROJECT` or set GOOGLE_CLOUD_PROJECT; "
+    "until then quotas stay unknown"
+)
+_RETRYABLE: tuple[type[BaseException], ...] = (
+    api_exceptions.TooManyRequests,
+    api_exceptions.InternalServerError,
+    api_exceptions.BadGateway,
+    api_exceptions.ServiceUnavailable,
+    api_exceptions.GatewayTimeout,
+    requests.exceptions.Timeout,
+    requests.exceptions.ConnectionError,
+    auth_exceptions.TransportError,
+)
+BASE_DELAY_S = 0.5
+MAX_DELAY_S = 8.0
+
+
+class GcpQuotas:
+    """GCP quotas (QuotaSource): Compute regions.get quotas per region."""
+
+    def fetch(self, request: QuotaRequest, *, now: datetime) -> list[QuotaReading]:
+        return fetch_quotas(request, now=now)
+
+
+def fetch_quotas(
+    request: QuotaRequest,
+    *,
+    now: datetime | None = None,
+    regions_client: Any = None,
+    project: str | None = None,
+    endpoint: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[QuotaReading]:
+    """Limit and usage of each requested metric in each region (GPUs or vCPUs), sorted.
+
+    `regions_client` defaults to google-cloud-compute `RegionsClient` over REST with
+    Application Default Credentials; `endpoint` (with scheme) overrides where it connects.
+    """
+    if not request.regions:
+        raise BadInput("GCP quota request has no regions — pass at least one GCP region")
+    observed_at = _utc(now)
+    if not request.quotas:
+        return []
+    credentials: Any = None
+    if regions_client is None or project is None:
+        credentials, default_project = _default_credentials()
+        project = project or default_project
+    if not project:
+        raise CredentialsMissing(NO_PROJECT)
+    client = regions_client or _regions_client(credentials, endpoint)
+    wanted = set(request.quotas)
+
+    def region_readings(region: str) -> list[QuotaReading]:
+        answer = _get_region(client, project, region, request, sleep)
+        readings = []
+        for quota in answer.quotas:
+            metric = str(quota.metric)
+            if metric not in wanted:
+                continue
+            readings.append(
+                QuotaReading(
+                    cloud="gcp",
+                    region=region,
+                    quota=metric,
+                    unit="gpus" if metric.endswith("_GPUS") else "vcpus",
+                    limit=float(quota.limit),
+                    usage=float(quota.usage),
+                    source=SOURCE,
+                    observed_at=observed_at,
+                )
+            )
+        return readings
+
+    with ThreadPoolExecutor(max_workers=max(1, request.max_workers)) as pool:
+        futures = [pool.submit(region_readings, region) for region in request.regions]
+        readings = [r for future in futures for r in future.result()]
+    return sorted(readings, key=lambda r: (r.region, r.quota))
+
+
+def _get_region(
+    client: Any,
+    project: str,
+    region: str,
+    request: QuotaRequest,
+    sleep: Callable[[float], None],
+) -> Any:
+    def call() -> Any:
+        # The client's own retry is off: attempts and backoff are ours, per request.
+        return client.get(
+            request={"project": project, "region": region}, retry=None, timeout=request.timeout_s
+        )
+
+    with _translated(project, region, request):
+        return retry_call(
+            call,
+            is_retryable=lambda exc: isinstance(exc, _RETRYABLE),
+            max_attempts=request.max_attempts,
+            base_delay_s=BASE_DELAY_S,
+            max_delay_s=MAX_DELAY_S,
+            sleep=sleep,
+        )
+
+
+@contextmanager
+def _translated(project: str, region: str, request: QuotaRequest) -> Iterator[None]:
+    where = f"GCP {GET_REGION} for {region}"
+    try:
+        yield
+    except auth_exceptions.DefaultCredentialsError as exc:
+        raise CredentialsMissing(NO_CREDENTIALS) from exc
+    except (auth_exceptions.RefreshError, api_exceptions.Unauthorized) as exc:
+        raise CredentialsMissing(
+            "GCP rejected the credentials or they could not be refreshed — run `gcloud auth "
+            "application-default login`; until then quotas stay unknown"
+        ) from exc
+    except api_exceptions.Forbidden as exc:
+        raise OperationFailed(
+            f"{where} was denied in project {project} (HTTP 403) — grant {PERMISSION} "
+            "(e.g. roles/compute.viewer) and enable compute.googleapis.com"
+        ) from exc
+    except api_exceptions.NotFound as exc:
+        raise OperationFailed(
+            f"{where}: project {project!r} or region {region!r} was not found — check "
+            "`gcloud config get project` and the region name"
+        ) from exc
+    except (requests.exceptions.Timeout, api_exceptions.GatewayTimeout) as exc:
+        raise OperationFailed(
+            f"{where} timed out ({request.max_attempts} attempts, {request.timeout_s:g} s each) "
+            "— check network access to Google APIs, or raise the timeout"
+        ) from exc
+    except (requests.exceptions.ConnectionError, auth_exceptions.TransportError) as exc:
+        raise OperationFailed(
+            f"{where} could not connect ({request.max_attempts} attempts) — check network access "
+            "to Google APIs"
+        ) from exc
+    except api_exceptions.GoogleAPICallError as exc:
+        raise OperationFailed(
+            f"{where} failed (HTTP {exc.code}) after {request.max_attempts} attempts — retry later"
+        ) from exc
+    except (ValueError, TypeError) as exc:
+        raise OperationFailed(
+            f"{where} returned a malformed answer ({type(exc).__name__}) — retry later"
+        ) from exc
+
+
+def _default_credentials() -> tuple[Any, str | None]:
+    import google.auth
+
+    try:
+        credentials, project = google.auth.default(
+            scopes=["https://www.googleapis.com/auth/cloud-platform"]
+        )
+    except auth_exceptions.DefaultCredentialsError as exc:
+        raise CredentialsMissing(NO_CREDENTIALS) from exc
+    return credentials, project
+
+
+def _regions_client(credentials: Any, endpoint: str | None) -> Any:
+    from google.api_core.client_options import ClientOptions
+    from google.cloud import compute_v1
+
+    options = ClientOptions(api_endpoint=endpoint) if endpoint else None
+    return compute_v1.RegionsClient(
+        transport="rest", credentials=credentials, client_options=options
+    )
+
+
+def _utc(now: datetime | None) -> datetime:
+    if now is None:
+        return datetime.now(UTC)
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware (UTC)")
+    return now.astimezone(UTC)
