@@ -41,9 +41,12 @@ SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.
 # The Price List query API is served from a few regions only; us-east-1 has every region's prices.
 PRICING_REGION = "us-east-1"
 SPOT_PRODUCT_DESCRIPTIONS: tuple[str, ...] = ("Linux/UNIX", "Linux/UNIX (Amazon VPC)")
-# Plain Linux, shared tenancy, no bundled software, a running (not reserved-idle) instance.
+# Plain Linux, shared tenancy, no bundled software, a running (not reserved-idle) instance,
+# bought on demand: `marketoption` also has "CapacityBlock" rows (EC2 Capacity Blocks for ML),
+# which are not an on-demand price even where the Price List shows them at $0.00.
 ON_DEMAND_FILTERS: tuple[tuple[str, str], ...] = (
     ("operatingSystem", "Linux"),
+    ("marketoption", "OnDemand"),
     ("tenancy", "Shared"),
     ("preInstalledSw", "NA"),
     ("capacitystatus", "Used"),
@@ -100,7 +103,8 @@ class AwsPrices:
     """AWS prices (PriceSource): spot price history, the Price List API, the Spot Advisor."""
 
     def fetch(self, request: PriceRequest, *, now: datetime) -> Fetched:
-        return Fetched(fetch_quotes(request, now=now))
+        warnings: list[str] = []
+        return Fetched(fetch_quotes(request, now=now, warnings=warnings), warnings)
 
 
 def fetch_quotes(
@@ -112,13 +116,17 @@ def fetch_quotes(
     interruption_buckets: Mapping[tuple[str, str], str] | None = None,
     fetch_advisor: bool = True,
     advisor_url: str = SPOT_ADVISOR_URL,
+    warnings: list[str] | None = None,
 ) -> list[Quote]:
     """Spot and on-demand quotes (USD per instance-hour) for every offered AZ, sorted.
 
     Buckets come from `interruption_buckets` ((region, instance_type) → label) when given,
     else from the Spot Instance Advisor at `advisor_url` when `fetch_advisor`; an advisor
-    failure only leaves `interruption_bucket` None.
+    failure only leaves `interruption_bucket` None. A Price List product that does not have
+    the documented shape is skipped with one line in `warnings` (when given), so one odd
+    product never fails its region; a region where every product is malformed still fails.
     """
+    skipped: list[str] = warnings if warnings is not None else []
     if not request.regions:
         raise BadInput("AWS price request has no regions — pass at least one AWS region")
     observed_at = _utc(now)
@@ -166,6 +174,7 @@ def fetch_quotes(
                 request,
                 observed_at,
                 want_spot=want_spot,
+                skipped=skipped,
             )
             for region in request.regions
         ]
@@ -263,6 +272,10 @@ def parse_price_list_item(item: str | Mapping[str, Any]) -> tuple[str, float] | 
         # Local Zones and Wavelength zones carry their own, higher prices.
         if attributes.get("locationType", "AWS Region") != "AWS Region":
             return None
+        # The server-side filter asks for OnDemand; a Capacity Block row that slips through
+        # (older filters, cached answers) must never pass for an on-demand price.
+        if attributes.get("marketoption", "OnDemand") != "OnDemand":
+            return None
         prices: list[float] = []
         for term in product_doc.get("terms", {}).get("OnDemand", {}).values():
             for dimension in term["priceDimensions"].values():
@@ -316,6 +329,7 @@ def _region_quotes(
     observed_at: datetime,
     *,
     want_spot: bool,
+    skipped: list[str],
 ) -> list[Quote]:
     with _translated_errors(DESCRIBE_OFFERINGS, region, request):
         offerings = _paginate(
@@ -352,7 +366,7 @@ def _region_quotes(
     if pricing is not None:
         for instance_type in offered:
             with _translated_errors(GET_PRODUCTS, region, request):
-                price = _on_demand_price(pricing, region, instance_type)
+                price = _on_demand_price(pricing, region, instance_type, skipped)
             if price is None:
                 continue
             quotes.extend(
@@ -362,7 +376,9 @@ def _region_quotes(
     return quotes
 
 
-def _on_demand_price(pricing: Any, region: str, instance_type: str) -> float | None:
+def _on_demand_price(
+    pricing: Any, region: str, instance_type: str, skipped: list[str]
+) -> float | None:
     filters = [
         {"Type": "TERM_MATCH", "Field": field, "Value": value}
         for field, value in (
@@ -371,18 +387,29 @@ def _on_demand_price(pricing: Any, region: str, instance_type: str) -> float | N
             *ON_DEMAND_FILTERS,
         )
     ]
-    prices = [
-        parsed[1]
-        for item in _paginate(
-            pricing,
-            "get_products",
-            "PriceList",
-            ServiceCode="AmazonEC2",
-            Filters=filters,
-            FormatVersion="aws_v1",
-        )
-        if (parsed := parse_price_list_item(item)) is not None and parsed[0] == instance_type
-    ]
+    items = _paginate(
+        pricing,
+        "get_products",
+        "PriceList",
+        ServiceCode="AmazonEC2",
+        Filters=filters,
+        FormatVersion="aws_v1",
+    )
+    prices: list[float] = []
+    odd: list[str] = []
+    for item in items:
+        try:
+            parsed = parse_price_list_item(item)
+        except ValueError as exc:
+            odd.append(str(exc))
+            continue
+        if parsed is not None and parsed[0] == instance_type:
+            prices.append(parsed[1])
+    if odd and len(odd) == len(items):
+        raise ValueError(odd[0])  # nothing usable: the API changed, not one odd product
+    skipped.extend(
+        f"AWS Price List: {region} {instance_type}: skipped a product ({reason})" for reason in odd
+    )
     # Several SKUs can survive the filters (e.g. a re-published product); the lowest is
     # what a new instance is billed.
     return min(prices) if prices else None

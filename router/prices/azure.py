@@ -326,12 +326,24 @@ def retail_filter(region: str, instance_types: Sequence[str]) -> str:
     )
 
 
+# Windows in every spelling the Retail Prices API uses in product names: "… Series Windows",
+# "… Srs Win", "Virtual Machines … Win".
+_WINDOWS = re.compile(r"\bwin(dows)?\b", re.IGNORECASE)
+
+
 def market_of(row: Mapping[str, Any]) -> str | None:
-    """A Retail Prices row's market: "spot", "on-demand", or None (Windows, Low Priority)."""
+    """A Retail Prices row's market: "spot", "on-demand", or None (not a Linux VM price).
+
+    None for Windows rows (they include the licence; spotroute runs Linux images), Cloud
+    Services rows (the classic PaaS roles share `armSkuName` and the service name with VMs but
+    are billed differently — one real payload priced Standard_D2as_v5 in centralindia at $0.148
+    through them, against $0.0556 for the VM), and Low Priority rows.
+    """
     sku_name = str(row.get("skuName", ""))
     product = str(row.get("productName", ""))
-    # Windows rows include the licence; spotroute runs Linux images.
-    if "windows" in product.lower():
+    if _WINDOWS.search(product) or _WINDOWS.search(sku_name):
+        return None
+    if "cloud services" in product.lower():
         return None
     # Low Priority is the retired Batch/VMSS predecessor of spot; it cannot be bought as spot.
     if sku_name.endswith(" Low Priority"):
@@ -359,11 +371,14 @@ def _fetch_all(
     warnings: list[str],
 ) -> tuple[list[Quote], dict[tuple[str, str], str]]:
     def region_task(region: str) -> tuple[list[Quote], list[str]]:
-        quotes = _retail_quotes(region, request, markets, observed_at, retail_url, http, sleep)
+        quotes, skipped = _retail_quotes(
+            region, request, markets, observed_at, retail_url, http, sleep
+        )
         if compute_client is None or not quotes:
-            return quotes, []
+            return quotes, skipped
         availability = _region_availability(compute_client, region, request, subscription)
-        return _apply_availability(quotes, availability, region)
+        available, notes = _apply_availability(quotes, availability, region)
+        return available, [*skipped, *notes]
 
     workers = max(1, min(request.max_workers, len(request.regions) + 1))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="azure-prices")
@@ -428,7 +443,7 @@ def _retail_quotes(
     retail_url: str,
     http: httpx.Client,
     sleep: Callable[[float], None],
-) -> list[Quote]:
+) -> tuple[list[Quote], list[str]]:
     rows: list[Mapping[str, Any]] = []
     for start in range(0, len(request.instance_types), _SKUS_PER_REQUEST):
         chunk = request.instance_types[start : start + _SKUS_PER_REQUEST]
@@ -570,17 +585,19 @@ def _quotes_from_rows(
 ) -> list[Quote]:
     wanted = {sku.lower(): sku for sku in instance_types}
     best: dict[tuple[str, str], tuple[datetime, float]] = {}
+    skipped: list[str] = []
     for index, row in enumerate(rows):
         missing = [f for f in _REQUIRED_ROW_FIELDS if not isinstance(row.get(f), str)]
         price = row.get("retailPrice", row.get("unitPrice"))
         if not isinstance(price, int | float) or isinstance(price, bool):
             missing.append("retailPrice")
         if missing:
-            raise PriceSourceError(
+            # One odd product never fails its region: skip it and say so.
+            skipped.append(
                 f"Azure Retail Prices API: region {region} row {index + 1} lacks "
-                f"{', '.join(missing)} — if it persists the API changed and spotroute needs an "
-                "update"
+                f"{', '.join(missing)} — skipped"
             )
+            continue
         if row.get("currencyCode", "USD") != "USD":
             raise PriceSourceError(
                 f"Azure Retail Prices API: region {region} row {index + 1} is priced in "
@@ -606,7 +623,12 @@ def _quotes_from_rows(
         # Newest effective price wins; on a tie the cheaper meter (Azure bills the lower one).
         if kept is None or (candidate[0], -candidate[1]) > (kept[0], -kept[1]):
             best[key] = candidate
-    return [
+    if skipped and len(skipped) == len(rows):
+        raise PriceSourceError(
+            f"{skipped[0].removesuffix(' — skipped')} (and every other row) — the API changed "
+            "and spotroute needs an update"
+        )
+    quotes = [
         Quote(
             cloud="azure",
             region=region,
@@ -619,6 +641,7 @@ def _quotes_from_rows(
         )
         for (sku, market), (_, price_per_hour) in best.items()
     ]
+    return quotes, skipped
 
 
 def _effective_start(row: Mapping[str, Any]) -> datetime | None:

@@ -30,6 +30,7 @@ SECRET = "fake-secret-key-never-shown"
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 ON_DEMAND_FILTERS = [
     {"Type": "TERM_MATCH", "Field": "operatingSystem", "Value": "Linux"},
+    {"Type": "TERM_MATCH", "Field": "marketoption", "Value": "OnDemand"},
     {"Type": "TERM_MATCH", "Field": "tenancy", "Value": "Shared"},
     {"Type": "TERM_MATCH", "Field": "preInstalledSw", "Value": "NA"},
     {"Type": "TERM_MATCH", "Field": "capacitystatus", "Value": "Used"},
@@ -614,6 +615,48 @@ def test_local_zone_and_unpriced_products_give_no_on_demand_price() -> None:
 
     assert aws.parse_price_list_item(local_zone) is None
     assert aws.parse_price_list_item(unpriced) is None
+
+
+def test_capacity_block_rows_are_never_an_on_demand_price() -> None:
+    block = json.loads(price_list_item("p5.48xlarge", "us-east-1", "31.4640000000"))
+    block["product"]["attributes"]["marketoption"] = "CapacityBlock"
+
+    assert aws.parse_price_list_item(json.dumps(block)) is None
+    assert ("marketoption", "OnDemand") in aws.ON_DEMAND_FILTERS
+
+
+def test_one_product_without_instance_type_is_skipped_with_a_warning() -> None:
+    odd = json.loads(price_list_item("g5.xlarge", "us-east-1", "9.99"))
+    del odd["product"]["attributes"]["instanceType"]
+    session = StubbedSession(
+        {
+            ("ec2", "us-east-1"): [
+                offerings_call(["g5.xlarge"], [offering("g5.xlarge", "us-east-1a")]),
+            ],
+            ("pricing", "us-east-1"): [
+                pricing_call(
+                    "g5.xlarge",
+                    "us-east-1",
+                    [json.dumps(odd), price_list_item("g5.xlarge", "us-east-1", "1.006")],
+                ),
+            ],
+        }
+    )
+    warnings: list[str] = []
+
+    quotes = aws.fetch_quotes(
+        request(markets=("on-demand",)),
+        now=NOW,
+        session=session,
+        fetch_advisor=False,
+        warnings=warnings,
+    )
+
+    assert [(q.zone, q.market, q.price_per_hour) for q in quotes] == [
+        ("us-east-1a", "on-demand", 1.006)
+    ]
+    assert len(warnings) == 1 and "us-east-1 g5.xlarge: skipped a product" in warnings[0]
+    assert "instanceType" in warnings[0]
 
 
 def test_malformed_price_list_raises_one_line_price_source_error() -> None:

@@ -233,13 +233,66 @@ def test_malformed_json_is_a_price_source_error(fake: FakeAzure, http: httpx.Cli
         public_fetch(fake, http, request())
 
 
-def test_row_without_a_price_is_a_price_source_error(fake: FakeAzure, http: httpx.Client) -> None:
+def test_region_whose_every_row_lacks_a_price_is_a_price_source_error(
+    fake: FakeAzure, http: httpx.Client
+) -> None:
     row = vm_price_row(A100, "eastus", 3.673)
     del row["retailPrice"], row["unitPrice"]
     fake.retail_rows = [row]
 
-    with pytest.raises(PriceSourceError, match="lacks retailPrice"):
+    with pytest.raises(PriceSourceError, match="lacks retailPrice.*API changed"):
         public_fetch(fake, http, request())
+
+
+def test_one_odd_row_is_skipped_with_a_warning_and_the_region_keeps_its_prices(
+    fake: FakeAzure, http: httpx.Client
+) -> None:
+    odd = vm_price_row(A100, "eastus", 3.9)
+    del odd["unitOfMeasure"]
+    fake.retail_rows = [vm_price_row(A100, "eastus", 3.673), odd]
+
+    result = public_fetch(fake, http, request())
+
+    assert prices(result.quotes) == {("eastus", A100, "on-demand"): 3.673}
+    assert any("row 2 lacks unitOfMeasure — skipped" in w for w in result.warnings)
+
+
+def test_cloud_services_rows_never_win_over_the_vm_price(
+    fake: FakeAzure, http: httpx.Client
+) -> None:
+    # The shape of a real centralindia payload: the Cloud Services product shares armSkuName
+    # with the VM and has a newer effective date; the VM row is the price a VM is billed.
+    sku = "Standard_D2as_v5"
+    fake.retail_rows = [
+        vm_price_row(sku, "centralindia", 0.0556, series="Dasv5", effective="2022-01-01T00:00:00Z"),
+        vm_price_row(
+            sku,
+            "centralindia",
+            0.148,
+            effective="2024-06-01T00:00:00Z",
+            productName="Cloud Services Dasv5 Series",
+        ),
+    ]
+
+    result = public_fetch(fake, http, request(sku, regions=("centralindia",)))
+
+    assert prices(result.quotes) == {("centralindia", sku, "on-demand"): 0.0556}
+
+
+@pytest.mark.parametrize(
+    "product", ["Virtual Machines NCads A100 v4 Srs Win", "Virtual Machines NCads A100 v4 Win"]
+)
+def test_windows_in_any_spelling_is_not_a_linux_price(
+    fake: FakeAzure, http: httpx.Client, product: str
+) -> None:
+    fake.retail_rows = [
+        vm_price_row(A100, "eastus", 3.673),
+        vm_price_row(A100, "eastus", 4.409, productName=product, effective="2024-06-01T00:00:00Z"),
+    ]
+
+    assert prices(public_fetch(fake, http, request()).quotes) == {
+        ("eastus", A100, "on-demand"): 3.673
+    }
 
 
 def test_announced_future_price_is_ignored_until_it_takes_effect(
