@@ -240,7 +240,7 @@ def test_region_whose_every_row_lacks_a_price_is_a_price_source_error(
     del row["retailPrice"], row["unitPrice"]
     fake.retail_rows = [row]
 
-    with pytest.raises(PriceSourceError, match="lacks retailPrice.*API changed"):
+    with pytest.raises(PriceSourceError, match=r"lacks retailPrice.*API changed"):
         public_fetch(fake, http, request())
 
 
