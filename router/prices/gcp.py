@@ -51,14 +51,38 @@ NO_PROJECT = (
     "GOOGLE_CLOUD_PROJECT; without it spotroute uses the bundled snapshot"
 )
 
-# Machine series → the words its vCPU and RAM SKUs use ("A2 Instance Core running in Americas",
-# "N1 Predefined Instance Ram running in EMEA"). Series not listed get no quote.
+# Machine series (or, where a family is billed apart, the family) → the words its vCPU and RAM
+# SKUs use ("A2 Instance Core running in Americas", "N1 Predefined Instance Ram running in
+# EMEA"). a3-megagpu is billed by the "A3Plus Instance" SKUs, not "A3 Instance"
+# (https://cloud.google.com/compute/vm-instance-pricing#accelerator-optimized). A family entry
+# wins over its series. Series not listed get no quote.
 SERIES_SKU_NAMES: Mapping[str, str] = {
     "a2": "A2 Instance",
     "a3": "A3 Instance",
+    "a3-megagpu": "A3Plus Instance",
     "g2": "G2 Instance",
     "n1": "N1 Predefined Instance",
 }
+# Machine types whose price includes local SSD they always come with (GiB), billed by the
+# "SSD backed Local Storage" SKU per GiB-month: a2-ultragpu-* and a3-*gpu-8g
+# (https://cloud.google.com/compute/docs/accelerator-optimized-machines, "Bundled local SSD").
+BUNDLED_LOCAL_SSD_GIB: Mapping[str, int] = {
+    "a2-ultragpu-1g": 375,
+    "a2-ultragpu-2g": 750,
+    "a2-ultragpu-4g": 1500,
+    "a2-ultragpu-8g": 3000,
+    "a3-highgpu-1g": 750,
+    "a3-highgpu-2g": 1500,
+    "a3-highgpu-4g": 3000,
+    "a3-highgpu-8g": 6000,
+    "a3-megagpu-8g": 6000,
+}
+LOCAL_SSD = "SSD backed Local Storage"
+# GCP prices storage per month of 730 hours (https://cloud.google.com/compute/disks-image-pricing).
+HOURS_PER_MONTH = Decimal(730)
+# Sold only as spot or through DWS flex-start/calendar mode: no on-demand price exists
+# (https://cloud.google.com/compute/docs/accelerator-optimized-machines#a3-high-vms).
+NO_ON_DEMAND: frozenset[str] = frozenset({"a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g"})
 # Compute accelerator type → the model words of its GPU SKU ("Nvidia Tesla A100 80GB GPU ...").
 ACCELERATOR_SKU_MODELS: Mapping[str, str] = {
     "nvidia-tesla-t4": "T4",
@@ -103,7 +127,7 @@ EXCLUDED_SKU_WORDS: tuple[str, ...] = (
     "capacity optimized",
 )
 _USAGE_TYPE_MARKETS: Mapping[str, str] = {"OnDemand": "on-demand", "Preemptible": "spot"}
-_USAGE_UNITS: Mapping[str, str] = {"core": "h", "ram": "GiBy.h", "gpu": "h"}
+_USAGE_UNITS: Mapping[str, str] = {"core": "h", "ram": "GiBy.h", "gpu": "h", "ssd": "GiBy.mo"}
 
 _SPOT_PREFIX = re.compile(r"^(?:spot )?preemptible ", re.IGNORECASE)
 _SPOT_ATTACHED = re.compile(r" attached to (?:spot )?preemptible vms", re.IGNORECASE)
@@ -124,8 +148,8 @@ _RETRYABLE: tuple[type[BaseException], ...] = (
 BASE_DELAY_S = 0.5
 MAX_DELAY_S = 8.0
 
-# (market, region, part, name): part is "core" | "ram" | "gpu"; name is the series words
-# ("A2 Instance") or the GPU model ("A100 80GB").
+# (market, region, part, name): part is "core" | "ram" | "gpu" | "ssd"; name is the series
+# words ("A2 Instance"), the GPU model ("A100 80GB") or LOCAL_SSD. SSD rates are per GiB-hour.
 RateKey = tuple[str, str, str, str]
 
 
@@ -165,6 +189,13 @@ class Machine:
     gpu_count: int
     accelerator_type: str
     attached: bool
+    local_ssd_gib: int = 0
+
+    @property
+    def sku_series(self) -> str:
+        """The series words of its vCPU and RAM SKUs (a family entry wins over its series)."""
+        family = self.machine_type.rsplit("-", 1)[0]
+        return SERIES_SKU_NAMES.get(family, SERIES_SKU_NAMES[self.series])
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +227,7 @@ def machine_from_hardware(hardware: GcpHardware) -> Machine | None:
         gpu_count=int(hardware.gpu_count),
         accelerator_type=accelerator,
         attached="+" in hardware.instance_type,
+        local_ssd_gib=BUNDLED_LOCAL_SSD_GIB.get(machine_type, 0),
     )
 
 
@@ -215,7 +247,8 @@ def sku_rate(
     """
     market = _USAGE_TYPE_MARKETS.get(usage_type)
     lowered = description.lower()
-    if market is None or resource_family != "Compute":
+    is_local_ssd = lowered.startswith(LOCAL_SSD.lower())
+    if market is None or resource_family != ("Storage" if is_local_ssd else "Compute"):
         return None
     if any(word in lowered for word in EXCLUDED_SKU_WORDS):
         return None
@@ -223,9 +256,13 @@ def sku_rate(
     if plain != description and market != "spot":
         return None  # a preemptible description filed as OnDemand: not a VM price we know
     running = _RUNNING_IN.match(plain)
-    if running is None:
+    if is_local_ssd:
+        # "SSD backed Local Storage[ attached to Spot Preemptible VMs][ in <place>]"
+        part, name = "ssd", LOCAL_SSD
+    elif running is None:
         return None
-    part, name = _part_and_name(running.group("thing"))
+    else:
+        part, name = _part_and_name(running.group("thing"))
     if part is None or usage_unit != _USAGE_UNITS[part]:
         return None
     price = next(
@@ -238,6 +275,8 @@ def sku_rate(
     )
     if price is None or price <= 0:
         return None
+    if part == "ssd":
+        price = price / HOURS_PER_MONTH
     return SkuRate(market, part, name, tuple(service_regions), price)
 
 
@@ -255,8 +294,12 @@ def rate_table(rates: Iterable[SkuRate]) -> dict[RateKey, Decimal]:
 def compose_price(
     machine: Machine, rates: Mapping[RateKey, Decimal], market: str, region: str
 ) -> Decimal | None:
-    """USD per hour: vCPUs × core + GiB × RAM + GPUs × GPU rate; None if a rate is missing."""
-    series_name = SERIES_SKU_NAMES[machine.series]
+    """USD per hour: vCPUs × core + GiB × RAM + GPUs × GPU rate + bundled local SSD GiB × SSD
+    rate; None if a rate is missing (an understated price would route to a phantom deal) or the
+    machine is not sold in that market."""
+    if market == "on-demand" and machine.machine_type in NO_ON_DEMAND:
+        return None
+    series_name = machine.sku_series
     core = rates.get((market, region, "core", series_name))
     ram = rates.get((market, region, "ram", series_name))
     if core is None or ram is None:
@@ -267,6 +310,11 @@ def compose_price(
         if gpu is None:
             return None
         total += gpu * machine.gpu_count
+    if machine.local_ssd_gib:
+        ssd = rates.get((market, region, "ssd", LOCAL_SSD))
+        if ssd is None:
+            return None
+        total += ssd * machine.local_ssd_gib
     return total
 
 

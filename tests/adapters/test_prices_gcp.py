@@ -53,6 +53,9 @@ N1_CORE_SPOT = (0, 6_980_000)
 N1_RAM_SPOT = (0, 936_000)
 T4_SPOT = (0, 140_000_000)
 
+# Local SSD, USD per GiB-month (SSD backed Local Storage), billed per hour as month / 730.
+LOCAL_SSD = (0, 80_000_000)
+LOCAL_SSD_SPOT = (0, 48_000_000)
 AMERICAS = ["us-central1", "us-east1"]
 EMEA = ["europe-west4"]
 
@@ -62,11 +65,21 @@ def usd(price: tuple[int, int]) -> Decimal:
 
 
 def composed(
-    row: InstanceType, core: tuple[int, int], ram: tuple[int, int], gpu: tuple[int, int]
+    row: InstanceType,
+    core: tuple[int, int],
+    ram: tuple[int, int],
+    gpu: tuple[int, int],
+    *,
+    ssd_gib: int = 0,
+    ssd: tuple[int, int] = (0, 0),
 ) -> float:
-    """vCPUs × core + GiB × RAM + GPUs × GPU price, with the catalog row's shape."""
+    """vCPUs × core + GiB × RAM + GPUs × GPU price (+ bundled local SSD GiB × SSD month / 730),
+    with the catalog row's shape."""
     total = (
-        row.vcpus * usd(core) + Decimal(str(row.memory_gb)) * usd(ram) + row.gpu_count * usd(gpu)
+        row.vcpus * usd(core)
+        + Decimal(str(row.memory_gb)) * usd(ram)
+        + row.gpu_count * usd(gpu)
+        + ssd_gib * usd(ssd) / Decimal(730)
     )
     return float(total)
 
@@ -78,6 +91,8 @@ def _sku(
     regions: list[str],
     price: tuple[int, int],
     unit: str = "h",
+    *,
+    family: str = "Compute",
 ) -> dict[str, Any]:
     return sku(
         description,
@@ -87,6 +102,7 @@ def _sku(
         units=price[0],
         nanos=price[1],
         usage_unit=unit,
+        resource_family=family,
     )
 
 
@@ -157,6 +173,24 @@ def americas_skus() -> list[dict[str, Any]]:
             "Preemptible",
             AMERICAS,
             T4_SPOT,
+        ),
+        _sku(
+            "SSD backed Local Storage",
+            "LocalSSD",
+            "OnDemand",
+            AMERICAS + EMEA,
+            LOCAL_SSD,
+            "GiBy.mo",
+            family="Storage",
+        ),
+        _sku(
+            "SSD backed Local Storage attached to Spot Preemptible VMs",
+            "LocalSSD",
+            "Preemptible",
+            AMERICAS + EMEA,
+            LOCAL_SSD_SPOT,
+            "GiBy.mo",
+            family="Storage",
         ),
         # The 40 GB A100 is a different card: its SKU must not price the 80 GB one.
         _sku(
@@ -310,11 +344,17 @@ def test_a2_ultragpu_price_is_its_vcpus_ram_and_eight_gpus_for_each_market(fake:
     on_demand = price(quotes, "a2-ultragpu-8g", "us-central1-a", "on-demand")
     spot = price(quotes, "a2-ultragpu-8g", "us-central1-a", "spot")
 
-    assert on_demand == pytest.approx(composed(A2_ULTRA_8, A2_CORE, A2_RAM, A100_80), rel=1e-12)
-    assert spot == pytest.approx(
-        composed(A2_ULTRA_8, A2_CORE_SPOT, A2_RAM_SPOT, A100_80_SPOT), rel=1e-12
+    assert on_demand == pytest.approx(
+        composed(A2_ULTRA_8, A2_CORE, A2_RAM, A100_80, ssd_gib=3000, ssd=LOCAL_SSD), rel=1e-12
     )
-    assert on_demand == pytest.approx(40.214336)  # 3.034656 + 5.76232 + 31.41736
+    assert spot == pytest.approx(
+        composed(
+            A2_ULTRA_8, A2_CORE_SPOT, A2_RAM_SPOT, A100_80_SPOT, ssd_gib=3000, ssd=LOCAL_SSD_SPOT
+        ),
+        rel=1e-12,
+    )
+    # 3.034656 + 5.76232 + 31.41736 + the bundled 3,000 GiB local SSD (3000 × 0.08 / 730)
+    assert on_demand == pytest.approx(40.214336 + 240 / 730)
     assert spot < on_demand
 
 
@@ -417,7 +457,7 @@ def test_commitment_reserved_dws_and_other_skus_do_not_change_the_price(
     quotes = fetch(fake, instance_types=("a2-ultragpu-8g",))
 
     assert price(quotes, "a2-ultragpu-8g", "us-central1-a", "on-demand") == pytest.approx(
-        composed(A2_ULTRA_8, A2_CORE, A2_RAM, A100_80), rel=1e-12
+        composed(A2_ULTRA_8, A2_CORE, A2_RAM, A100_80, ssd_gib=3000, ssd=LOCAL_SSD), rel=1e-12
     )
 
 
@@ -533,7 +573,7 @@ def test_throttled_request_is_retried_after_the_servers_retry_after(fake: FakeGc
     quotes = fetch(fake, sleeps=sleeps)
 
     assert price(quotes, "a2-ultragpu-8g", "us-central1-a", "on-demand") == pytest.approx(
-        composed(A2_ULTRA_8, A2_CORE, A2_RAM, A100_80), rel=1e-12
+        composed(A2_ULTRA_8, A2_CORE, A2_RAM, A100_80, ssd_gib=3000, ssd=LOCAL_SSD), rel=1e-12
     )
     assert sleeps == [2.0]
     assert len(fake.requests_to("skus")) == 2
@@ -719,3 +759,126 @@ def test_default_clients_use_application_default_credentials_and_project(
     assert {r.path for r in fake.requests_to("machineTypes")} == {
         "/compute/v1/projects/adc-project/aggregated/machineTypes"
     }
+
+
+# --- machines the real SKUs price differently (issue: prices our fakes agreed with) --------
+
+A3_MEGA_8 = InstanceType(
+    cloud="gcp",
+    instance_type="a3-megagpu-8g",
+    family="a3-megagpu",
+    gpu="H100-80GB",
+    gpu_count=8,
+    gpu_memory_gb=80,
+    vcpus=208,
+    memory_gb=1872,
+    interconnect="NVSwitch",
+    accelerator_type="nvidia-h100-mega-80gb",
+    source="https://cloud.google.com/compute/docs/accelerator-optimized-machines#a3-mega-vms",
+)
+A3_HIGH_1 = CATALOG.get("gcp", "a3-highgpu-1g")
+assert A3_HIGH_1 is not None
+A3_CORE = (0, 24_000_000)
+A3_RAM = (0, 3_000_000)
+A3PLUS_CORE = (0, 29_000_000)
+A3PLUS_RAM = (0, 3_500_000)
+H100_MEGA = (11, 0)
+H100 = (10, 0)
+H100_SPOT = (2, 500_000_000)
+A3_CORE_SPOT = (0, 8_000_000)
+A3_RAM_SPOT = (0, 1_000_000)
+
+
+def a3_skus() -> list[dict[str, Any]]:
+    """A3 and A3Plus vCPU/RAM SKUs and the H100 / H100 Mega GPU SKUs, as the Catalog lists them."""
+    on_demand = "OnDemand"
+    return [
+        _sku("A3 Instance Core running in Americas", "CPU", on_demand, AMERICAS, A3_CORE),
+        _sku("A3 Instance Ram running in Americas", "RAM", on_demand, AMERICAS, A3_RAM, "GiBy.h"),
+        _sku("A3Plus Instance Core running in Americas", "CPU", on_demand, AMERICAS, A3PLUS_CORE),
+        _sku(
+            "A3Plus Instance Ram running in Americas",
+            "RAM",
+            on_demand,
+            AMERICAS,
+            A3PLUS_RAM,
+            "GiBy.h",
+        ),
+        _sku("Nvidia H100 80GB Mega GPU running in Americas", "GPU", on_demand, AMERICAS, H100_MEGA),
+        _sku("Nvidia H100 80GB GPU running in Americas", "GPU", on_demand, AMERICAS, H100),
+        _sku(
+            "Spot Preemptible A3 Instance Core running in Americas",
+            "CPU",
+            "Preemptible",
+            AMERICAS,
+            A3_CORE_SPOT,
+        ),
+        _sku(
+            "Spot Preemptible A3 Instance Ram running in Americas",
+            "RAM",
+            "Preemptible",
+            AMERICAS,
+            A3_RAM_SPOT,
+            "GiBy.h",
+        ),
+        _sku(
+            "Nvidia H100 80GB GPU attached to Spot Preemptible VMs running in Americas",
+            "GPU",
+            "Preemptible",
+            AMERICAS,
+            H100_SPOT,
+        ),
+    ]
+
+
+def fetch_a3(fake: FakeGcp, instance_type: str, catalog: list[InstanceType]) -> list[Quote]:
+    fake.sku_pages = [a3_skus() + americas_skus()]
+    row = catalog[0]
+    fake.machine_type_pages = [
+        {
+            "us-central1-a": [
+                machine_type(
+                    instance_type,
+                    "us-central1-a",
+                    guest_cpus=row.vcpus,
+                    memory_mb=int(row.memory_gb * 1024),
+                )
+            ]
+        }
+    ]
+    request = PriceRequest(instance_types=(instance_type,), regions=("us-central1",))
+    return gcp.fetch_quotes(request, now=NOW, project=PROJECT, catalog=catalog, **clients(fake))
+
+
+def test_a3_megagpu_is_priced_by_the_a3plus_skus_not_the_a3_ones(fake: FakeGcp) -> None:
+    quotes = fetch_a3(fake, "a3-megagpu-8g", [A3_MEGA_8])
+
+    expected = composed(
+        A3_MEGA_8, A3PLUS_CORE, A3PLUS_RAM, H100_MEGA, ssd_gib=6000, ssd=LOCAL_SSD
+    )
+    assert price(quotes, "a3-megagpu-8g", "us-central1-a", "on-demand") == pytest.approx(
+        expected, rel=1e-12
+    )
+    assert expected != pytest.approx(
+        composed(A3_MEGA_8, A3_CORE, A3_RAM, H100_MEGA, ssd_gib=6000, ssd=LOCAL_SSD)
+    )
+
+
+def test_a3_highgpu_1g_gets_a_spot_quote_but_no_on_demand_one(fake: FakeGcp) -> None:
+    quotes = fetch_a3(fake, "a3-highgpu-1g", [A3_HIGH_1])
+
+    assert [q.market for q in quotes] == ["spot"]
+    assert quotes[0].price_per_hour == pytest.approx(
+        composed(A3_HIGH_1, A3_CORE_SPOT, A3_RAM_SPOT, H100_SPOT, ssd_gib=750, ssd=LOCAL_SSD_SPOT),
+        rel=1e-12,
+    )
+
+
+def test_machine_with_bundled_ssd_gets_no_quote_when_the_ssd_sku_is_missing(
+    fake: FakeGcp,
+) -> None:
+    fake.sku_pages = [[s for s in americas_skus() if "Local Storage" not in s["description"]]]
+
+    quotes = fetch(fake)
+
+    assert {q.instance_type for q in quotes} == {"n1-standard-8+T4:1"}
