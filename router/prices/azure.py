@@ -577,12 +577,12 @@ _REQUIRED_ROW_FIELDS = ("armSkuName", "armRegionName", "skuName", "productName",
 
 
 def _quotes_from_rows(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     region: str,
     instance_types: Sequence[str],
     markets: tuple[str, ...],
     observed_at: datetime,
-) -> list[Quote]:
+) -> tuple[list[Quote], list[str]]:
     wanted = {sku.lower(): sku for sku in instance_types}
     best: dict[tuple[str, str], tuple[datetime, float]] = {}
     skipped: list[str] = []

@@ -256,6 +256,7 @@ def sku_rate(
     if plain != description and market != "spot":
         return None  # a preemptible description filed as OnDemand: not a VM price we know
     running = _RUNNING_IN.match(plain)
+    part: str | None
     if is_local_ssd:
         # "SSD backed Local Storage[ attached to Spot Preemptible VMs][ in <place>]"
         part, name = "ssd", LOCAL_SSD

@@ -804,7 +804,9 @@ def a3_skus() -> list[dict[str, Any]]:
             A3PLUS_RAM,
             "GiBy.h",
         ),
-        _sku("Nvidia H100 80GB Mega GPU running in Americas", "GPU", on_demand, AMERICAS, H100_MEGA),
+        _sku(
+            "Nvidia H100 80GB Mega GPU running in Americas", "GPU", on_demand, AMERICAS, H100_MEGA
+        ),
         _sku("Nvidia H100 80GB GPU running in Americas", "GPU", on_demand, AMERICAS, H100),
         _sku(
             "Spot Preemptible A3 Instance Core running in Americas",
@@ -853,9 +855,7 @@ def fetch_a3(fake: FakeGcp, instance_type: str, catalog: list[InstanceType]) -> 
 def test_a3_megagpu_is_priced_by_the_a3plus_skus_not_the_a3_ones(fake: FakeGcp) -> None:
     quotes = fetch_a3(fake, "a3-megagpu-8g", [A3_MEGA_8])
 
-    expected = composed(
-        A3_MEGA_8, A3PLUS_CORE, A3PLUS_RAM, H100_MEGA, ssd_gib=6000, ssd=LOCAL_SSD
-    )
+    expected = composed(A3_MEGA_8, A3PLUS_CORE, A3PLUS_RAM, H100_MEGA, ssd_gib=6000, ssd=LOCAL_SSD)
     assert price(quotes, "a3-megagpu-8g", "us-central1-a", "on-demand") == pytest.approx(
         expected, rel=1e-12
     )
