@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,8 @@ from router.core.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
+
+    from router.engine.records import RecordStore
 
 PASSPHRASE_FILE = "passphrase"
 
@@ -111,6 +113,17 @@ class Engine:
     backend: Backend
     program: Callable[[], None] | None = None  # default: components.program.placement_program
     _workspace: auto.LocalWorkspace | None = field(default=None, repr=False)
+    _records: RecordStore | None = field(default=None, repr=False)
+
+    def records(self) -> RecordStore:
+        """spotroute's records (placements, decisions, locks), kept in the same backend."""
+        if self._records is None:
+            from router.engine.records import records_for
+
+            self._records = records_for(
+                self.backend.url, self.home, is_default=self.backend.is_default
+            )
+        return self._records
 
     def env(self) -> dict[str, str]:
         # The shims for the engine's Python plugins live next to spotroute's CLI build; put that
@@ -221,23 +234,18 @@ def engine_error(job: str, exc: Exception) -> OperationFailed:
 
 
 @contextmanager
-def job_lock(home: Path, job: str) -> Iterator[None]:
-    """Exclusive right to change one job on this machine; a second process fails at once."""
-    from filelock import FileLock, Timeout
+def job_lock(engine: Engine, job: str) -> Iterator[None]:
+    """Exclusive right to change one job, across every machine on the backend; fails at once."""
+    from router.engine.records import Held
 
-    locks = home / "locks"
-    locks.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = FileLock(str(locks / f"{job}.lock"), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise OperationFailed(
-            f"job {job} is being changed by another process — wait for it to finish"
-        ) from None
-    try:
+    with ExitStack() as held:
+        try:
+            held.enter_context(engine.records().exclusive(f"job-{job}"))
+        except Held:
+            raise OperationFailed(
+                f"job {job} is being changed by another process — wait for it to finish"
+            ) from None
         yield
-    finally:
-        lock.release()
 
 
 @contextmanager

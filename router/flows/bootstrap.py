@@ -70,7 +70,7 @@ def run_bootstrap(
     stack_file = project.stack_config_path(STACK)
     wanted = {"clouds": _clouds(clouds)} if clouds else {}
     preview = PreviewResult()
-    with job_lock(home, STACK), engine_interrupts() as interrupted:
+    with job_lock(engine, STACK), engine_interrupts() as interrupted:
         try:
             with config_transaction(stack_file):
                 before = read_stack_file(stack_file, NAMESPACE)
