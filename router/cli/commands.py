@@ -66,12 +66,18 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
 
 @cli.command()
 @click.argument("jobs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
-def validate(jobs: tuple[Path, ...]) -> None:
-    """Check job files; print OK or every problem, one line each (exit 2 if any)."""
-    from router.config.job_file import validate_job_file
+@click.option(
+    "--explain", is_flag=True, help="For a SkyPilot task: how each field maps onto the job."
+)
+def validate(jobs: tuple[Path, ...], explain: bool) -> None:
+    """Check job files (or SkyPilot task files); print OK or every problem, one line each."""
+    from router.config.job_file import explain_job_file, validate_job_file
 
     bad = False
     for job in jobs:
+        if explain:
+            for line in explain_job_file(job):
+                click.echo(line)
         problems = validate_job_file(job)
         if problems:
             bad = True

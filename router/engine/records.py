@@ -413,3 +413,18 @@ def records_for(backend_url: str, home: Path, *, is_default: bool) -> RecordStor
 def now_key() -> str:
     """A key part that sorts by time and never collides: 2026-12-01T10:00:00.123456+00:00-ab12."""
     return f"{datetime.now(UTC).isoformat()}-{uuid.uuid4().hex[:8]}"
+
+
+# --- decision history ----------------------------------------------------------------------------
+
+
+def record_decision(records: RecordStore, job: str, decision: Mapping[str, Any]) -> str:
+    """Append a decision (move, stay, re-place; the numbers compared) to the job's history."""
+    key = f"decisions/{job}/{now_key()}"
+    records.put(key, decision)
+    return key
+
+
+def decision_history(records: RecordStore, job: str) -> list[dict[str, Any]]:
+    """The job's decisions, oldest first (keys sort by time)."""
+    return [doc for _key, doc in sorted(records.list(f"decisions/{job}/").items())]

@@ -17,7 +17,8 @@ from router.engine.records import (
     Held,
     RecordStore,
     S3Records,
-    now_key,
+    decision_history,
+    record_decision,
     records_for,
     redacted,
     s3_client_args,
@@ -55,12 +56,13 @@ def test_records_written_by_one_home_are_read_by_another(
     second = records_for(url, tmp_path / "other-home", is_default=False)
     first.put("placements/train", {"job": "train", "price_per_hour": 3.67})
     first.put("placements/eval", {"job": "eval", "price_per_hour": 0.5})
-    first.put("decisions/train/" + now_key(), {"action": "stay"})
+    record_decision(first, "train", {"action": "stay", "savings_pct": 4.0})
+    record_decision(first, "train", {"action": "move", "savings_pct": 31.0})
 
     assert second.get("placements/train") == {"job": "train", "price_per_hour": 3.67}
     assert sorted(second.list("placements/")) == ["placements/eval", "placements/train"]
-    assert [d["action"] for d in second.list("decisions/train/").values()] == ["stay"]
-    assert second.list("decisions/eval/") == {}
+    assert [d["action"] for d in decision_history(second, "train")] == ["stay", "move"]
+    assert decision_history(second, "eval") == []
 
     second.delete("placements/train")
     assert first.get("placements/train") is None
