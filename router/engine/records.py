@@ -335,10 +335,13 @@ class PostgresRecords:
         try:
             with psycopg.connect(self._conninfo, connect_timeout=10, autocommit=True) as conn:
                 if not self._ready:
-                    conn.execute(
-                        f"CREATE TABLE IF NOT EXISTS {PG_TABLE} (key TEXT PRIMARY KEY, "
-                        "doc JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-                    )
+                    # Two first users at once race in CREATE TABLE IF NOT EXISTS (PostgreSQL
+                    # checks the catalog before it inserts): the loser's table exists anyway.
+                    with contextlib.suppress(psycopg.errors.UniqueViolation):
+                        conn.execute(
+                            f"CREATE TABLE IF NOT EXISTS {PG_TABLE} (key TEXT PRIMARY KEY, "
+                            "doc JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                        )
                     self._ready = True
                 yield conn
         except psycopg.Error as exc:
