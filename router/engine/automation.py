@@ -41,10 +41,23 @@ class Backend:
 
     url: str
     is_default: bool
+    secrets_provider: str | None = None  # None: a passphrase (PULUMI_CONFIG_PASSPHRASE[_FILE])
 
 
-def choose_backend(home: Path, configured: str | None) -> Backend:
+KMS_SCHEMES = ("awskms://", "gcpkms://", "azurekeyvault://", "hashivault://")
+
+
+def choose_backend(
+    home: Path, configured: str | None, secrets_provider: str | None = None
+) -> Backend:
     """The org config's backend_url, else $PULUMI_BACKEND_URL, else file://$SPOTROUTE_HOME/state."""
+    if secrets_provider in ("passphrase", ""):
+        secrets_provider = None
+    if secrets_provider is not None and not secrets_provider.startswith(KMS_SCHEMES):
+        raise BadInput(
+            f"secrets_provider: '{secrets_provider}' — use passphrase, awskms://, gcpkms://, "
+            "azurekeyvault:// or hashivault://"
+        )
     url = configured or os.environ.get("PULUMI_BACKEND_URL")
     if url:
         if not url.startswith(("file://", "s3://", "gs://", "azblob://", "postgres://")):
@@ -52,10 +65,10 @@ def choose_backend(home: Path, configured: str | None) -> Backend:
                 f"backend_url: '{url}' is not a DIY backend — use file://, s3://, gs://, "
                 "azblob:// or postgres://"
             )
-        return Backend(url, is_default=False)
+        return Backend(url, is_default=False, secrets_provider=secrets_provider)
     state = home / "state"
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return Backend(f"file://{state}", is_default=True)
+    return Backend(f"file://{state}", is_default=True, secrets_provider=secrets_provider)
 
 
 def passphrase_env(home: Path, backend: Backend) -> dict[str, str]:
@@ -68,6 +81,8 @@ def passphrase_env(home: Path, backend: Backend) -> dict[str, str]:
     for var in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"):
         if var in os.environ:
             return {var: os.environ[var]}
+    if backend.secrets_provider:
+        return {}  # a KMS key: each engineer's cloud credentials decrypt, no shared passphrase
     if not backend.is_default:
         raise BadInput(
             f"no passphrase for stack secrets on backend {backend.url} — set "
@@ -153,6 +168,7 @@ class Engine:
                 work_dir=str(self.project.root),
                 program=self.program or placement_program,
                 env_vars=self.env(),
+                secrets_provider=self.backend.secrets_provider,
                 # PulumiCommand runs <root>/bin/pulumi; a binary elsewhere is run from PATH.
                 pulumi_command=auto.PulumiCommand(
                     root=str(pulumi.parent.parent) if pulumi.parent.name == "bin" else None

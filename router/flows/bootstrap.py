@@ -61,10 +61,11 @@ def run_bootstrap(
     from router.flows.jobs import PreviewResult, fan_out, policy_args
 
     home = spotroute_home()
+    org = org_config_for(project)
     engine = Engine(
         project,
         home,
-        choose_backend(home, org_config_for(project).backend_url),
+        choose_backend(home, org.backend_url, org.secrets_provider),
         program=bootstrap_inline_program,
     )
     stack_file = project.stack_config_path(STACK)

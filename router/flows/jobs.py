@@ -43,7 +43,8 @@ EventHandler = Callable[[Any], None]
 def engine_for(project: Project) -> Engine:
     """The engine for this project's backend (org config backend_url, default local files)."""
     home = spotroute_home()
-    return Engine(project, home, choose_backend(home, org_config_for(project).backend_url))
+    org = org_config_for(project)
+    return Engine(project, home, choose_backend(home, org.backend_url, org.secrets_provider))
 
 
 # --- deploy -------------------------------------------------------------------------------------
