@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from router.deploy import choose_backend, passphrase_env
+from router.core.errors import BadInput
+from router.engine.automation import choose_backend, passphrase_env
 from router.engine.records import FileRecords, PostgresRecords, S3Records, records_for
-from router.errors import BadInput
 
 
 @pytest.fixture(autouse=True)
