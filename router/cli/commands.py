@@ -19,6 +19,8 @@ import click
 from router.contract.clouds import CLOUDS, PUBLIC_CLOUDS
 from router.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, RouteError
 
+EXIT_WIDENED = 3  # route review: the change widens what a stack grants or exposes
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -396,6 +398,47 @@ def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | 
         click.echo(review_markdown(review))
     else:
         render.review_summary(review)
+
+
+@cli.command()
+@click.argument("job")
+@click.option(
+    "--against",
+    metavar="GIT-REF",
+    help="Compare with the stack file and components at this git ref (default: merge base "
+    "with main).",
+)
+@click.option("--no-diff", is_flag=True, help="Only render what the stack grants now.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["markdown", "json"]),
+    default="markdown",
+    show_default=True,
+)
+@click.pass_context
+def review(
+    ctx: click.Context, job: str, against: str | None, no_diff: bool, fmt: str
+) -> None:
+    """Everything JOB's stack grants and exposes, and what widened (exit 3); no credentials."""
+    from router.cli import render
+    from router.core.exposure import review_json, review_markdown
+    from router.flows.review import review_stack
+
+    result = review_stack(
+        job, project=_project(ctx, required=True), against=None if no_diff else (against or "")
+    )
+    if fmt == "json":
+        render.print_json(
+            {**review_json(result.stack, result.against, result.after, result.diff),
+             "notes": list(result.notes)}
+        )
+    else:
+        click.echo(
+            review_markdown(result.stack, result.against, result.after, result.diff, result.notes)
+        )
+    if result.diff is not None and result.diff.widened:
+        sys.exit(EXIT_WIDENED)
 
 
 @cli.command()
