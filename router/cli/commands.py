@@ -16,6 +16,12 @@ from typing import Any, TypeVar
 
 import click
 
+from router.cli.completion import (
+    complete_clouds,
+    complete_job_names,
+    complete_regions,
+    complete_target,
+)
 from router.contract.clouds import CLOUDS, PUBLIC_CLOUDS
 from router.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, RouteError
 
@@ -114,9 +120,17 @@ def schema() -> None:
     default="all",
     show_default=True,
 )
-@click.option("--clouds", multiple=True, help="Comma-separated: aws,gcp,azure.")
 @click.option(
-    "--regions", multiple=True, help="Comma-separated region globs, e.g. 'us-*,europe-*'."
+    "--clouds",
+    multiple=True,
+    shell_complete=complete_clouds,
+    help="Comma-separated: aws,gcp,azure.",
+)
+@click.option(
+    "--regions",
+    multiple=True,
+    shell_complete=complete_regions,
+    help="Comma-separated region globs, e.g. 'us-*,europe-*'.",
 )
 @click.option("--limit", type=click.IntRange(1), default=None, help="Show at most N rows.")
 @json_option
@@ -157,9 +171,17 @@ def prices(
 
 
 @prices.command("refresh")
-@click.option("--clouds", multiple=True, help="Comma-separated: aws,gcp,azure (default: all).")
 @click.option(
-    "--regions", multiple=True, help="Region globs (default: the regions spotroute knows)."
+    "--clouds",
+    multiple=True,
+    shell_complete=complete_clouds,
+    help="Comma-separated: aws,gcp,azure (default: all).",
+)
+@click.option(
+    "--regions",
+    multiple=True,
+    shell_complete=complete_regions,
+    help="Region globs (default: the regions spotroute knows).",
 )
 @click.option("--gpu", help="Only instance types with this GPU.")
 @click.option(
@@ -309,7 +331,9 @@ def _target(value: str | None) -> str | None:
 @click.option(
     "--dry-run", is_flag=True, help="Plan and preview only; leave the stack config as it was."
 )
-@click.option("--to", "to", help="Place in this CLOUD or CLOUD/REGION only.")
+@click.option(
+    "--to", "to", shell_complete=complete_target, help="Place in this CLOUD or CLOUD/REGION only."
+)
 @click.option("--require-fresh", is_flag=True, help="Refuse stale quotes.")
 @json_option
 @click.pass_context
@@ -369,7 +393,12 @@ def deploy(
 
 @cli.command()
 @click.argument("job", type=click.Path(path_type=Path))
-@click.option("--to", "to", help="Preview placing in this CLOUD or CLOUD/REGION only.")
+@click.option(
+    "--to",
+    "to",
+    shell_complete=complete_target,
+    help="Preview placing in this CLOUD or CLOUD/REGION only.",
+)
 @click.option(
     "--review",
     "review_format",
@@ -401,7 +430,7 @@ def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | 
 
 
 @cli.command()
-@click.argument("job")
+@click.argument("job", shell_complete=complete_job_names)
 @click.option(
     "--against",
     metavar="GIT-REF",
@@ -417,9 +446,7 @@ def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | 
     show_default=True,
 )
 @click.pass_context
-def review(
-    ctx: click.Context, job: str, against: str | None, no_diff: bool, fmt: str
-) -> None:
+def review(ctx: click.Context, job: str, against: str | None, no_diff: bool, fmt: str) -> None:
     """Everything JOB's stack grants and exposes, and what widened (exit 3); no credentials."""
     from router.cli import render
     from router.core.exposure import review_json, review_markdown
@@ -430,8 +457,10 @@ def review(
     )
     if fmt == "json":
         render.print_json(
-            {**review_json(result.stack, result.against, result.after, result.diff),
-             "notes": list(result.notes)}
+            {
+                **review_json(result.stack, result.against, result.after, result.diff),
+                "notes": list(result.notes),
+            }
         )
     else:
         click.echo(
@@ -442,7 +471,7 @@ def review(
 
 
 @cli.command()
-@click.argument("job", required=False)
+@click.argument("job", required=False, shell_complete=complete_job_names)
 @json_option
 @click.pass_context
 def status(ctx: click.Context, job: str | None, as_json: bool) -> None:
@@ -459,7 +488,7 @@ def status(ctx: click.Context, job: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job")
+@click.argument("job", shell_complete=complete_job_names)
 @click.option("--yes", "-y", is_flag=True, help="Destroy without asking.")
 @click.pass_context
 def destroy(ctx: click.Context, job: str, yes: bool) -> None:
@@ -479,7 +508,10 @@ def destroy(ctx: click.Context, job: str, yes: bool) -> None:
 
 @cli.command()
 @click.option(
-    "--clouds", multiple=True, help="Comma-separated: aws,gcp,azure (default: as configured)."
+    "--clouds",
+    multiple=True,
+    shell_complete=complete_clouds,
+    help="Comma-separated: aws,gcp,azure (default: as configured).",
 )
 @click.option(
     "--preview", "preview_only", is_flag=True, help="Show what would be created; change nothing."
@@ -528,6 +560,18 @@ def init(directory: Path) -> None:
 
     for path in init_project(directory):
         click.echo(f"created {path}")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script: eval "$(route completion bash)" (zsh, fish)."""
+    from router.cli.completion import completion_script
+
+    click.echo(completion_script(cli, shell))
 
 
 # ---------------------------------------------------------------------------------------------
