@@ -147,7 +147,8 @@ def translate(
 
     buckets = _file_mounts(data, notes)
     checkpoint_url = next((url for path, url in buckets if "checkpoint" in path.lower()), None)
-    data_urls = [url for path, url in buckets if url != checkpoint_url]
+    data_mounts = [(path, url) for path, url in buckets if url != checkpoint_url]
+    data_urls = [url for _path, url in data_mounts]
     if market != "on-demand":
         job["checkpoint"] = {
             "interval": ASSUMED_CHECKPOINT_INTERVAL,
@@ -164,13 +165,13 @@ def translate(
         regions = {c.region for c in candidates}
         region = regions.pop() if len(regions) == 1 and None not in regions else "unknown"
         job["data"] = {"url": data_urls[0], "region": region, "size_gb": 0}
-        notes.map("file_mounts", "data.url", data_urls[0])
+        notes.map(f"file_mounts.{data_mounts[0][0]}", "data.url", data_urls[0])
         notes.ignored.append(
             "(data size): SkyPilot does not say how large the mounted data is — egress is priced "
             "at 0 GB; add the size to a spotroute job file to price moving it"
         )
-        for extra in data_urls[1:]:
-            notes.ignore(f"file_mounts {extra}", "spotroute prices one data location per job")
+        for path, extra in data_mounts[1:]:
+            notes.ignore(f"file_mounts.{path} ({extra})", "spotroute prices one data location")
 
     job["run"] = _run(data, resources, notes)
     job["labels"] = _labels(resources, notes)

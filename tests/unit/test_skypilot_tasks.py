@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +28,9 @@ SKYPILOT_ASKS = {
     "set_of_gpus": ({("A100-40GB", 1), ("V100", 1)}, 1, "on-demand", {"gcp"}, None),
     "zone_spot_gcp": ({("L4", 1)}, 1, "spot", {"gcp"}, {"us-central1"}),
     "ordered_regions": ({("A100-40GB", 8)}, 1, "on-demand", {"aws"}, {"us-east-1", "us-west-2"}),
+    "reference_all_fields": (
+        {("H100-80GB", 8)}, 4, "on-demand", {"aws", "gcp"}, {"us-west-2", "us-central1"}
+    ),
 }
 
 
@@ -86,6 +90,18 @@ def test_spot_task_checkpoints_to_its_checkpoint_mount_and_data_is_its_bucket() 
                  "(duration)", "(checkpointing)"):
         assert what in ignored, what
     assert all(" — " in line for line in t.ignored), "each ignored field says why"
+
+
+def test_every_field_of_the_reference_is_mapped_or_said_ignored_with_a_reason() -> None:
+    import yaml
+
+    data = yaml.safe_load((TASKS / "reference_all_fields.yaml").read_text())
+    t = translate(data, default_name="x")
+    said = "\n".join(t.mapped + t.ignored)
+    for field in (*data, *data["resources"], *data["file_mounts"]):
+        if field not in ("name", "resources", "run", "file_mounts", "any_of", "infra"):
+            assert field in said, field
+    assert "MY_HF_TOKEN" not in json.dumps(t.job), "secrets never reach the stack config"
 
 
 def test_set_form_and_mapping_form_of_accelerators_read_as_skypilot_means_them() -> None:
