@@ -217,6 +217,30 @@ def prices_refresh(
         sys.exit(EXIT_FAILED)
 
 
+@prices.command("push")
+@click.pass_context
+def prices_push(ctx: click.Context) -> None:
+    """Share this cache's newest live quotes through the team's state backend."""
+    from router.flows.shared_quotes import push_quotes
+
+    shared = push_quotes(project=_project(ctx, required=True), now=_now())
+    for cloud, n in shared.quotes_by_cloud.items():
+        click.echo(f"pushed {n} {cloud} quotes to {shared.where}")
+
+
+@prices.command("pull")
+@click.pass_context
+def prices_pull(ctx: click.Context) -> None:
+    """Add the team's shared quotes (from the state backend) to this machine's cache."""
+    from router.flows.shared_quotes import pull_quotes
+
+    shared = pull_quotes(project=_project(ctx, required=True))
+    if not shared.quotes_by_cloud:
+        click.echo(f"no shared quotes on {shared.where} — someone runs `route prices push` first")
+    for cloud, n in shared.quotes_by_cloud.items():
+        click.echo(f"pulled {cloud}: {n} new quotes from {shared.where}")
+
+
 @prices.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["skypilot"]), required=True)
