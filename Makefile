@@ -10,6 +10,7 @@ setup:
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	bash scripts/ensure-pulumi.sh
+	bash scripts/ensure-postgres.sh
 
 lint:
 	$(BIN)/ruff check router components policies tests bench

@@ -16,8 +16,16 @@ from typing import Any, TypeVar
 
 import click
 
+from router.cli.completion import (
+    complete_clouds,
+    complete_job_names,
+    complete_regions,
+    complete_target,
+)
 from router.contract.clouds import CLOUDS, PUBLIC_CLOUDS
 from router.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, RouteError
+
+EXIT_WIDENED = 3  # route review: the change widens what a stack grants or exposes
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,12 +74,18 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
 
 @cli.command()
 @click.argument("jobs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
-def validate(jobs: tuple[Path, ...]) -> None:
-    """Check job files; print OK or every problem, one line each (exit 2 if any)."""
-    from router.config.job_file import validate_job_file
+@click.option(
+    "--explain", is_flag=True, help="For a SkyPilot task: how each field maps onto the job."
+)
+def validate(jobs: tuple[Path, ...], explain: bool) -> None:
+    """Check job files (or SkyPilot task files); print OK or every problem, one line each."""
+    from router.config.job_file import explain_job_file, validate_job_file
 
     bad = False
     for job in jobs:
+        if explain:
+            for line in explain_job_file(job):
+                click.echo(line)
         problems = validate_job_file(job)
         if problems:
             bad = True
@@ -106,9 +120,17 @@ def schema() -> None:
     default="all",
     show_default=True,
 )
-@click.option("--clouds", multiple=True, help="Comma-separated: aws,gcp,azure.")
 @click.option(
-    "--regions", multiple=True, help="Comma-separated region globs, e.g. 'us-*,europe-*'."
+    "--clouds",
+    multiple=True,
+    shell_complete=complete_clouds,
+    help="Comma-separated: aws,gcp,azure.",
+)
+@click.option(
+    "--regions",
+    multiple=True,
+    shell_complete=complete_regions,
+    help="Comma-separated region globs, e.g. 'us-*,europe-*'.",
 )
 @click.option("--limit", type=click.IntRange(1), default=None, help="Show at most N rows.")
 @json_option
@@ -149,9 +171,17 @@ def prices(
 
 
 @prices.command("refresh")
-@click.option("--clouds", multiple=True, help="Comma-separated: aws,gcp,azure (default: all).")
 @click.option(
-    "--regions", multiple=True, help="Region globs (default: the regions spotroute knows)."
+    "--clouds",
+    multiple=True,
+    shell_complete=complete_clouds,
+    help="Comma-separated: aws,gcp,azure (default: all).",
+)
+@click.option(
+    "--regions",
+    multiple=True,
+    shell_complete=complete_regions,
+    help="Region globs (default: the regions spotroute knows).",
 )
 @click.option("--gpu", help="Only instance types with this GPU.")
 @click.option(
@@ -277,6 +307,30 @@ def quotas_refresh(
         sys.exit(EXIT_FAILED)
 
 
+@prices.command("push")
+@click.pass_context
+def prices_push(ctx: click.Context) -> None:
+    """Share this cache's newest live quotes through the team's state backend."""
+    from router.flows.shared_quotes import push_quotes
+
+    shared = push_quotes(project=_project(ctx, required=True), now=_now())
+    for cloud, n in shared.quotes_by_cloud.items():
+        click.echo(f"pushed {n} {cloud} quotes to {shared.where}")
+
+
+@prices.command("pull")
+@click.pass_context
+def prices_pull(ctx: click.Context) -> None:
+    """Add the team's shared quotes (from the state backend) to this machine's cache."""
+    from router.flows.shared_quotes import pull_quotes
+
+    shared = pull_quotes(project=_project(ctx, required=True))
+    if not shared.quotes_by_cloud:
+        click.echo(f"no shared quotes on {shared.where} — someone runs `route prices push` first")
+    for cloud, n in shared.quotes_by_cloud.items():
+        click.echo(f"pulled {cloud}: {n} new quotes from {shared.where}")
+
+
 @prices.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["skypilot"]), required=True)
@@ -391,7 +445,9 @@ def _target(value: str | None) -> str | None:
 @click.option(
     "--dry-run", is_flag=True, help="Plan and preview only; leave the stack config as it was."
 )
-@click.option("--to", "to", help="Place in this CLOUD or CLOUD/REGION only.")
+@click.option(
+    "--to", "to", shell_complete=complete_target, help="Place in this CLOUD or CLOUD/REGION only."
+)
 @click.option("--require-fresh", is_flag=True, help="Refuse stale quotes.")
 @json_option
 @click.pass_context
@@ -451,7 +507,12 @@ def deploy(
 
 @cli.command()
 @click.argument("job", type=click.Path(path_type=Path))
-@click.option("--to", "to", help="Preview placing in this CLOUD or CLOUD/REGION only.")
+@click.option(
+    "--to",
+    "to",
+    shell_complete=complete_target,
+    help="Preview placing in this CLOUD or CLOUD/REGION only.",
+)
 @click.option(
     "--review",
     "review_format",
@@ -483,7 +544,48 @@ def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | 
 
 
 @cli.command()
-@click.argument("job", required=False)
+@click.argument("job", shell_complete=complete_job_names)
+@click.option(
+    "--against",
+    metavar="GIT-REF",
+    help="Compare with the stack file and components at this git ref (default: merge base "
+    "with main).",
+)
+@click.option("--no-diff", is_flag=True, help="Only render what the stack grants now.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["markdown", "json"]),
+    default="markdown",
+    show_default=True,
+)
+@click.pass_context
+def review(ctx: click.Context, job: str, against: str | None, no_diff: bool, fmt: str) -> None:
+    """Everything JOB's stack grants and exposes, and what widened (exit 3); no credentials."""
+    from router.cli import render
+    from router.core.exposure import review_json, review_markdown
+    from router.flows.review import review_stack
+
+    result = review_stack(
+        job, project=_project(ctx, required=True), against=None if no_diff else (against or "")
+    )
+    if fmt == "json":
+        render.print_json(
+            {
+                **review_json(result.stack, result.against, result.after, result.diff),
+                "notes": list(result.notes),
+            }
+        )
+    else:
+        click.echo(
+            review_markdown(result.stack, result.against, result.after, result.diff, result.notes)
+        )
+    if result.diff is not None and result.diff.widened:
+        sys.exit(EXIT_WIDENED)
+
+
+@cli.command()
+@click.argument("job", required=False, shell_complete=complete_job_names)
 @json_option
 @click.pass_context
 def status(ctx: click.Context, job: str | None, as_json: bool) -> None:
@@ -500,7 +602,7 @@ def status(ctx: click.Context, job: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job")
+@click.argument("job", shell_complete=complete_job_names)
 @click.option("--yes", "-y", is_flag=True, help="Destroy without asking.")
 @click.pass_context
 def destroy(ctx: click.Context, job: str, yes: bool) -> None:
@@ -520,7 +622,10 @@ def destroy(ctx: click.Context, job: str, yes: bool) -> None:
 
 @cli.command()
 @click.option(
-    "--clouds", multiple=True, help="Comma-separated: aws,gcp,azure (default: as configured)."
+    "--clouds",
+    multiple=True,
+    shell_complete=complete_clouds,
+    help="Comma-separated: aws,gcp,azure (default: as configured).",
 )
 @click.option(
     "--preview", "preview_only", is_flag=True, help="Show what would be created; change nothing."
@@ -569,6 +674,18 @@ def init(directory: Path) -> None:
 
     for path in init_project(directory):
         click.echo(f"created {path}")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script: eval "$(route completion bash)" (zsh, fish)."""
+    from router.cli.completion import completion_script
+
+    click.echo(completion_script(cli, shell))
 
 
 # ---------------------------------------------------------------------------------------------

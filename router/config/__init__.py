@@ -1,1 +1,2 @@
-"""Loading at the edge: job and org-config files, the project, SPOTROUTE_HOME, package data."""
+"""Loading at the edge: job files (and SkyPilot tasks), org config, the project, SPOTROUTE_HOME,
+package data."""

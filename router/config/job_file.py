@@ -5,11 +5,14 @@ Every problem is one line "<file>: <where>: <problem> — <fix>"; nothing else i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from router.config.datafiles import load_catalog
+from router.config.skypilot import SkyPilotProblem, explain_lines, is_skypilot_task, translate
 from router.core.errors import BadInput
 from router.core.job.model import Job
 from router.core.job.problems import check_data, one_line
@@ -36,7 +39,36 @@ def _check_file(path: str | Path) -> tuple[Job | None, list[str]]:
         data = _read_yaml(Path(path), source)
     except _FileProblem as e:
         return None, [one_line(source, e.where, e.text)]
+    try:
+        data = _skypilot_as_job(data, Path(path))
+    except SkyPilotProblem as e:
+        return None, [one_line(source, e.where, e.text)]
     return check_data(data, source)
+
+
+def explain_job_file(path: str | Path) -> list[str]:
+    """How a SkyPilot task file maps onto a job, one line per field (empty for a job file)."""
+    try:
+        data = _read_yaml(Path(path), str(path))
+    except _FileProblem:
+        return []  # validate reports it
+    if not is_skypilot_task(data):
+        return []
+    assert isinstance(data, Mapping)
+    try:
+        return list(
+            explain_lines(translate(data, default_name=Path(path).stem, catalog=load_catalog()))
+        )
+    except SkyPilotProblem:
+        return []  # validate reports it
+
+
+def _skypilot_as_job(data: object, path: Path) -> object:
+    """A SkyPilot task file becomes job data (router.config.skypilot); anything else is as is."""
+    if not is_skypilot_task(data):
+        return data
+    assert isinstance(data, Mapping)
+    return translate(data, default_name=path.stem, catalog=load_catalog()).job
 
 
 # --- reading the file

@@ -114,6 +114,9 @@ class OrgConfig(_Section):
     discounts: tuple[Discount, ...] = ()
     budgets: Budgets = Budgets()
     backend_url: str | None = None
+    # Pulumi secrets provider for new stacks: awskms://, gcpkms://, azurekeyvault://,
+    # hashivault:// (teammates then share cloud permissions, not a passphrase); None = passphrase.
+    secrets_provider: str | None = None
     max_quote_age_s: float = Field(default=DEFAULT_MAX_QUOTE_AGE_S, gt=0)
     credentials: dict[str, str] = Field(default_factory=dict)
     # Existing Azure storage the jobs may reuse or read: account name → resource id. Needed

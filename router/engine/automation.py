@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,8 @@ from router.core.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
+
+    from router.engine.records import RecordStore
 
 PASSPHRASE_FILE = "passphrase"
 
@@ -39,10 +41,23 @@ class Backend:
 
     url: str
     is_default: bool
+    secrets_provider: str | None = None  # None: a passphrase (PULUMI_CONFIG_PASSPHRASE[_FILE])
 
 
-def choose_backend(home: Path, configured: str | None) -> Backend:
+KMS_SCHEMES = ("awskms://", "gcpkms://", "azurekeyvault://", "hashivault://")
+
+
+def choose_backend(
+    home: Path, configured: str | None, secrets_provider: str | None = None
+) -> Backend:
     """The org config's backend_url, else $PULUMI_BACKEND_URL, else file://$SPOTROUTE_HOME/state."""
+    if secrets_provider in ("passphrase", ""):
+        secrets_provider = None
+    if secrets_provider is not None and not secrets_provider.startswith(KMS_SCHEMES):
+        raise BadInput(
+            f"secrets_provider: '{secrets_provider}' — use passphrase, awskms://, gcpkms://, "
+            "azurekeyvault:// or hashivault://"
+        )
     url = configured or os.environ.get("PULUMI_BACKEND_URL")
     if url:
         if not url.startswith(("file://", "s3://", "gs://", "azblob://", "postgres://")):
@@ -50,10 +65,10 @@ def choose_backend(home: Path, configured: str | None) -> Backend:
                 f"backend_url: '{url}' is not a DIY backend — use file://, s3://, gs://, "
                 "azblob:// or postgres://"
             )
-        return Backend(url, is_default=False)
+        return Backend(url, is_default=False, secrets_provider=secrets_provider)
     state = home / "state"
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return Backend(f"file://{state}", is_default=True)
+    return Backend(f"file://{state}", is_default=True, secrets_provider=secrets_provider)
 
 
 def passphrase_env(home: Path, backend: Backend) -> dict[str, str]:
@@ -66,6 +81,8 @@ def passphrase_env(home: Path, backend: Backend) -> dict[str, str]:
     for var in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"):
         if var in os.environ:
             return {var: os.environ[var]}
+    if backend.secrets_provider:
+        return {}  # a KMS key: each engineer's cloud credentials decrypt, no shared passphrase
     if not backend.is_default:
         raise BadInput(
             f"no passphrase for stack secrets on backend {backend.url} — set "
@@ -111,6 +128,17 @@ class Engine:
     backend: Backend
     program: Callable[[], None] | None = None  # default: components.program.placement_program
     _workspace: auto.LocalWorkspace | None = field(default=None, repr=False)
+    _records: RecordStore | None = field(default=None, repr=False)
+
+    def records(self) -> RecordStore:
+        """spotroute's records (placements, decisions, locks), kept in the same backend."""
+        if self._records is None:
+            from router.engine.records import records_for
+
+            self._records = records_for(
+                self.backend.url, self.home, is_default=self.backend.is_default
+            )
+        return self._records
 
     def env(self) -> dict[str, str]:
         # The shims for the engine's Python plugins live next to spotroute's CLI build; put that
@@ -140,6 +168,7 @@ class Engine:
                 work_dir=str(self.project.root),
                 program=self.program or placement_program,
                 env_vars=self.env(),
+                secrets_provider=self.backend.secrets_provider,
                 # PulumiCommand runs <root>/bin/pulumi; a binary elsewhere is run from PATH.
                 pulumi_command=auto.PulumiCommand(
                     root=str(pulumi.parent.parent) if pulumi.parent.name == "bin" else None
@@ -221,23 +250,18 @@ def engine_error(job: str, exc: Exception) -> OperationFailed:
 
 
 @contextmanager
-def job_lock(home: Path, job: str) -> Iterator[None]:
-    """Exclusive right to change one job on this machine; a second process fails at once."""
-    from filelock import FileLock, Timeout
+def job_lock(engine: Engine, job: str) -> Iterator[None]:
+    """Exclusive right to change one job, across every machine on the backend; fails at once."""
+    from router.engine.records import Held
 
-    locks = home / "locks"
-    locks.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = FileLock(str(locks / f"{job}.lock"), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise OperationFailed(
-            f"job {job} is being changed by another process — wait for it to finish"
-        ) from None
-    try:
+    with ExitStack() as held:
+        try:
+            held.enter_context(engine.records().exclusive(f"job-{job}"))
+        except Held:
+            raise OperationFailed(
+                f"job {job} is being changed by another process — wait for it to finish"
+            ) from None
         yield
-    finally:
-        lock.release()
 
 
 @contextmanager

@@ -61,16 +61,17 @@ def run_bootstrap(
     from router.flows.jobs import PreviewResult, fan_out, policy_args
 
     home = spotroute_home()
+    org = org_config_for(project)
     engine = Engine(
         project,
         home,
-        choose_backend(home, org_config_for(project).backend_url),
+        choose_backend(home, org.backend_url, org.secrets_provider),
         program=bootstrap_inline_program,
     )
     stack_file = project.stack_config_path(STACK)
     wanted = {"clouds": _clouds(clouds)} if clouds else {}
     preview = PreviewResult()
-    with job_lock(home, STACK), engine_interrupts() as interrupted:
+    with job_lock(engine, STACK), engine_interrupts() as interrupted:
         try:
             with config_transaction(stack_file):
                 before = read_stack_file(stack_file, NAMESPACE)

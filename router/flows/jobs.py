@@ -34,6 +34,7 @@ from router.engine.automation import (
     engine_interrupts,
     job_lock,
 )
+from router.engine.records import RecordStore
 from router.flows.plan import plan_job
 
 EventHandler = Callable[[Any], None]
@@ -42,7 +43,8 @@ EventHandler = Callable[[Any], None]
 def engine_for(project: Project) -> Engine:
     """The engine for this project's backend (org config backend_url, default local files)."""
     home = spotroute_home()
-    return Engine(project, home, choose_backend(home, org_config_for(project).backend_url))
+    org = org_config_for(project)
+    return Engine(project, home, choose_backend(home, org.backend_url, org.secrets_provider))
 
 
 # --- deploy -------------------------------------------------------------------------------------
@@ -132,7 +134,7 @@ class DeployOutcome:
     review: Review
     outputs: dict[str, Any]
     placement: Placement
-    record_path: Path | None = None
+    record_path: str | None = None  # where the placement record was written
     changes: dict[str, int] = field(default_factory=dict)  # what `up` did, by operation
 
 
@@ -173,7 +175,7 @@ def deploy(
     job = proposal.job.name
     preview = PreviewResult()
     changes: dict[str, int] = {}
-    with job_lock(engine.home, job), engine_interrupts() as interrupted:
+    with job_lock(engine, job), engine_interrupts() as interrupted:
         existed = _stack_exists(engine, job)
         try:
             with config_transaction(proposal.stack_file):
@@ -223,7 +225,7 @@ def deploy(
             if interrupted() and not isinstance(exc, Interrupted):
                 raise _interrupted(job) from None  # whichever engine call the Ctrl-C cut short
             raise
-    record = record_placement(engine.home, proposal, outputs, datetime.now(UTC))
+    record = record_placement(engine.records(), proposal, outputs, datetime.now(UTC))
     return DeployOutcome(job, True, summary, outputs, proposal.chosen, record, changes)
 
 
@@ -282,7 +284,9 @@ def policy_args(engine: Engine, job: str, proposal: Proposal | None) -> tuple[li
     return [str(launcher)], [str(path)]
 
 
-def record_placement(home: Path, proposal: Proposal, outputs: dict[str, Any], at: datetime) -> Path:
+def record_placement(
+    records: RecordStore, proposal: Proposal, outputs: dict[str, Any], at: datetime
+) -> str:
     """Remember where and at what price the job was placed (for status and migration)."""
     p = proposal.chosen
     record = {
@@ -292,26 +296,22 @@ def record_placement(home: Path, proposal: Proposal, outputs: dict[str, Any], at
         "price_per_hour": p.price_per_hour,
         "price_source": p.price_source,
         "deployed_at": at.isoformat(),
+        "deployed_by": os.environ.get("USER", ""),
         "outputs": outputs,
     }
-    path = home / "placements" / f"{proposal.job.name}.json"
-    before = read_placement(home, proposal.job.name)
+    before = read_placement(records, proposal.job.name)
     if before and (before.get("outputs") or {}).get("groupId") == outputs.get("groupId"):
         record["deployed_at"] = before["deployed_at"]  # same instances: still up since then
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2, default=str))
-    os.replace(tmp, path)
-    return path
+    records.put(placement_key(proposal.job.name), record)
+    return f"{records.where} {placement_key(proposal.job.name)}"
 
 
-def read_placement(home: Path, job: str) -> dict[str, Any] | None:
-    path = home / "placements" / f"{job}.json"
-    try:
-        data: dict[str, Any] = json.loads(path.read_text())
-        return data
-    except (OSError, ValueError):
-        return None
+def placement_key(job: str) -> str:
+    return f"placements/{job}"
+
+
+def read_placement(records: RecordStore, job: str) -> dict[str, Any] | None:
+    return records.get(placement_key(job))
 
 
 # --- preview ------------------------------------------------------------------------------------
@@ -342,14 +342,14 @@ def destroy_job(job: str, *, project: Project, on_event: EventHandler | None = N
 
     _check_job_name(job)
     engine = engine_for(project)
-    with job_lock(engine.home, job), engine_interrupts() as interrupted:
+    with job_lock(engine, job), engine_interrupts() as interrupted:
         stack = engine.stack(job, create=False)
         try:
             result = stack.destroy(on_event=on_event)
             stack.workspace.remove_stack(job)
         except auto.CommandError as exc:
             raise _interrupted(job) if interrupted() else engine_error(job, exc) from None
-        (engine.home / "placements" / f"{job}.json").unlink(missing_ok=True)
+        engine.records().delete(placement_key(job))
         project.stack_config_path(job).unlink(missing_ok=True)
     return op_counts(result.summary.resource_changes).get("delete", 0)
 
@@ -415,8 +415,9 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
         )
     offers = None
     statuses = []
+    placements = engine.records().list("placements/") if stacks else {}
     for s in sorted(stacks, key=lambda s: s.name):
-        record = read_placement(engine.home, s.name) or {}
+        record = placements.get(placement_key(s.name)) or {}
         config = read_stack_file(project.stack_config_path(s.name))
         cloud = record.get("cloud") or config.get("cloud")
         market = record.get("market") or config.get("market")

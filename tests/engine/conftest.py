@@ -56,3 +56,12 @@ def route(tmp_path: Path, pulumi_cli: str) -> Iterator[Route]:
     finally:
         r.cleanup()
         print("route calls:", ", ".join(f"{cmd} {s:.1f}s" for cmd, s in r.timings))
+
+
+from tests.backend_servers import (  # noqa: E402, F401  (fixtures for the shared-backend tests)
+    moto_endpoint,
+    postgres_backend,
+    postgres_cluster,
+    s3_backend,
+    shared_backend,
+)
