@@ -556,15 +556,19 @@ def aws_deployer_policy(
     if web_identity_audiences:
         statements.append(
             {
-                # IAM outbound federation: JWTs for Azure's token exchange, nothing else.
+                # IAM outbound federation: JWTs for Azure's token exchange, nothing else. The
+                # request's Audience is a list: ForAllValues makes every audience asked for one of
+                # ours (ForAnyValue would let a token carry extra audiences next to ours), and the
+                # Null check refuses a request without one (ForAllValues alone holds for none).
                 "Sid": "WebIdentityTokensForAzure",
                 "Effect": "Allow",
                 "Action": "sts:GetWebIdentityToken",
                 "Resource": "*",
                 "Condition": {
-                    "ForAnyValue:StringEquals": {
+                    "ForAllValues:StringEquals": {
                         "sts:IdentityTokenAudience": list(web_identity_audiences)
-                    }
+                    },
+                    "Null": {"sts:IdentityTokenAudience": "false"},
                 },
             }
         )

@@ -313,8 +313,10 @@ def test_router_in_aws_reaches_azure_through_outbound_federation() -> None:
     assert credential["audiences"] == [AZURE_EXCHANGE_AUDIENCE]
     tokens = statement(document(stack, ROLE_POLICY, "policy"), "WebIdentityTokensForAzure")
     assert tokens["Action"] == "sts:GetWebIdentityToken"
+    # Every audience of the token must be Azure's exchange audience, and there must be one.
     assert tokens["Condition"] == {
-        "ForAnyValue:StringEquals": {"sts:IdentityTokenAudience": [AZURE_EXCHANGE_AUDIENCE]}
+        "ForAllValues:StringEquals": {"sts:IdentityTokenAudience": [AZURE_EXCHANGE_AUDIENCE]},
+        "Null": {"sts:IdentityTokenAudience": "false"},
     }
     assert stack.outputs["aws_outbound_issuer"] == OUTBOUND_ISSUER
 
