@@ -18,6 +18,17 @@ from components.bootstrap.args import (
 AWS_JOB_NAME_PREFIX = "spotroute-"
 AWS_GPU_AMI_PARAMETER_PATH = "/aws/service/deeplearning/ami/*"
 AWS_IMAGE_OWNER = "amazon"  # the Deep Learning AMIs aws.py launches are Amazon-owned
+# The permissions boundary every job role must carry (created by the bootstrap, aws.py). A job
+# role can never do more than this, whatever inline policy the deployer writes on it.
+AWS_JOB_BOUNDARY_NAME = "spotroute-job-boundary"
+# At most what aws.checkpoint_policy_document grants a job: its checkpoints and its data, which
+# that policy narrows to the job's prefixes. Data and reused checkpoint buckets may be any bucket.
+AWS_JOB_BOUNDARY_S3_ACTIONS = (
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:ListBucket",
+)
 AWS_SERVICE_LINKED_ROLES = {
     "spot.amazonaws.com": "AWSServiceRoleForEC2Spot",
     "ec2fleet.amazonaws.com": "AWSServiceRoleForEC2Fleet",
@@ -209,6 +220,33 @@ AZURE_GRANT_CONDITION = (
 )
 
 
+def aws_job_boundary_arn(account_id: str) -> str:
+    """ARN of the managed policy every spotroute job role must have as its permissions boundary."""
+    return f"arn:aws:iam::{account_id}:policy/{AWS_JOB_BOUNDARY_NAME}"
+
+
+def aws_job_boundary_policy() -> dict[str, Any]:
+    """The job roles' permissions boundary: S3 objects and listings, from EC2 instances only.
+
+    The boundary caps every role the deployer creates. It holds only for requests signed with an
+    EC2 instance's role credentials (ec2:SourceInstanceARN is present exactly then, as in AWS's
+    data-perimeter examples), so a job role that someone made trust an outside account is worth
+    nothing outside an instance.
+    """
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "CheckpointsAndDataFromInstances",
+                "Effect": "Allow",
+                "Action": list(AWS_JOB_BOUNDARY_S3_ACTIONS),
+                "Resource": ["arn:aws:s3:::*", "arn:aws:s3:::*/*"],
+                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+            },
+        ],
+    }
+
+
 def aws_deployer_policy(
     account_id: str,
     *,
@@ -241,6 +279,8 @@ def aws_deployer_policy(
     fleet = f"{ec2}:fleet/*"
     job_roles = f"arn:aws:iam::{acct}:role/{AWS_JOB_NAME_PREFIX}*"
     job_profiles = f"arn:aws:iam::{acct}:instance-profile/{AWS_JOB_NAME_PREFIX}*"
+    boundary = aws_job_boundary_arn(acct)
+    bounded = {"StringEquals": {"iam:PermissionsBoundary": boundary}}
     create_actions = [
         "ec2:CreateVpc",
         "ec2:CreateSubnet",
@@ -433,30 +473,43 @@ def aws_deployer_policy(
             "Condition": {"StringEquals": {"iam:AWSServiceName": list(AWS_SERVICE_LINKED_ROLES)}},
         },
         {
-            "Sid": "CreateTaggedJobRoles",
+            # A job role comes into being tagged as spotroute's and bounded by the job boundary,
+            # so no inline policy written on it later can reach beyond the boundary.
+            "Sid": "CreateBoundedJobRoles",
             "Effect": "Allow",
-            "Action": [
-                "iam:CreateRole",
-                "iam:TagRole",
-                "iam:CreateInstanceProfile",
-                "iam:TagInstanceProfile",
-            ],
+            "Action": "iam:CreateRole",
+            "Resource": job_roles,
+            "Condition": {"StringEquals": {**requested["StringEquals"], **bounded["StringEquals"]}},
+        },
+        {
+            "Sid": "CreateTaggedJobProfiles",
+            "Effect": "Allow",
+            "Action": ["iam:TagRole", "iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
             "Resource": [job_roles, job_profiles],
             "Condition": requested,
         },
         {
+            # Inline policies only on roles that carry the boundary; a role created before the
+            # boundary existed may be given it, never another one.
+            "Sid": "PoliciesOfBoundedJobRoles",
+            "Effect": "Allow",
+            "Action": ["iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"],
+            "Resource": job_roles,
+            "Condition": bounded,
+        },
+        {
             # Job roles and instance profiles: aws.JobIdentity names them spotroute-<job>-...
+            # No UpdateAssumeRolePolicy: a job role's trust (ec2.amazonaws.com) is fixed at
+            # creation, and no AttachRolePolicy: job roles have inline policies only.
             "Sid": "ManageJobRoles",
             "Effect": "Allow",
             "Action": [
                 "iam:GetRole",
                 "iam:UpdateRole",
                 "iam:UpdateRoleDescription",
-                "iam:UpdateAssumeRolePolicy",
                 "iam:DeleteRole",
                 "iam:UntagRole",
                 "iam:ListRoleTags",
-                "iam:PutRolePolicy",
                 "iam:GetRolePolicy",
                 "iam:DeleteRolePolicy",
                 "iam:ListRolePolicies",
@@ -514,6 +567,44 @@ def aws_deployer_policy(
                 "s3:PutBucketOwnershipControls",
             ],
             "Resource": f"arn:aws:s3:::{AWS_JOB_NAME_PREFIX}*",
+        },
+        {
+            # Defence in depth, whatever else is attached to the deployer: no role without the
+            # boundary, no boundary taken off, no trust rewritten (which could let an outside
+            # account in), no managed policy attached.
+            "Sid": "NoUnboundedRoles",
+            "Effect": "Deny",
+            "Action": [
+                "iam:CreateRole",
+                "iam:PutRolePolicy",
+                "iam:PutRolePermissionsBoundary",
+            ],
+            "Resource": f"arn:aws:iam::{acct}:role/*",
+            "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": boundary}},
+        },
+        {
+            "Sid": "JobRolesKeepBoundaryAndTrust",
+            "Effect": "Deny",
+            "Action": [
+                "iam:DeleteRolePermissionsBoundary",
+                "iam:UpdateAssumeRolePolicy",
+                "iam:AttachRolePolicy",
+            ],
+            "Resource": f"arn:aws:iam::{acct}:role/*",
+        },
+        {
+            # The boundary itself is the bootstrap's: the deployer can never widen it.
+            "Sid": "NeverTheBoundary",
+            "Effect": "Deny",
+            "Action": [
+                "iam:CreatePolicyVersion",
+                "iam:SetDefaultPolicyVersion",
+                "iam:DeletePolicyVersion",
+                "iam:DeletePolicy",
+                "iam:TagPolicy",
+                "iam:UntagPolicy",
+            ],
+            "Resource": boundary,
         },
         {
             # Defence in depth: spotroute-deployer matches role/spotroute-*, so it may never

@@ -133,6 +133,8 @@ def bootstrap_program(args: BootstrapArgs) -> dict[str, Any]:
     if isinstance(aws_deployer, AwsDeployer):
         outputs["aws_deployer_role_arn"] = aws_deployer.role_arn
         outputs["aws_account_id"] = aws_deployer.account_id
+        # What aws.JobIdentity sets as `permissions_boundary` on every job role.
+        outputs["aws_job_permissions_boundary"] = aws_deployer.job_boundary_arn
         outputs["aws_oidc_provider_arns"] = aws_deployer.oidc_provider_arns
         if args.home == "aws" and "azure" in args.clouds:
             outputs["aws_outbound_issuer"] = aws_deployer.outbound_issuer

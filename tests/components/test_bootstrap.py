@@ -58,6 +58,7 @@ GITLAB = OidcIssuer(
 
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+MANAGED_POLICY = "aws:iam/policy:Policy"
 OIDC_PROVIDER = "aws:iam/openIdConnectProvider:OpenIdConnectProvider"
 OUTBOUND = "aws:iam/outboundWebIdentityFederation:OutboundWebIdentityFederation"
 GCP_ACCOUNT = "gcp:serviceaccount/account:Account"
@@ -95,7 +96,12 @@ SUBSETS = {
     "all-three": ("aws", "gcp", "azure"),
 }
 OUTPUTS = {
-    "aws": {"aws_deployer_role_arn", "aws_account_id", "aws_oidc_provider_arns"},
+    "aws": {
+        "aws_deployer_role_arn",
+        "aws_account_id",
+        "aws_oidc_provider_arns",
+        "aws_job_permissions_boundary",
+    },
     "gcp": {
         "gcp_project_id",
         "gcp_project_number",
@@ -122,6 +128,9 @@ def _oidc_arn(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
 
 STATES: dict[str, StateFiller] = {
     OIDC_PROVIDER: _oidc_arn,
+    MANAGED_POLICY: lambda name, inputs: {
+        "arn": f"arn:aws:iam::{ACCOUNT_ID}:policy/{inputs['name']}"
+    },
     OUTBOUND: lambda name, inputs: {"issuerIdentifier": OUTBOUND_ISSUER},
     GCP_ACCOUNT: lambda name, inputs: {
         "email": f"{inputs['accountId']}@{inputs['project']}.iam.gserviceaccount.com",
