@@ -5,6 +5,7 @@ azure.py) manage.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -193,31 +194,66 @@ AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
     # `route quotas refresh` (router/prices/quotas/azure.py): family, regional and spot vCPU usage.
     "Microsoft.Compute/locations/usages/read",
 )
-# Role assignments live in a second role, assigned under AZURE_GRANT_CONDITION.
+# Role assignments live in a second role, assigned under azure_grant_condition().
 AZURE_GRANT_ACTIONS: tuple[str, ...] = (
     "Microsoft.Authorization/roleAssignments/read",
     "Microsoft.Authorization/roleAssignments/write",
     "Microsoft.Authorization/roleAssignments/delete",
 )
-# Built-in data roles the Azure JobIdentity grants (same ids in every tenant; azure.py).
-AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
-AZURE_STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
-_GRANTABLE = f"{AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR}, {AZURE_STORAGE_BLOB_DATA_READER}"
-# ABAC condition (version 2.0): the deployer may create or delete only assignments of the two
-# storage data roles, and create them only for service principals (managed identities).
-AZURE_GRANT_CONDITION = (
-    "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n (\n"
-    "  @Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
-    f"ForAnyOfAnyValues:GuidEquals {{{_GRANTABLE}}}\n"
-    "  AND\n"
-    "  @Request[Microsoft.Authorization/roleAssignments:PrincipalType] "
-    "ForAnyOfAnyValues:StringEqualsIgnoreCase {'ServicePrincipal'}\n"
-    " )\n)\nAND\n(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})\n"
-    " )\n OR\n (\n"
-    "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
-    f"ForAnyOfAnyValues:GuidEquals {{{_GRANTABLE}}}\n"
-    " )\n)"
+# The Azure JobIdentity's checkpoint role: a custom role the bootstrap defines (one per
+# subscription, under a GUID derived from the subscription), holding blob data actions only. The
+# built-in Storage Blob Data Contributor it replaces also carries control-plane actions
+# (containers/write, containers/delete, generateUserDelegationKey) that the job's path condition
+# cannot restrict: a job could have deleted a shared container with other jobs' checkpoints.
+AZURE_JOB_ROLE_NAME = "spotroute-job-checkpoints"
+_AZURE_BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+AZURE_JOB_DATA_ACTIONS: tuple[str, ...] = (
+    # Exactly the actions azure_names.blob_prefix_condition guards with the job's path prefix.
+    f"{_AZURE_BLOBS}/read",
+    f"{_AZURE_BLOBS}/write",
+    f"{_AZURE_BLOBS}/delete",
+    f"{_AZURE_BLOBS}/add/action",
+    f"{_AZURE_BLOBS}/move/action",
 )
+# Built-in roles (same ids in every tenant): the reader is what JobIdentity grants on data.
+AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # state container
+AZURE_STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+
+
+def azure_role_guid(subscription_id: str, role_name: str) -> str:
+    """A stable GUID for a spotroute role definition, so a re-run targets the same definition."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"spotroute:{subscription_id}/{role_name}"))
+
+
+def azure_job_role_guid(subscription_id: str) -> str:
+    """GUID of the job checkpoint role in this subscription (what azure.JobIdentity assigns)."""
+    return azure_role_guid(subscription_id, AZURE_JOB_ROLE_NAME)
+
+
+def azure_grant_condition(subscription_id: str, deployer_principal_id: str) -> str:
+    """ABAC condition (version 2.0) of the deployer's roleAssignments rights.
+
+    Writes: only the job checkpoint role or Storage Blob Data Reader, only to service principals
+    (managed identities), and never to the deployer itself (it could otherwise grant itself
+    any container's blobs). Deletes: only assignments of those two roles.
+    """
+    grantable = f"{azure_job_role_guid(subscription_id)}, {AZURE_STORAGE_BLOB_DATA_READER}"
+    return (
+        "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n (\n"
+        "  @Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
+        f"ForAnyOfAnyValues:GuidEquals {{{grantable}}}\n"
+        "  AND\n"
+        "  @Request[Microsoft.Authorization/roleAssignments:PrincipalType] "
+        "ForAnyOfAnyValues:StringEqualsIgnoreCase {'ServicePrincipal'}\n"
+        "  AND\n"
+        "  @Request[Microsoft.Authorization/roleAssignments:PrincipalId] "
+        f"ForAnyOfAllValues:GuidNotEquals {{{deployer_principal_id}}}\n"
+        " )\n)\nAND\n(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})\n"
+        " )\n OR\n (\n"
+        "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
+        f"ForAnyOfAnyValues:GuidEquals {{{grantable}}}\n"
+        " )\n)"
+    )
 
 
 def aws_job_boundary_arn(account_id: str) -> str:

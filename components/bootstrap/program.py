@@ -153,6 +153,7 @@ def bootstrap_program(args: BootstrapArgs) -> dict[str, Any]:
         outputs["azure_deployer_principal_id"] = azure_deployer.principal_id
         outputs["azure_deployer_identity_id"] = azure_deployer.identity_id
         outputs["azure_deployer_role_definition_id"] = azure_deployer.role_definition_id
+        outputs["azure_job_role_definition_id"] = azure_deployer.job_role_definition_id
     outputs["org_config_snippet"] = pulumi.Output.all(**outputs).apply(
         lambda resolved: org_config_snippet(args, resolved)
     )
