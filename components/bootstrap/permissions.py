@@ -118,20 +118,44 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     # `route prices refresh` (router/prices/gcp.py).
     "compute.machineTypes.list",
     "compute.acceleratorTypes.list",
-    # CheckpointBucket + the job's prefix-conditioned grant on it.
+    # CheckpointBucket. Its IAM policy (the job's prefix-conditioned grant) needs
+    # GCP_GRANT_PERMISSIONS, held under a bucket-name condition.
     "storage.buckets.create",
     "storage.buckets.get",
     "storage.buckets.update",
     "storage.buckets.delete",
-    "storage.buckets.getIamPolicy",
-    "storage.buckets.setIamPolicy",
-    # JobIdentity: the job's service account; actAs lets the group's VMs run as it.
+    # JobIdentity: the job's service account; actAs lets the group's VMs run as it. actAs stays
+    # project-wide: service accounts take no resource attributes in IAM Conditions (iam.googleapis
+    # .com is not among the services that recognise resource.name), so no name condition could
+    # narrow it — docs/security.md, residual risks.
     "iam.serviceAccounts.create",
     "iam.serviceAccounts.get",
     "iam.serviceAccounts.update",
     "iam.serviceAccounts.delete",
     "iam.serviceAccounts.actAs",
 )
+
+# The job's grant on its checkpoint bucket and on its data bucket: only on spotroute's buckets
+# (gcp.CheckpointBucket names them spotroute-...) and the buckets the bootstrap lists
+# (gcpJobBuckets: data, reused checkpoint buckets), never the state bucket or anyone else's.
+GCP_GRANTS_ROLE_ID = "spotrouteDeployerGrants"
+GCP_GRANT_PERMISSIONS: tuple[str, ...] = (
+    "storage.buckets.getIamPolicy",
+    "storage.buckets.setIamPolicy",
+)
+GCP_JOB_BUCKET_PREFIX = "spotroute-"
+
+
+def gcp_grant_condition(extra_buckets: Sequence[str] = ()) -> str:
+    """CEL condition on the grants role: buckets named spotroute-... or listed, nothing else.
+
+    Cloud Storage names a bucket `projects/_/buckets/<name>` in IAM Conditions; callers have
+    refused names with quotes or backslashes.
+    """
+    names = [f'resource.name.startsWith("projects/_/buckets/{GCP_JOB_BUCKET_PREFIX}")']
+    names += [f'resource.name == "projects/_/buckets/{bucket}"' for bucket in extra_buckets]
+    return f'resource.type == "storage.googleapis.com/Bucket" && ({" || ".join(names)})'
+
 
 # --- Azure ---------------------------------------------------------------------------------------
 AZURE_RESOURCE_GROUP = "spotroute-bootstrap"

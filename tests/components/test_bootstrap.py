@@ -118,6 +118,7 @@ OUTPUTS = {
         "azure_deployer_principal_id",
         "azure_deployer_identity_id",
         "azure_deployer_role_definition_id",
+        "azure_job_role_definition_id",
     },
 }
 
@@ -429,6 +430,7 @@ CONFIG: dict[str, object] = {
     "spotroute-bootstrap:azureTenantId": TENANT,
     "spotroute-bootstrap:azureLocation": "westeurope",
     "spotroute-bootstrap:stateBucket": "s3://acme-state",
+    "spotroute-bootstrap:gcpJobBuckets": ["acme-datasets"],
     "spotroute-bootstrap:labels": {"team": "platform"},
 }
 
@@ -453,6 +455,7 @@ def test_bootstrap_config_becomes_bootstrap_args() -> None:
         oidc_issuers=(GITHUB, GITLAB),
         aws_account_id=ACCOUNT_ID,
         state_bucket="s3://acme-state",
+        gcp_job_buckets=("acme-datasets",),
         labels={"team": "platform"},
     )
 
@@ -480,6 +483,10 @@ def test_bootstrap_config_becomes_bootstrap_args() -> None:
         ),
         ({"spotroute-bootstrap:awsOutboundFederation": "yes"}, r"awsOutboundFederation: 'yes'"),
         ({"spotroute-bootstrap:azureTenantId": "contoso"}, r"spotroute-bootstrap:azureTenantId: "),
+        (
+            {"spotroute-bootstrap:gcpJobBuckets": ["gs://acme"]},
+            r"spotroute-bootstrap:gcpJobBuckets: 'gs://acme' is not a Cloud Storage bucket",
+        ),
         (
             {"spotroute-bootstrap:labels": {"managed-by": "x"}},
             r"spotroute-bootstrap:labels\.managed-by",
