@@ -396,6 +396,34 @@ def test_aws_deployer_may_manage_everything_an_aws_placement_creates(
             assert tags.get("managed-by") == "spotroute", resource.type
 
 
+# IAM actions the deployer holds besides AWS_NEEDS' create/delete ones, each for a reason.
+AWS_IAM_UPKEEP = {
+    # The provider reads back and updates what it created.
+    "iam:GetRole",
+    "iam:UpdateRole",
+    "iam:UpdateRoleDescription",
+    "iam:ListRoleTags",
+    "iam:UntagRole",
+    "iam:GetRolePolicy",
+    "iam:ListRolePolicies",
+    "iam:ListAttachedRolePolicies",
+    "iam:ListInstanceProfilesForRole",
+    "iam:GetInstanceProfile",
+    "iam:TagInstanceProfile",
+    "iam:UntagInstanceProfile",
+    "iam:ListInstanceProfileTags",
+    # A job role made before the boundary existed may be given it (and only it).
+    "iam:PutRolePermissionsBoundary",
+}
+
+
+def test_every_iam_action_of_the_aws_deployer_is_justified() -> None:
+    granted = allowed_actions(document(deploy(args(clouds=("aws",))), ROLE_POLICY, "policy"))
+    needed = {a for actions in AWS_NEEDS.values() for a in actions if a.startswith("iam:")}
+
+    assert {a for a in granted if a.startswith("iam:")} == needed | AWS_IAM_UPKEEP
+
+
 def test_aws_deployer_reads_prices_for_the_router() -> None:
     granted = allowed_actions(document(deploy(args(clouds=("aws",))), ROLE_POLICY, "policy"))
 

@@ -297,6 +297,59 @@ GCP_NEEDS: dict[str, set[str]] = {
 }
 
 
+# Permissions besides GCP_NEEDS' create/delete/use ones, each for a reason.
+GCP_UPKEEP = {
+    # The provider reads back and updates what it created.
+    *(
+        f"compute.{kind}.{verb}"
+        for kind in ("networks", "subnetworks", "routers", "firewalls")
+        for verb in ("get", "update")
+    ),
+    # Subnets, routers and firewalls are created inside the network.
+    "compute.networks.use",
+    "compute.instanceTemplates.get",
+    "compute.instanceGroupManagers.get",
+    "compute.instanceGroupManagers.update",
+    "compute.instanceGroups.create",
+    "compute.instanceGroups.get",
+    "compute.instanceGroups.delete",
+    "compute.instanceGroups.update",
+    "storage.buckets.get",
+    "storage.buckets.update",
+    "iam.serviceAccounts.get",
+    "iam.serviceAccounts.update",
+    # A managed group creates, labels and restarts its VMs and boot disks in the caller's name.
+    "compute.instances.get",
+    "compute.instances.list",
+    "compute.instances.delete",
+    "compute.instances.start",
+    "compute.instances.stop",
+    "compute.instances.setMetadata",
+    "compute.instances.setLabels",
+    "compute.instances.setServiceAccount",
+    "compute.disks.create",
+    "compute.disks.get",
+    "compute.disks.delete",
+    "compute.disks.setLabels",
+    # Operations and location lookups; price and quota refresh (router/prices).
+    "compute.globalOperations.get",
+    "compute.regionOperations.get",
+    "compute.zoneOperations.get",
+    "compute.regions.get",
+    "compute.zones.get",
+    "compute.projects.get",
+    "resourcemanager.projects.get",
+    "compute.machineTypes.list",
+    "compute.acceleratorTypes.list",
+}
+
+
+def test_every_gcp_deployer_permission_is_justified() -> None:
+    needed = {p for permissions in GCP_NEEDS.values() for p in permissions}
+
+    assert set(GCP_DEPLOYER_PERMISSIONS) | set(GCP_GRANT_PERMISSIONS) == needed | GCP_UPKEEP
+
+
 @pytest.mark.parametrize("zone", ["us-central1-a", ""])
 def test_gcp_deployer_may_manage_everything_a_gcp_placement_creates(
     aws_config: dict[str, Any], zone: str
