@@ -73,6 +73,7 @@ from components.azure_names import (
     storage_account_name,
     zone_number,
 )
+from components.bootstrap.permissions import azure_job_role_guid
 from components.registry import CloudComponents
 from components.startup import render_startup_script
 
@@ -80,8 +81,9 @@ VNET_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/20"
 MARKETS = ("spot", "on-demand")
 CONTAINER_NAME = "checkpoints"
-# Built-in data-plane roles (ids are the same in every tenant). Never Owner/Contributor.
-STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+# Data-plane roles only, never Owner/Contributor. Checkpoints get the bootstrap's custom role with
+# blob data actions only (azure_job_role_guid: no container writes or deletes, no delegation
+# keys); data gets the built-in reader (its id is the same in every tenant).
 STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
 # Ubuntu 22.04 HPC image: NVIDIA driver, CUDA, NCCL, InfiniBand, Moby and the NVIDIA container
 # toolkit preinstalled, so the start-up script installs nothing (Azure/azhpc-images).
@@ -399,7 +401,7 @@ class JobIdentity(pulumi.ComponentResource):
             f"{name}-checkpoints-access",
             scope=bucket.arn_or_id,
             role_definition_id=client.subscription_id.apply(
-                lambda sub: role_definition_id(sub, STORAGE_BLOB_DATA_CONTRIBUTOR)
+                lambda sub: role_definition_id(sub, azure_job_role_guid(sub))
             ),
             principal_id=identity.principal_id,
             # Skips the directory lookup that fails while a new identity is still replicating.

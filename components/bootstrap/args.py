@@ -36,6 +36,7 @@ GCP_PROJECT_ID_PATTERN = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 _SERVICE_ACCOUNT_EMAIL = re.compile(
     r"[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\.gserviceaccount\.com"
 )
+GCS_BUCKET_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")  # no dots: no domain buckets
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 # Subjects and audiences end up inside CEL and ABAC string literals: no quotes, no backslashes.
 _UNSAFE = set("*?\"'\\") | {chr(c) for c in range(32)}
@@ -123,6 +124,9 @@ class BootstrapArgs:
     gcp_project_id: str = ""
     gcp_project_number: str = ""  # "" = looked up from the project id
     router_service_account: str = ""  # home gcp: the SA the router runs as ("" = the deployer)
+    # Buckets besides spotroute-* whose IAM policy the GCP deployer may edit to grant jobs (their
+    # data buckets, reused checkpoint buckets).
+    gcp_job_buckets: tuple[str, ...] = ()
     azure_subscription_id: str = ""
     azure_tenant_id: str = ""
     azure_location: str = ""  # where the deployer identity's resource group lives
@@ -144,6 +148,7 @@ class BootstrapArgs:
             self.aws_existing_oidc_providers, "BootstrapArgs.aws_existing_oidc_providers"
         )
         require_type(self.aws_outbound_federation, bool, "BootstrapArgs.aws_outbound_federation")
+        require_strings(self.gcp_job_buckets, "BootstrapArgs.gcp_job_buckets")
         for name in (
             "home",
             "aws_account_id",
@@ -238,6 +243,14 @@ def check_bootstrap_args(args: BootstrapArgs) -> None:
             raise ValueError(
                 f"gcp_project_number: {args.gcp_project_number!r} — use the numeric project "
                 "number, or leave it empty to look it up"
+            )
+    for bucket in args.gcp_job_buckets:
+        if "gcp" not in clouds:
+            raise ValueError("gcp_job_buckets: is set but clouds does not include gcp")
+        if not GCS_BUCKET_PATTERN.fullmatch(bucket):
+            raise ValueError(
+                f"gcp_job_buckets: {bucket!r} is not a Cloud Storage bucket name — list bare "
+                "names such as acme-datasets"
             )
     if args.router_service_account:
         if args.home != "gcp":

@@ -27,7 +27,9 @@ from components.bootstrap.args import (
     state_location,
 )
 from components.bootstrap.permissions import (
+    AWS_JOB_BOUNDARY_NAME,
     aws_deployer_policy,
+    aws_job_boundary_policy,
 )
 
 # --- AWS ------------------------------------------------------------------------------------------
@@ -103,6 +105,7 @@ class AwsDeployer(pulumi.ComponentResource):
 
     role_arn: pulumi.Output[str]
     account_id: pulumi.Output[str]
+    job_boundary_arn: pulumi.Output[str]  # the permissions boundary every job role must carry
     oidc_provider_arns: pulumi.Output[dict[str, str]]
     outbound_issuer: pulumi.Output[str]  # "" unless outbound federation is on
     has_outbound_federation: bool
@@ -208,6 +211,17 @@ class AwsDeployer(pulumi.ComponentResource):
             opts=child,
         )
 
+        # The ceiling of every job role: the deployer may create and edit job roles only with this
+        # boundary (permissions.aws_deployer_policy), and may never change the boundary itself.
+        boundary = aws.iam.Policy(
+            f"{name}-job-boundary",
+            name=AWS_JOB_BOUNDARY_NAME,
+            description="spotroute: the most any job role may do (checkpoints, data, shell)",
+            policy=json.dumps(aws_job_boundary_policy(), indent=1),
+            tags={**tags, "Name": AWS_JOB_BOUNDARY_NAME},
+            opts=child,
+        )
+
         outbound_issuer: pulumi.Output[str] = pulumi.Output.from_input(args.outbound_issuer_url)
         token_audiences: tuple[str, ...] = ()
         if args.outbound_federation or args.outbound_issuer_url:
@@ -236,6 +250,7 @@ class AwsDeployer(pulumi.ComponentResource):
 
         self.role_arn = role.arn
         self.account_id = account_id
+        self.job_boundary_arn = boundary.arn
         self.oidc_provider_arns = pulumi.Output.all(
             **{url: arn for url, arn in provider_arns.items()}
         ).apply(dict)
@@ -245,6 +260,7 @@ class AwsDeployer(pulumi.ComponentResource):
             {
                 "role_arn": self.role_arn,
                 "account_id": self.account_id,
+                "job_boundary_arn": self.job_boundary_arn,
                 "oidc_provider_arns": self.oidc_provider_arns,
                 "outbound_issuer": self.outbound_issuer,
             }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 
 import pulumi
@@ -24,9 +23,13 @@ from components.bootstrap.args import (
 from components.bootstrap.permissions import (
     AZURE_DEPLOYER_ACTIONS,
     AZURE_GRANT_ACTIONS,
-    AZURE_GRANT_CONDITION,
+    AZURE_JOB_DATA_ACTIONS,
+    AZURE_JOB_ROLE_NAME,
     AZURE_RESOURCE_GROUP,
     AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
+    azure_grant_condition,
+    azure_job_role_guid,
+    azure_role_guid,
 )
 
 # --- Azure ----------------------------------------------------------------------------------------
@@ -47,11 +50,6 @@ class AzureDeployerArgs:
     labels: dict[str, str] = field(default_factory=dict)
 
 
-def _deterministic_guid(*parts: str) -> str:
-    """A stable GUID for names Azure wants as GUIDs, so a re-run targets the same object."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "spotroute:" + "/".join(parts)))
-
-
 class AzureDeployer(pulumi.ComponentResource):
     """User-assigned identity spotroute-deployer, federated credentials, two custom roles."""
 
@@ -61,6 +59,7 @@ class AzureDeployer(pulumi.ComponentResource):
     tenant_id: str
     federation_audience: str
     role_definition_id: pulumi.Output[str]
+    job_role_definition_id: pulumi.Output[str]  # the job checkpoint role (data actions only)
 
     def __init__(
         self, name: str, args: AzureDeployerArgs, opts: pulumi.ResourceOptions | None = None
@@ -149,7 +148,7 @@ class AzureDeployer(pulumi.ComponentResource):
             )
             previous = [credential]
 
-        role_guid = _deterministic_guid(args.subscription_id, DEPLOYER_NAME)
+        role_guid = azure_role_guid(args.subscription_id, DEPLOYER_NAME)
         role = authorization.RoleDefinition(
             f"{name}-role",
             role_definition_id=role_guid,
@@ -174,7 +173,7 @@ class AzureDeployer(pulumi.ComponentResource):
             description="spotroute deployer: spotroute placements only",
             opts=child,
         )
-        grants_guid = _deterministic_guid(args.subscription_id, f"{DEPLOYER_NAME}-grants")
+        grants_guid = azure_role_guid(args.subscription_id, f"{DEPLOYER_NAME}-grants")
         grants = authorization.RoleDefinition(
             f"{name}-grants-role",
             role_definition_id=grants_guid,
@@ -194,9 +193,28 @@ class AzureDeployer(pulumi.ComponentResource):
             ),
             principal_id=identity.principal_id,
             principal_type="ServicePrincipal",
-            condition=AZURE_GRANT_CONDITION,
+            condition=identity.principal_id.apply(
+                lambda principal: azure_grant_condition(args.subscription_id, principal)
+            ),
             condition_version="2.0",
-            description="spotroute deployer: Storage Blob Data Contributor/Reader grants only",
+            description="spotroute deployer: job checkpoint role and Blob Data Reader grants only",
+            opts=child,
+        )
+        # What azure.JobIdentity assigns on the checkpoint container, under its path condition:
+        # blob data actions only, no control plane (a job can never write or delete a container,
+        # nor mint a user delegation key).
+        job_role_guid = azure_job_role_guid(args.subscription_id)
+        job_role = authorization.RoleDefinition(
+            f"{name}-job-role",
+            role_definition_id=job_role_guid,
+            role_name=AZURE_JOB_ROLE_NAME,
+            description="spotroute job: read and write blobs under its own checkpoint prefix only",
+            role_type="CustomRole",
+            permissions=[
+                authorization.PermissionArgs(actions=[], data_actions=list(AZURE_JOB_DATA_ACTIONS))
+            ],
+            assignable_scopes=[subscription],
+            scope=subscription,
             opts=child,
         )
         if state_scope:
@@ -218,8 +236,12 @@ class AzureDeployer(pulumi.ComponentResource):
         self.tenant_id = args.tenant_id
         self.federation_audience = args.federation_audience
         self.role_definition_id = role_id
+        self.job_role_definition_id = job_role.id.apply(
+            lambda _: role_definition_id(args.subscription_id, job_role_guid)
+        )
         self.register_outputs(
             {
+                "job_role_definition_id": self.job_role_definition_id,
                 "client_id": self.client_id,
                 "principal_id": self.principal_id,
                 "identity_id": self.identity_id,

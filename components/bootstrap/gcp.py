@@ -12,22 +12,27 @@ from components.args import require_type
 from components.bootstrap.args import (
     DEPLOYER_NAME,
     GCP_PROJECT_ID_PATTERN,
+    GCS_BUCKET_PATTERN,
     AwsHome,
     AzureHome,
     GcpHome,
     Home,
     OidcIssuer,
+    require_strings,
     state_location,
 )
 from components.bootstrap.permissions import (
     GCP_AWS_ROLE_MAPPING,
     GCP_DEPLOYER_PERMISSIONS,
+    GCP_GRANT_PERMISSIONS,
+    GCP_GRANTS_ROLE_ID,
     GCP_POOL_ID,
     GCP_REQUIRED_SERVICES,
     GCP_ROLE_ID,
     GCP_STATE_ROLE,
     GCP_TOKEN_CREATOR,
     GCP_WORKLOAD_IDENTITY_USER,
+    gcp_grant_condition,
 )
 
 # --- GCP ------------------------------------------------------------------------------------------
@@ -42,6 +47,7 @@ class GcpDeployerArgs:
     oidc_issuers: tuple[OidcIssuer, ...] = ()
     home: Home | None = None  # AwsHome or AzureHome
     router_service_account: str = ""  # may impersonate the deployer (router runs on GCP)
+    job_buckets: tuple[str, ...] = ()  # besides spotroute-*: buckets the deployer may grant on
     state_bucket: str = ""  # gs://bucket[/path]
     enable_services: bool = True
 
@@ -81,6 +87,10 @@ class GcpDeployer(pulumi.ComponentResource):
         require_type(args.home, (AwsHome, AzureHome, type(None)), "GcpDeployerArgs.home")
         for issuer in args.oidc_issuers:
             require_type(issuer, OidcIssuer, "GcpDeployerArgs.oidc_issuers")
+        require_strings(args.job_buckets, "GcpDeployerArgs.job_buckets")
+        for bucket in args.job_buckets:
+            if not GCS_BUCKET_PATTERN.fullmatch(bucket):
+                raise ValueError(f"job_buckets: {bucket!r} is not a Cloud Storage bucket name")
         if not GCP_PROJECT_ID_PATTERN.fullmatch(args.project_id):
             raise ValueError(f"project_id: {args.project_id!r} is not a GCP project id")
         state_bucket, state_prefix = "", ""
@@ -145,6 +155,30 @@ class GcpDeployer(pulumi.ComponentResource):
             project=project,
             role=role_name,
             member=account.email.apply(lambda email: f"serviceAccount:{email}"),
+            opts=child,
+        )
+        # Bucket IAM policies only on spotroute's buckets and the listed ones: a project-wide
+        # setIamPolicy would let the deployer grant itself (or anyone) any bucket.
+        grants = gcp.projects.IAMCustomRole(
+            f"{name}-grants-role",
+            project=project,
+            role_id=GCP_GRANTS_ROLE_ID,
+            title="spotroute deployer grants",
+            description="Job grants on spotroute's buckets only (docs/security.md)",
+            permissions=list(GCP_GRANT_PERMISSIONS),
+            stage="GA",
+            opts=after_apis,
+        )
+        gcp.projects.IAMMember(
+            f"{name}-grants-binding",
+            project=project,
+            role=grants.role_id.apply(lambda role_id: f"projects/{project}/roles/{role_id}"),
+            member=account.email.apply(lambda email: f"serviceAccount:{email}"),
+            condition=gcp.projects.IAMMemberConditionArgs(
+                title="spotroute buckets only",
+                description="Buckets named spotroute-... and the bootstrap's gcpJobBuckets",
+                expression=gcp_grant_condition(args.job_buckets),
+            ),
             opts=child,
         )
         if state_bucket:

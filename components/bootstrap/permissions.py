@@ -5,6 +5,7 @@ azure.py) manage.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,17 @@ from components.bootstrap.args import (
 AWS_JOB_NAME_PREFIX = "spotroute-"
 AWS_GPU_AMI_PARAMETER_PATH = "/aws/service/deeplearning/ami/*"
 AWS_IMAGE_OWNER = "amazon"  # the Deep Learning AMIs aws.py launches are Amazon-owned
+# The permissions boundary every job role must carry (created by the bootstrap, aws.py). A job
+# role can never do more than this, whatever inline policy the deployer writes on it.
+AWS_JOB_BOUNDARY_NAME = "spotroute-job-boundary"
+# At most what aws.checkpoint_policy_document grants a job: its checkpoints and its data, which
+# that policy narrows to the job's prefixes. Data and reused checkpoint buckets may be any bucket.
+AWS_JOB_BOUNDARY_S3_ACTIONS = (
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:ListBucket",
+)
 AWS_SERVICE_LINKED_ROLES = {
     "spot.amazonaws.com": "AWSServiceRoleForEC2Spot",
     "ec2fleet.amazonaws.com": "AWSServiceRoleForEC2Fleet",
@@ -106,20 +118,44 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     # `route prices refresh` (router/prices/gcp.py).
     "compute.machineTypes.list",
     "compute.acceleratorTypes.list",
-    # CheckpointBucket + the job's prefix-conditioned grant on it.
+    # CheckpointBucket. Its IAM policy (the job's prefix-conditioned grant) needs
+    # GCP_GRANT_PERMISSIONS, held under a bucket-name condition.
     "storage.buckets.create",
     "storage.buckets.get",
     "storage.buckets.update",
     "storage.buckets.delete",
-    "storage.buckets.getIamPolicy",
-    "storage.buckets.setIamPolicy",
-    # JobIdentity: the job's service account; actAs lets the group's VMs run as it.
+    # JobIdentity: the job's service account; actAs lets the group's VMs run as it. actAs stays
+    # project-wide: service accounts take no resource attributes in IAM Conditions (iam.googleapis
+    # .com is not among the services that recognise resource.name), so no name condition could
+    # narrow it — docs/security.md, residual risks.
     "iam.serviceAccounts.create",
     "iam.serviceAccounts.get",
     "iam.serviceAccounts.update",
     "iam.serviceAccounts.delete",
     "iam.serviceAccounts.actAs",
 )
+
+# The job's grant on its checkpoint bucket and on its data bucket: only on spotroute's buckets
+# (gcp.CheckpointBucket names them spotroute-...) and the buckets the bootstrap lists
+# (gcpJobBuckets: data, reused checkpoint buckets), never the state bucket or anyone else's.
+GCP_GRANTS_ROLE_ID = "spotrouteDeployerGrants"
+GCP_GRANT_PERMISSIONS: tuple[str, ...] = (
+    "storage.buckets.getIamPolicy",
+    "storage.buckets.setIamPolicy",
+)
+GCP_JOB_BUCKET_PREFIX = "spotroute-"
+
+
+def gcp_grant_condition(extra_buckets: Sequence[str] = ()) -> str:
+    """CEL condition on the grants role: buckets named spotroute-... or listed, nothing else.
+
+    Cloud Storage names a bucket `projects/_/buckets/<name>` in IAM Conditions; callers have
+    refused names with quotes or backslashes.
+    """
+    names = [f'resource.name.startsWith("projects/_/buckets/{GCP_JOB_BUCKET_PREFIX}")']
+    names += [f'resource.name == "projects/_/buckets/{bucket}"' for bucket in extra_buckets]
+    return f'resource.type == "storage.googleapis.com/Bucket" && ({" || ".join(names)})'
+
 
 # --- Azure ---------------------------------------------------------------------------------------
 AZURE_RESOURCE_GROUP = "spotroute-bootstrap"
@@ -182,31 +218,93 @@ AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
     # `route quotas refresh` (router/prices/quotas/azure.py): family, regional and spot vCPU usage.
     "Microsoft.Compute/locations/usages/read",
 )
-# Role assignments live in a second role, assigned under AZURE_GRANT_CONDITION.
+# Role assignments live in a second role, assigned under azure_grant_condition().
 AZURE_GRANT_ACTIONS: tuple[str, ...] = (
     "Microsoft.Authorization/roleAssignments/read",
     "Microsoft.Authorization/roleAssignments/write",
     "Microsoft.Authorization/roleAssignments/delete",
 )
-# Built-in data roles the Azure JobIdentity grants (same ids in every tenant; azure.py).
-AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
-AZURE_STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
-_GRANTABLE = f"{AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR}, {AZURE_STORAGE_BLOB_DATA_READER}"
-# ABAC condition (version 2.0): the deployer may create or delete only assignments of the two
-# storage data roles, and create them only for service principals (managed identities).
-AZURE_GRANT_CONDITION = (
-    "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n (\n"
-    "  @Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
-    f"ForAnyOfAnyValues:GuidEquals {{{_GRANTABLE}}}\n"
-    "  AND\n"
-    "  @Request[Microsoft.Authorization/roleAssignments:PrincipalType] "
-    "ForAnyOfAnyValues:StringEqualsIgnoreCase {'ServicePrincipal'}\n"
-    " )\n)\nAND\n(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})\n"
-    " )\n OR\n (\n"
-    "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
-    f"ForAnyOfAnyValues:GuidEquals {{{_GRANTABLE}}}\n"
-    " )\n)"
+# The Azure JobIdentity's checkpoint role: a custom role the bootstrap defines (one per
+# subscription, under a GUID derived from the subscription), holding blob data actions only. The
+# built-in Storage Blob Data Contributor it replaces also carries control-plane actions
+# (containers/write, containers/delete, generateUserDelegationKey) that the job's path condition
+# cannot restrict: a job could have deleted a shared container with other jobs' checkpoints.
+AZURE_JOB_ROLE_NAME = "spotroute-job-checkpoints"
+_AZURE_BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+AZURE_JOB_DATA_ACTIONS: tuple[str, ...] = (
+    # Exactly the actions azure_names.blob_prefix_condition guards with the job's path prefix.
+    f"{_AZURE_BLOBS}/read",
+    f"{_AZURE_BLOBS}/write",
+    f"{_AZURE_BLOBS}/delete",
+    f"{_AZURE_BLOBS}/add/action",
+    f"{_AZURE_BLOBS}/move/action",
 )
+# Built-in roles (same ids in every tenant): the reader is what JobIdentity grants on data.
+AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # state container
+AZURE_STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+
+
+def azure_role_guid(subscription_id: str, role_name: str) -> str:
+    """A stable GUID for a spotroute role definition, so a re-run targets the same definition."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"spotroute:{subscription_id}/{role_name}"))
+
+
+def azure_job_role_guid(subscription_id: str) -> str:
+    """GUID of the job checkpoint role in this subscription (what azure.JobIdentity assigns)."""
+    return azure_role_guid(subscription_id, AZURE_JOB_ROLE_NAME)
+
+
+def azure_grant_condition(subscription_id: str, deployer_principal_id: str) -> str:
+    """ABAC condition (version 2.0) of the deployer's roleAssignments rights.
+
+    Writes: only the job checkpoint role or Storage Blob Data Reader, only to service principals
+    (managed identities), and never to the deployer itself (it could otherwise grant itself
+    any container's blobs). Deletes: only assignments of those two roles.
+    """
+    grantable = f"{azure_job_role_guid(subscription_id)}, {AZURE_STORAGE_BLOB_DATA_READER}"
+    return (
+        "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n (\n"
+        "  @Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
+        f"ForAnyOfAnyValues:GuidEquals {{{grantable}}}\n"
+        "  AND\n"
+        "  @Request[Microsoft.Authorization/roleAssignments:PrincipalType] "
+        "ForAnyOfAnyValues:StringEqualsIgnoreCase {'ServicePrincipal'}\n"
+        "  AND\n"
+        "  @Request[Microsoft.Authorization/roleAssignments:PrincipalId] "
+        f"ForAnyOfAllValues:GuidNotEquals {{{deployer_principal_id}}}\n"
+        " )\n)\nAND\n(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})\n"
+        " )\n OR\n (\n"
+        "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
+        f"ForAnyOfAnyValues:GuidEquals {{{grantable}}}\n"
+        " )\n)"
+    )
+
+
+def aws_job_boundary_arn(account_id: str) -> str:
+    """ARN of the managed policy every spotroute job role must have as its permissions boundary."""
+    return f"arn:aws:iam::{account_id}:policy/{AWS_JOB_BOUNDARY_NAME}"
+
+
+def aws_job_boundary_policy() -> dict[str, Any]:
+    """The job roles' permissions boundary: S3 objects and listings, from EC2 instances only.
+
+    The boundary caps every role the deployer creates. It holds only for requests signed with an
+    EC2 instance's role credentials (ec2:SourceInstanceARN is present exactly then, as in AWS's
+    data-perimeter examples), so a job role that someone made trust an outside account is worth
+    nothing outside an instance.
+    """
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "CheckpointsAndDataFromInstances",
+                "Effect": "Allow",
+                "Action": list(AWS_JOB_BOUNDARY_S3_ACTIONS),
+                "Resource": ["arn:aws:s3:::*", "arn:aws:s3:::*/*"],
+                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+            },
+        ],
+    }
 
 
 def aws_deployer_policy(
@@ -241,6 +339,8 @@ def aws_deployer_policy(
     fleet = f"{ec2}:fleet/*"
     job_roles = f"arn:aws:iam::{acct}:role/{AWS_JOB_NAME_PREFIX}*"
     job_profiles = f"arn:aws:iam::{acct}:instance-profile/{AWS_JOB_NAME_PREFIX}*"
+    boundary = aws_job_boundary_arn(acct)
+    bounded = {"StringEquals": {"iam:PermissionsBoundary": boundary}}
     create_actions = [
         "ec2:CreateVpc",
         "ec2:CreateSubnet",
@@ -433,30 +533,43 @@ def aws_deployer_policy(
             "Condition": {"StringEquals": {"iam:AWSServiceName": list(AWS_SERVICE_LINKED_ROLES)}},
         },
         {
-            "Sid": "CreateTaggedJobRoles",
+            # A job role comes into being tagged as spotroute's and bounded by the job boundary,
+            # so no inline policy written on it later can reach beyond the boundary.
+            "Sid": "CreateBoundedJobRoles",
             "Effect": "Allow",
-            "Action": [
-                "iam:CreateRole",
-                "iam:TagRole",
-                "iam:CreateInstanceProfile",
-                "iam:TagInstanceProfile",
-            ],
+            "Action": "iam:CreateRole",
+            "Resource": job_roles,
+            "Condition": {"StringEquals": {**requested["StringEquals"], **bounded["StringEquals"]}},
+        },
+        {
+            "Sid": "CreateTaggedJobProfiles",
+            "Effect": "Allow",
+            "Action": ["iam:TagRole", "iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
             "Resource": [job_roles, job_profiles],
             "Condition": requested,
         },
         {
+            # Inline policies only on roles that carry the boundary; a role created before the
+            # boundary existed may be given it, never another one.
+            "Sid": "PoliciesOfBoundedJobRoles",
+            "Effect": "Allow",
+            "Action": ["iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"],
+            "Resource": job_roles,
+            "Condition": bounded,
+        },
+        {
             # Job roles and instance profiles: aws.JobIdentity names them spotroute-<job>-...
+            # No UpdateAssumeRolePolicy: a job role's trust (ec2.amazonaws.com) is fixed at
+            # creation, and no AttachRolePolicy: job roles have inline policies only.
             "Sid": "ManageJobRoles",
             "Effect": "Allow",
             "Action": [
                 "iam:GetRole",
                 "iam:UpdateRole",
                 "iam:UpdateRoleDescription",
-                "iam:UpdateAssumeRolePolicy",
                 "iam:DeleteRole",
                 "iam:UntagRole",
                 "iam:ListRoleTags",
-                "iam:PutRolePolicy",
                 "iam:GetRolePolicy",
                 "iam:DeleteRolePolicy",
                 "iam:ListRolePolicies",
@@ -516,6 +629,44 @@ def aws_deployer_policy(
             "Resource": f"arn:aws:s3:::{AWS_JOB_NAME_PREFIX}*",
         },
         {
+            # Defence in depth, whatever else is attached to the deployer: no role without the
+            # boundary, no boundary taken off, no trust rewritten (which could let an outside
+            # account in), no managed policy attached.
+            "Sid": "NoUnboundedRoles",
+            "Effect": "Deny",
+            "Action": [
+                "iam:CreateRole",
+                "iam:PutRolePolicy",
+                "iam:PutRolePermissionsBoundary",
+            ],
+            "Resource": f"arn:aws:iam::{acct}:role/*",
+            "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": boundary}},
+        },
+        {
+            "Sid": "JobRolesKeepBoundaryAndTrust",
+            "Effect": "Deny",
+            "Action": [
+                "iam:DeleteRolePermissionsBoundary",
+                "iam:UpdateAssumeRolePolicy",
+                "iam:AttachRolePolicy",
+            ],
+            "Resource": f"arn:aws:iam::{acct}:role/*",
+        },
+        {
+            # The boundary itself is the bootstrap's: the deployer can never widen it.
+            "Sid": "NeverTheBoundary",
+            "Effect": "Deny",
+            "Action": [
+                "iam:CreatePolicyVersion",
+                "iam:SetDefaultPolicyVersion",
+                "iam:DeletePolicyVersion",
+                "iam:DeletePolicy",
+                "iam:TagPolicy",
+                "iam:UntagPolicy",
+            ],
+            "Resource": boundary,
+        },
+        {
             # Defence in depth: spotroute-deployer matches role/spotroute-*, so it may never
             # change, pass or delete itself.
             "Sid": "NeverTheDeployerItself",
@@ -556,15 +707,19 @@ def aws_deployer_policy(
     if web_identity_audiences:
         statements.append(
             {
-                # IAM outbound federation: JWTs for Azure's token exchange, nothing else.
+                # IAM outbound federation: JWTs for Azure's token exchange, nothing else. The
+                # request's Audience is a list: ForAllValues makes every audience asked for one of
+                # ours (ForAnyValue would let a token carry extra audiences next to ours), and the
+                # Null check refuses a request without one (ForAllValues alone holds for none).
                 "Sid": "WebIdentityTokensForAzure",
                 "Effect": "Allow",
                 "Action": "sts:GetWebIdentityToken",
                 "Resource": "*",
                 "Condition": {
-                    "ForAnyValue:StringEquals": {
+                    "ForAllValues:StringEquals": {
                         "sts:IdentityTokenAudience": list(web_identity_audiences)
-                    }
+                    },
+                    "Null": {"sts:IdentityTokenAudience": "false"},
                 },
             }
         )

@@ -88,6 +88,7 @@ def _deployer(
                 oidc_issuers=args.oidc_issuers,
                 home=home,
                 router_service_account=args.router_service_account,
+                job_buckets=args.gcp_job_buckets,
                 state_bucket=args.state_bucket if args.state_bucket.startswith("gs://") else "",
             ),
             opts,
@@ -133,6 +134,8 @@ def bootstrap_program(args: BootstrapArgs) -> dict[str, Any]:
     if isinstance(aws_deployer, AwsDeployer):
         outputs["aws_deployer_role_arn"] = aws_deployer.role_arn
         outputs["aws_account_id"] = aws_deployer.account_id
+        # What aws.JobIdentity sets as `permissions_boundary` on every job role.
+        outputs["aws_job_permissions_boundary"] = aws_deployer.job_boundary_arn
         outputs["aws_oidc_provider_arns"] = aws_deployer.oidc_provider_arns
         if args.home == "aws" and "azure" in args.clouds:
             outputs["aws_outbound_issuer"] = aws_deployer.outbound_issuer
@@ -151,6 +154,7 @@ def bootstrap_program(args: BootstrapArgs) -> dict[str, Any]:
         outputs["azure_deployer_principal_id"] = azure_deployer.principal_id
         outputs["azure_deployer_identity_id"] = azure_deployer.identity_id
         outputs["azure_deployer_role_definition_id"] = azure_deployer.role_definition_id
+        outputs["azure_job_role_definition_id"] = azure_deployer.job_role_definition_id
     outputs["org_config_snippet"] = pulumi.Output.all(**outputs).apply(
         lambda resolved: org_config_snippet(args, resolved)
     )
@@ -220,6 +224,7 @@ CONFIG_KEYS: dict[str, str] = {
     "gcp_project_id": "gcpProjectId",
     "gcp_project_number": "gcpProjectNumber",
     "router_service_account": "routerServiceAccount",
+    "gcp_job_buckets": "gcpJobBuckets",
     "azure_subscription_id": "azureSubscriptionId",
     "azure_tenant_id": "azureTenantId",
     "azure_location": "azureLocation",
@@ -307,6 +312,7 @@ def read_bootstrap_config(
             gcp_project_id=text("gcpProjectId"),
             gcp_project_number=text("gcpProjectNumber"),
             router_service_account=text("routerServiceAccount"),
+            gcp_job_buckets=strings("gcpJobBuckets"),
             azure_subscription_id=text("azureSubscriptionId"),
             azure_tenant_id=text("azureTenantId"),
             azure_location=text("azureLocation"),

@@ -30,6 +30,7 @@ from components.args import (
     NetworkArgs,
     SpotGpuGroupArgs,
 )
+from components.bootstrap.permissions import azure_job_role_guid
 from components.program import JOB_NAME
 
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
@@ -43,7 +44,7 @@ CONTAINER = "azure-native:storage:BlobContainer"
 ROLE = "azure-native:authorization:RoleAssignment"
 GROUP = "azure-native:resources:ResourceGroup"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
-CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # Storage Blob Data Contributor
+CONTRIBUTOR = azure_job_role_guid(SUBSCRIPTION)  # the checkpoint role: blob data actions only
 READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader
 BROAD_ROLES = {
     "8e3af657-a8ff-443c-a75c-2fe8c4bcb635",  # Owner

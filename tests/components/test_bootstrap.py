@@ -58,6 +58,7 @@ GITLAB = OidcIssuer(
 
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+MANAGED_POLICY = "aws:iam/policy:Policy"
 OIDC_PROVIDER = "aws:iam/openIdConnectProvider:OpenIdConnectProvider"
 OUTBOUND = "aws:iam/outboundWebIdentityFederation:OutboundWebIdentityFederation"
 GCP_ACCOUNT = "gcp:serviceaccount/account:Account"
@@ -95,7 +96,12 @@ SUBSETS = {
     "all-three": ("aws", "gcp", "azure"),
 }
 OUTPUTS = {
-    "aws": {"aws_deployer_role_arn", "aws_account_id", "aws_oidc_provider_arns"},
+    "aws": {
+        "aws_deployer_role_arn",
+        "aws_account_id",
+        "aws_oidc_provider_arns",
+        "aws_job_permissions_boundary",
+    },
     "gcp": {
         "gcp_project_id",
         "gcp_project_number",
@@ -112,6 +118,7 @@ OUTPUTS = {
         "azure_deployer_principal_id",
         "azure_deployer_identity_id",
         "azure_deployer_role_definition_id",
+        "azure_job_role_definition_id",
     },
 }
 
@@ -122,6 +129,9 @@ def _oidc_arn(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
 
 STATES: dict[str, StateFiller] = {
     OIDC_PROVIDER: _oidc_arn,
+    MANAGED_POLICY: lambda name, inputs: {
+        "arn": f"arn:aws:iam::{ACCOUNT_ID}:policy/{inputs['name']}"
+    },
     OUTBOUND: lambda name, inputs: {"issuerIdentifier": OUTBOUND_ISSUER},
     GCP_ACCOUNT: lambda name, inputs: {
         "email": f"{inputs['accountId']}@{inputs['project']}.iam.gserviceaccount.com",
@@ -420,6 +430,7 @@ CONFIG: dict[str, object] = {
     "spotroute-bootstrap:azureTenantId": TENANT,
     "spotroute-bootstrap:azureLocation": "westeurope",
     "spotroute-bootstrap:stateBucket": "s3://acme-state",
+    "spotroute-bootstrap:gcpJobBuckets": ["acme-datasets"],
     "spotroute-bootstrap:labels": {"team": "platform"},
 }
 
@@ -444,6 +455,7 @@ def test_bootstrap_config_becomes_bootstrap_args() -> None:
         oidc_issuers=(GITHUB, GITLAB),
         aws_account_id=ACCOUNT_ID,
         state_bucket="s3://acme-state",
+        gcp_job_buckets=("acme-datasets",),
         labels={"team": "platform"},
     )
 
@@ -471,6 +483,10 @@ def test_bootstrap_config_becomes_bootstrap_args() -> None:
         ),
         ({"spotroute-bootstrap:awsOutboundFederation": "yes"}, r"awsOutboundFederation: 'yes'"),
         ({"spotroute-bootstrap:azureTenantId": "contoso"}, r"spotroute-bootstrap:azureTenantId: "),
+        (
+            {"spotroute-bootstrap:gcpJobBuckets": ["gs://acme"]},
+            r"spotroute-bootstrap:gcpJobBuckets: 'gs://acme' is not a Cloud Storage bucket",
+        ),
         (
             {"spotroute-bootstrap:labels": {"managed-by": "x"}},
             r"spotroute-bootstrap:labels\.managed-by",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from test_bootstrap import (
     FEDERATION_AUDIENCE,
     GITHUB,
     GITLAB,
+    MANAGED_POLICY,
     OIDC_PROVIDER,
     OUTBOUND,
     OUTBOUND_ISSUER,
@@ -157,6 +159,120 @@ def test_aws_deployer_passes_only_job_roles_and_only_to_ec2() -> None:
     )
 
 
+BOUNDARY = f"arn:aws:iam::{ACCOUNT_ID}:policy/spotroute-job-boundary"
+JOB_ROLES = f"arn:aws:iam::{ACCOUNT_ID}:role/spotroute-*"
+ANY_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/*"
+
+
+def granting(policy: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [
+        s for s in policy["Statement"] if s["Effect"] == "Allow" and action in listed(s["Action"])
+    ]
+
+
+def test_aws_deployer_creates_and_edits_job_roles_only_under_the_spotroute_boundary() -> None:
+    policy = document(deploy(args(clouds=("aws",))), ROLE_POLICY, "policy")
+
+    assert granting(policy, "iam:CreateRole") == [
+        {
+            "Sid": "CreateBoundedJobRoles",
+            "Effect": "Allow",
+            "Action": "iam:CreateRole",
+            "Resource": JOB_ROLES,
+            "Condition": {
+                "StringEquals": {
+                    "aws:RequestTag/managed-by": "spotroute",
+                    "iam:PermissionsBoundary": BOUNDARY,
+                }
+            },
+        }
+    ]
+    bounded = {"StringEquals": {"iam:PermissionsBoundary": BOUNDARY}}
+    for action in ("iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"):
+        (grant,) = granting(policy, action)
+        assert grant["Resource"] == JOB_ROLES
+        assert grant["Condition"] == bounded
+    # Job roles have inline policies only: no managed policy (AdministratorAccess!) is attachable.
+    assert "iam:AttachRolePolicy" not in allowed_actions(policy)
+    assert statement(policy, "NoUnboundedRoles") == {
+        "Sid": "NoUnboundedRoles",
+        "Effect": "Deny",
+        "Action": ["iam:CreateRole", "iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"],
+        "Resource": ANY_ROLE,
+        "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": BOUNDARY}},
+    }
+
+
+def test_aws_deployer_can_never_rewrite_a_trust_policy_or_drop_a_boundary() -> None:
+    policy = document(deploy(args(clouds=("aws",))), ROLE_POLICY, "policy")
+
+    # A job role's trust (ec2.amazonaws.com) is written once, at creation; rewriting it could let
+    # an outside account assume the role.
+    assert "iam:UpdateAssumeRolePolicy" not in allowed_actions(policy)
+    assert "iam:DeleteRolePermissionsBoundary" not in allowed_actions(policy)
+    assert statement(policy, "JobRolesKeepBoundaryAndTrust") == {
+        "Sid": "JobRolesKeepBoundaryAndTrust",
+        "Effect": "Deny",
+        "Action": [
+            "iam:DeleteRolePermissionsBoundary",
+            "iam:UpdateAssumeRolePolicy",
+            "iam:AttachRolePolicy",
+        ],
+        "Resource": ANY_ROLE,
+    }
+    never = statement(policy, "NeverTheBoundary")
+    assert never["Effect"] == "Deny" and never["Resource"] == BOUNDARY
+    assert {"iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion"} <= set(never["Action"])
+    granted = allowed_actions(policy)
+    assert not [a for a in granted if "PolicyVersion" in a or a == "iam:DeletePolicy"]
+
+
+def test_bootstrap_creates_the_job_boundary_which_holds_only_on_ec2_instances() -> None:
+    stack = deploy(args(clouds=("aws",)))
+
+    boundary = stack.one(MANAGED_POLICY)
+    assert boundary.inputs["name"] == "spotroute-job-boundary"
+    assert stack.outputs["aws_job_permissions_boundary"] == BOUNDARY
+    assert document(stack, MANAGED_POLICY, "policy") == {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "CheckpointsAndDataFromInstances",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"],
+                "Resource": ["arn:aws:s3:::*", "arn:aws:s3:::*/*"],
+                # Present only for EC2 instance-role credentials: a job role trusted by an
+                # outside account would be worth nothing there.
+                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+            }
+        ],
+    }
+
+
+def test_the_job_boundary_covers_every_action_a_job_role_is_granted(
+    aws_config: dict[str, Any],
+) -> None:
+    boundary = document(deploy(args(clouds=("aws",))), MANAGED_POLICY, "policy")
+    ceiling = allowed_actions(boundary)
+    placement = run_program({**aws_config, "dataUrl": "s3://acme-data/imagenet/"})
+
+    for resource in placement.of_type(ROLE_POLICY):
+        granted = allowed_actions(json.loads(resource.inputs["policy"]))
+        assert granted <= ceiling, granted - ceiling
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="components/aws.py (another branch's file) does not set permissions_boundary yet: "
+    "aws.JobIdentity's Role needs permissions_boundary=<aws_job_permissions_boundary>",
+)
+def test_aws_placement_job_roles_carry_the_bootstrap_boundary(aws_config: dict[str, Any]) -> None:
+    placement = run_program(aws_config)
+
+    for role in placement.of_type(ROLE):
+        assert role.inputs.get("permissionsBoundary") == BOUNDARY
+
+
 def test_aws_deployer_changes_ec2_resources_only_when_tagged_as_spotroutes() -> None:
     policy = document(deploy(args(clouds=("aws",))), ROLE_POLICY, "policy")
 
@@ -280,6 +396,34 @@ def test_aws_deployer_may_manage_everything_an_aws_placement_creates(
             assert tags.get("managed-by") == "spotroute", resource.type
 
 
+# IAM actions the deployer holds besides AWS_NEEDS' create/delete ones, each for a reason.
+AWS_IAM_UPKEEP = {
+    # The provider reads back and updates what it created.
+    "iam:GetRole",
+    "iam:UpdateRole",
+    "iam:UpdateRoleDescription",
+    "iam:ListRoleTags",
+    "iam:UntagRole",
+    "iam:GetRolePolicy",
+    "iam:ListRolePolicies",
+    "iam:ListAttachedRolePolicies",
+    "iam:ListInstanceProfilesForRole",
+    "iam:GetInstanceProfile",
+    "iam:TagInstanceProfile",
+    "iam:UntagInstanceProfile",
+    "iam:ListInstanceProfileTags",
+    # A job role made before the boundary existed may be given it (and only it).
+    "iam:PutRolePermissionsBoundary",
+}
+
+
+def test_every_iam_action_of_the_aws_deployer_is_justified() -> None:
+    granted = allowed_actions(document(deploy(args(clouds=("aws",))), ROLE_POLICY, "policy"))
+    needed = {a for actions in AWS_NEEDS.values() for a in actions if a.startswith("iam:")}
+
+    assert {a for a in granted if a.startswith("iam:")} == needed | AWS_IAM_UPKEEP
+
+
 def test_aws_deployer_reads_prices_for_the_router() -> None:
     granted = allowed_actions(document(deploy(args(clouds=("aws",))), ROLE_POLICY, "policy"))
 
@@ -313,8 +457,10 @@ def test_router_in_aws_reaches_azure_through_outbound_federation() -> None:
     assert credential["audiences"] == [AZURE_EXCHANGE_AUDIENCE]
     tokens = statement(document(stack, ROLE_POLICY, "policy"), "WebIdentityTokensForAzure")
     assert tokens["Action"] == "sts:GetWebIdentityToken"
+    # Every audience of the token must be Azure's exchange audience, and there must be one.
     assert tokens["Condition"] == {
-        "ForAnyValue:StringEquals": {"sts:IdentityTokenAudience": [AZURE_EXCHANGE_AUDIENCE]}
+        "ForAllValues:StringEquals": {"sts:IdentityTokenAudience": [AZURE_EXCHANGE_AUDIENCE]},
+        "Null": {"sts:IdentityTokenAudience": "false"},
     }
     assert stack.outputs["aws_outbound_issuer"] == OUTBOUND_ISSUER
 

@@ -33,6 +33,7 @@ from components.bootstrap import (
     AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
     AZURE_STORAGE_BLOB_DATA_READER,
 )
+from components.bootstrap.permissions import azure_job_role_guid
 
 # --- Azure ----------------------------------------------------------------------------------------
 
@@ -92,12 +93,17 @@ def test_azure_deployer_roles_list_actions_and_never_broad_built_ins(home: str) 
     stack = deploy(args(home=home, azure_federation_audience=FEDERATION_AUDIENCE))
 
     definitions = {r.inputs["roleName"]: r.inputs for r in stack.of_type(AZ_ROLE_DEFINITION)}
-    assert set(definitions) == {"spotroute-deployer", "spotroute-deployer-grants"}
-    for definition in definitions.values():
+    assert set(definitions) == {
+        "spotroute-deployer",
+        "spotroute-deployer-grants",
+        "spotroute-job-checkpoints",  # for job identities (test_azure_job_role.py)
+    }
+    for role_name, definition in definitions.items():
         assert definition["assignableScopes"] == [f"/subscriptions/{SUBSCRIPTION}"]
         for permission in definition["permissions"]:
             assert not [a for a in permission["actions"] if "*" in a]
-            assert not permission.get("dataActions")
+            if role_name.startswith("spotroute-deployer"):
+                assert not permission.get("dataActions")
     deployer = definitions["spotroute-deployer"]["permissions"][0]["actions"]
     assert deployer == list(AZURE_DEPLOYER_ACTIONS)
     assert not [a for a in deployer if a.startswith("Microsoft.Authorization/")]
@@ -110,19 +116,34 @@ def test_azure_deployer_roles_list_actions_and_never_broad_built_ins(home: str) 
         assert assignment.inputs["principalId"] == PRINCIPAL_ID
 
 
-def test_azure_deployer_may_grant_only_the_two_storage_data_roles_to_identities() -> None:
+def test_azure_deployer_grants_only_the_job_data_roles_and_never_to_itself() -> None:
     stack = deploy(args(clouds=("azure",)))
 
     grants = next(a.inputs for a in stack.of_type(AZ_ROLE_ASSIGNMENT) if "grants" in a.name)
     condition = grants["condition"]
     assert grants["conditionVersion"] == "2.0"
-    assert "!(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})" in condition
-    assert "!(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})" in condition
-    pinned = (
-        f"GuidEquals {{{AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR}, {AZURE_STORAGE_BLOB_DATA_READER}}}"
+    job_role = azure_job_role_guid(SUBSCRIPTION)
+    request = "@Request[Microsoft.Authorization/roleAssignments:"
+    assert condition == (
+        "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n"
+        " (\n"
+        f"  {request}RoleDefinitionId] ForAnyOfAnyValues:GuidEquals "
+        f"{{{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}}}\n"
+        "  AND\n"
+        f"  {request}PrincipalType] ForAnyOfAnyValues:StringEqualsIgnoreCase "
+        "{'ServicePrincipal'}\n"
+        "  AND\n"
+        # The deployer can never grant itself a container's blobs.
+        f"  {request}PrincipalId] ForAnyOfAllValues:GuidNotEquals {{{PRINCIPAL_ID}}}\n"
+        " )\n)\nAND\n(\n"
+        " (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})\n )\n OR\n"
+        " (\n"
+        "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
+        f"ForAnyOfAnyValues:GuidEquals {{{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}}}\n"
+        " )\n)"
     )
-    assert condition.count(pinned) == 2  # on writes (request) and deletes (resource)
-    assert "StringEqualsIgnoreCase {'ServicePrincipal'}" in condition
+    # Storage Blob Data Contributor (container writes and deletes) is no longer grantable.
+    assert AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR not in condition
     resources = next(a.inputs for a in stack.of_type(AZ_ROLE_ASSIGNMENT) if "grants" not in a.name)
     assert "condition" not in resources
     assert resources["scope"] == f"/subscriptions/{SUBSCRIPTION}"
@@ -253,5 +274,5 @@ def test_azure_deployer_may_manage_everything_an_azure_placement_creates(
     # The job's own role assignments are ones the grants condition lets through.
     for assignment in placement.of_type("azure-native:authorization:RoleAssignment"):
         guid = assignment.inputs["roleDefinitionId"].rsplit("/", 1)[-1]
-        assert guid in {AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR, AZURE_STORAGE_BLOB_DATA_READER}
+        assert guid in {azure_job_role_guid(SUBSCRIPTION), AZURE_STORAGE_BLOB_DATA_READER}
         assert assignment.inputs["principalType"] == "ServicePrincipal"

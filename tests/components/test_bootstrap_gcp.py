@@ -29,6 +29,7 @@ from test_bootstrap import (
 from components.bootstrap import (
     GCP_DEPLOYER_PERMISSIONS,
 )
+from components.bootstrap.permissions import GCP_GRANT_PERMISSIONS
 
 # --- GCP ------------------------------------------------------------------------------------------
 
@@ -45,23 +46,29 @@ def test_gcp_deployer_holds_one_custom_role_and_no_primitive_role(home: str) -> 
         )
     )
 
-    role = stack.one(GCP_CUSTOM_ROLE).inputs
-    assert role["permissions"] == list(GCP_DEPLOYER_PERMISSIONS)
-    assert not [p for p in role["permissions"] if "*" in p]
-    assert role["stage"] == "GA"
-    binding = stack.one(GCP_PROJECT_MEMBER).inputs
-    assert binding["role"] == f"projects/{PROJECT_ID}/roles/spotrouteDeployer"
-    assert (
-        binding["member"]
-        == f"serviceAccount:spotroute-deployer@{PROJECT_ID}.iam.gserviceaccount.com"
-    )
-    roles = {
+    roles = {r.inputs["roleId"]: r.inputs for r in stack.of_type(GCP_CUSTOM_ROLE)}
+    assert roles["spotrouteDeployer"]["permissions"] == list(GCP_DEPLOYER_PERMISSIONS)
+    assert roles["spotrouteDeployerGrants"]["permissions"] == list(GCP_GRANT_PERMISSIONS)
+    for role in roles.values():
+        assert not [p for p in role["permissions"] if "*" in p]
+        assert role["stage"] == "GA"
+    bindings = {b.inputs["role"]: b.inputs for b in stack.of_type(GCP_PROJECT_MEMBER)}
+    assert set(bindings) == {
+        f"projects/{PROJECT_ID}/roles/spotrouteDeployer",
+        f"projects/{PROJECT_ID}/roles/spotrouteDeployerGrants",
+    }
+    for binding in bindings.values():
+        assert (
+            binding["member"]
+            == f"serviceAccount:spotroute-deployer@{PROJECT_ID}.iam.gserviceaccount.com"
+        )
+    granted = {
         r.inputs["role"]
         for r in stack.resources
         if "role" in r.inputs and r.type.startswith("gcp:")
     }
-    assert not roles & PRIMITIVE_GCP_ROLES
-    assert not [r for r in roles if r.startswith("roles/") and r.endswith(("Admin", "admin"))]
+    assert not granted & PRIMITIVE_GCP_ROLES
+    assert not [r for r in granted if r.startswith("roles/") and r.endswith(("Admin", "admin"))]
 
 
 @pytest.mark.parametrize("home", ["oidc:github-main", "aws", "azure"])
@@ -150,7 +157,9 @@ def test_router_service_account_may_impersonate_the_deployer_and_nothing_else() 
     assert target == (
         f"projects/{PROJECT_ID}/serviceAccounts/spotroute-deployer@{PROJECT_ID}.iam.gserviceaccount.com"
     )
-    assert len(stack.of_type(GCP_PROJECT_MEMBER)) == 1  # the router gets nothing on the project
+    # The router gets nothing on the project: both project bindings are the deployer's.
+    members = {b.inputs["member"] for b in stack.of_type(GCP_PROJECT_MEMBER)}
+    assert members == {f"serviceAccount:spotroute-deployer@{PROJECT_ID}.iam.gserviceaccount.com"}
 
 
 def test_gcp_project_number_is_looked_up_when_not_given() -> None:
@@ -174,6 +183,75 @@ def test_gcs_state_backend_is_granted_on_its_pulumi_prefix_only() -> None:
     assert grant["bucket"] == "acme-state"
     assert grant["role"] == "roles/storage.objectUser"
     assert 'objects/.pulumi/")' in grant["condition"]["expression"]
+
+
+GRANTS_ROLE = f"projects/{PROJECT_ID}/roles/spotrouteDeployerGrants"
+
+
+def grants_condition(stack: Any) -> str:
+    (binding,) = [
+        b.inputs for b in stack.of_type(GCP_PROJECT_MEMBER) if b.inputs["role"] == GRANTS_ROLE
+    ]
+    assert binding["condition"]["title"] == "spotroute buckets only"
+    expression: str = binding["condition"]["expression"]
+    return expression
+
+
+def test_gcp_deployer_edits_bucket_iam_policies_only_on_spotroute_buckets() -> None:
+    stack = deploy(args(clouds=("gcp",)))
+
+    # No project-wide setIamPolicy: it would let the deployer grant itself any bucket.
+    assert not set(GCP_GRANT_PERMISSIONS) & set(GCP_DEPLOYER_PERMISSIONS)
+    assert GCP_GRANT_PERMISSIONS == ("storage.buckets.getIamPolicy", "storage.buckets.setIamPolicy")
+    assert grants_condition(stack) == (
+        'resource.type == "storage.googleapis.com/Bucket" && '
+        '(resource.name.startsWith("projects/_/buckets/spotroute-"))'
+    )
+
+
+def test_gcp_job_buckets_are_the_only_other_buckets_the_deployer_may_grant_on() -> None:
+    stack = deploy(args(clouds=("gcp",), gcp_job_buckets=("acme-datasets", "acme-ckpt")))
+
+    assert grants_condition(stack) == (
+        'resource.type == "storage.googleapis.com/Bucket" && '
+        '(resource.name.startsWith("projects/_/buckets/spotroute-") || '
+        'resource.name == "projects/_/buckets/acme-datasets" || '
+        'resource.name == "projects/_/buckets/acme-ckpt")'
+    )
+
+
+@pytest.mark.parametrize("bucket", ['acme") || true || ("', "gs://acme", "Acme", "a"])
+def test_a_gcp_job_bucket_that_is_not_a_bucket_name_is_refused(bucket: str) -> None:
+    with pytest.raises(ValueError, match=r"gcp_job_buckets: .* is not a Cloud Storage bucket"):
+        args(clouds=("gcp",), gcp_job_buckets=(bucket,))
+
+
+def test_gcp_deployer_may_still_act_as_any_service_account_of_the_project() -> None:
+    # The documented residual risk (docs/security.md): IAM Conditions cannot name service
+    # accounts, so actAs stays in the project-wide role; a dedicated project contains it.
+    assert "iam.serviceAccounts.actAs" in GCP_DEPLOYER_PERMISSIONS
+    assert "iam.serviceAccounts.setIamPolicy" not in GCP_DEPLOYER_PERMISSIONS
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="components/gcp.py (another branch's file) autonames checkpoint buckets <job>-ckpt-...; "
+    "gcp.CheckpointBucket must name them spotroute-<job>-... for the grants condition",
+)
+def test_gcp_placement_checkpoint_buckets_fall_under_the_grants_condition(
+    aws_config: dict[str, Any],
+) -> None:
+    config = {**aws_config, "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a"}
+    config["instanceTypes"] = ["a2-ultragpu-8g"]
+    placement = run_program(config, states={"gcp:storage/bucket:Bucket": _autonamed_bucket})
+
+    for grant in placement.of_type(GCP_BUCKET_MEMBER):
+        assert grant.inputs["bucket"].startswith("spotroute-"), grant.inputs["bucket"]
+
+
+def _autonamed_bucket(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    # Pulumi autonames from the resource name unless `name` is given.
+    return {"name": inputs.get("name") or f"{name}-mock001"}
 
 
 GCP_NEEDS: dict[str, set[str]] = {
@@ -219,6 +297,59 @@ GCP_NEEDS: dict[str, set[str]] = {
 }
 
 
+# Permissions besides GCP_NEEDS' create/delete/use ones, each for a reason.
+GCP_UPKEEP = {
+    # The provider reads back and updates what it created.
+    *(
+        f"compute.{kind}.{verb}"
+        for kind in ("networks", "subnetworks", "routers", "firewalls")
+        for verb in ("get", "update")
+    ),
+    # Subnets, routers and firewalls are created inside the network.
+    "compute.networks.use",
+    "compute.instanceTemplates.get",
+    "compute.instanceGroupManagers.get",
+    "compute.instanceGroupManagers.update",
+    "compute.instanceGroups.create",
+    "compute.instanceGroups.get",
+    "compute.instanceGroups.delete",
+    "compute.instanceGroups.update",
+    "storage.buckets.get",
+    "storage.buckets.update",
+    "iam.serviceAccounts.get",
+    "iam.serviceAccounts.update",
+    # A managed group creates, labels and restarts its VMs and boot disks in the caller's name.
+    "compute.instances.get",
+    "compute.instances.list",
+    "compute.instances.delete",
+    "compute.instances.start",
+    "compute.instances.stop",
+    "compute.instances.setMetadata",
+    "compute.instances.setLabels",
+    "compute.instances.setServiceAccount",
+    "compute.disks.create",
+    "compute.disks.get",
+    "compute.disks.delete",
+    "compute.disks.setLabels",
+    # Operations and location lookups; price and quota refresh (router/prices).
+    "compute.globalOperations.get",
+    "compute.regionOperations.get",
+    "compute.zoneOperations.get",
+    "compute.regions.get",
+    "compute.zones.get",
+    "compute.projects.get",
+    "resourcemanager.projects.get",
+    "compute.machineTypes.list",
+    "compute.acceleratorTypes.list",
+}
+
+
+def test_every_gcp_deployer_permission_is_justified() -> None:
+    needed = {p for permissions in GCP_NEEDS.values() for p in permissions}
+
+    assert set(GCP_DEPLOYER_PERMISSIONS) | set(GCP_GRANT_PERMISSIONS) == needed | GCP_UPKEEP
+
+
 @pytest.mark.parametrize("zone", ["us-central1-a", ""])
 def test_gcp_deployer_may_manage_everything_a_gcp_placement_creates(
     aws_config: dict[str, Any], zone: str
@@ -242,4 +373,5 @@ def test_gcp_deployer_may_manage_everything_a_gcp_placement_creates(
     created = {r.type for r in placement.custom_resources()}
     assert created <= set(GCP_NEEDS), f"unlisted types: {created - set(GCP_NEEDS)}"
     for type_ in created:
-        assert GCP_NEEDS[type_] <= set(GCP_DEPLOYER_PERMISSIONS), type_
+        granted = set(GCP_DEPLOYER_PERMISSIONS) | set(GCP_GRANT_PERMISSIONS)
+        assert GCP_NEEDS[type_] <= granted, type_

@@ -29,7 +29,8 @@ def test_aws_deployer_reads_gpu_quotas_and_their_usage() -> None:
 
 
 def test_gcp_deployer_reads_region_quotas() -> None:
-    role = deploy(args(clouds=("gcp",))).one(GCP_CUSTOM_ROLE).inputs
+    roles = deploy(args(clouds=("gcp",))).of_type(GCP_CUSTOM_ROLE)
+    (role,) = [r.inputs for r in roles if r.inputs["roleId"] == "spotrouteDeployer"]
 
     assert gcp.PERMISSION in role["permissions"]
 
