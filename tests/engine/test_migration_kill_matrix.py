@@ -34,7 +34,7 @@ def _converged(route: Route, point: str) -> dict[str, object]:
     assert backend_stacks(route) == [record["stack"]], where
     assert route.job_leaders() == [pid], where
     assert open_journal(route, JOB) is None, where
-    running = list((route.home / "local-market" / "running").glob("*.json"))
+    running = list((route.home / "sandbox" / ".running").glob("*.json"))
     assert [json.loads(p.read_text())["pid"] for p in running] == [pid], where
     # the checkpoint is intact and the job goes on from it
     step, w = latest_state(route, JOB)
