@@ -20,7 +20,7 @@ from router.config.project import Project
 from router.core.errors import OperationFailed
 from router.core.failover import Block, LaunchFailure, block_after, blocking, classify_launch_error
 from router.core.job.model import Job
-from router.core.planner import Placement
+from router.core.placement import Placement
 from router.core.review import Review
 from router.flows.jobs import DeployOutcome, Proposal, deploy, proposal_for
 

@@ -35,7 +35,7 @@ from router.config import checkpoints as ckpt
 from router.config.project import Project
 from router.core.errors import OperationFailed
 from router.core.journal import STEPS, Journal, next_stack_name
-from router.core.planner import Placement
+from router.core.placement import Placement
 from router.engine.automation import Engine
 from router.engine.records import FileRecords, records_for
 
@@ -400,7 +400,7 @@ class Mover:
 
 def placement_record(p: Placement) -> dict[str, Any]:
     """What a journal and a placement record keep of a placement (USD per instance-hour)."""
-    from router.core.planner import placement_site
+    from router.core.placement import placement_site
 
     return {
         **placement_site(p),
