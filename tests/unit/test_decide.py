@@ -209,9 +209,9 @@ def test_decision_to_json_carries_target_and_numbers():
 
 
 def test_planner_placements_are_accepted_as_candidates():
-    from router.orgconfig import OrgConfig
-    from router.planner import plan
-
+    from router.config.datafiles import load_interruption_model
+    from router.core.org import OrgConfig
+    from router.core.planner import plan
     from tests.unit.planner_factories import job, offer
 
     result = plan(
@@ -220,6 +220,7 @@ def test_planner_placements_are_accepted_as_candidates():
         org=OrgConfig(),
         egress=load_egress(),
         now=NOW,
+        interruption=load_interruption_model(),
     )
     placements = result.placements
     here = next(p for p in placements if p.zone == "us-east-1a")
