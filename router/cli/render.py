@@ -451,6 +451,13 @@ def deploy_outcome(o: Any) -> None:
     )
 
 
+def _decision_cell(d: dict[str, Any] | None) -> str:
+    if not d:
+        return "-"
+    reason = str(d.get("reason") or "")
+    return f"{d.get('action')}: {reason[:70]}{'…' if len(reason) > 70 else ''}"
+
+
 def status_table(statuses: Sequence[Any], now: datetime) -> None:
     from rich.table import Table
 
@@ -468,6 +475,7 @@ def status_table(statuses: Sequence[Any], now: datetime) -> None:
         ("best $/h now", "right"),
         ("up since", "left"),
         ("cost so far", "right"),
+        ("last decision", "left"),
     ]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for s in statuses:
@@ -483,6 +491,7 @@ def status_table(statuses: Sequence[Any], now: datetime) -> None:
             if s.up_since
             else "-",
             money(s.cost_so_far) if s.cost_so_far is not None else "-",
+            _decision_cell(s.last_decision),
         )
     console.print(table)
 

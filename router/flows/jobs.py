@@ -460,6 +460,7 @@ class JobStatus:
     up_since: datetime | None
     cost_so_far: float | None  # USD
     resources: int
+    last_decision: dict[str, Any] | None = None  # route watch/migrate/preempt's latest, if any
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -476,6 +477,7 @@ class JobStatus:
             "up_since": self.up_since.isoformat() if self.up_since else None,
             "cost_so_far": self.cost_so_far,
             "resources": self.resources,
+            "last_decision": self.last_decision,
         }
 
 
@@ -545,9 +547,27 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
                 up_since=up_since,
                 cost_so_far=cost,
                 resources=s.resource_count or 0,
+                last_decision=_last_decision(engine, name),
             )
         )
     return statuses
+
+
+def _last_decision(engine: Engine, job: str) -> dict[str, Any] | None:
+    """The job's latest recorded decision: when, by whom, what and why (file:// backends)."""
+    if not engine.backend.url.startswith("file://"):
+        return None
+    from router.engine.records import records_for
+
+    decisions = [
+        d
+        for d in records_for(engine.backend.url).decisions(job)
+        if d.get("action") and d.get("action") != "outcome"
+    ]
+    if not decisions:
+        return None
+    d = decisions[-1]
+    return {k: d.get(k) for k in ("at", "by", "action", "reason")}
 
 
 def _state(summary: Any, record: dict[str, Any]) -> str:

@@ -122,3 +122,5 @@ def test_watch_moves_for_money_respects_the_cooldown_and_re_places_after_preempt
     assert [(s["job"], s["state"], s["region"]) for s in status] == [
         ("train", "running", "local-b")
     ]
+    assert status[0]["last_decision"]["action"] == "replace"
+    assert "lost local local-c" in status[0]["last_decision"]["reason"]
