@@ -19,6 +19,7 @@ Constructors match components/aws.py:
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import signal
 import subprocess
@@ -40,10 +41,12 @@ from components.args import (
     standard_labels,
 )
 from components.registry import CloudComponents
+from router.contract.local_market import ENV_VAR as MARKET_ENV
+from router.contract.local_market import LocalMarket
 
 STOP_GRACE_S = 10.0  # SIGTERM first so the job can write a last checkpoint, then SIGKILL
 # Changing any of these means a different job process: replace, never patch in place.
-REPLACE_ON = ("job_name", "command", "env", "checkpoint_url")
+REPLACE_ON = ("job_name", "command", "env", "checkpoint_url", "region")
 # Recorded only: the process is untouched.
 UPDATE_IN_PLACE = ("image", "market", "labels", "max_price_per_hour")
 
@@ -95,10 +98,100 @@ def stop_process(pid: int, start_ticks: int, grace_s: float = STOP_GRACE_S) -> N
             time.sleep(0.05)
 
 
+# --- the local market: capacity and spot price, checked at launch like the clouds do ------------
+
+
+def _running_dir(props: dict[str, Any]) -> Path:
+    # Beside the job sandboxes: every local job process of this machine's spotroute home.
+    return Path(props["sandbox_dir"]).parent / ".running"
+
+
+def running_in(directory: Path, region: str, market: str) -> int:
+    """Job processes the local target runs now in region/market (dead entries are dropped)."""
+    count = 0
+    if not directory.is_dir():
+        return 0
+    for entry in directory.glob("*.json"):
+        try:
+            info = json.loads(entry.read_text())
+        except (OSError, ValueError):
+            continue
+        if not process_alive(int(info["pid"]), int(info["start_ticks"])):
+            entry.unlink(missing_ok=True)
+            continue
+        if (info.get("region"), info.get("market")) == (region, market):
+            count += 1
+    return count
+
+
+def check_market(
+    running: Path, region: str, market: str, max_price: float, now: datetime
+) -> None:
+    """Refuse a launch the local market cannot take, with a cloud-style error code.
+
+    Codes (router.core.failover knows them): LocalCapacityExhausted — the region offers no such
+    market now or all of its capacity runs; LocalSpotPriceTooLow — the spot price is above the
+    job's cap (spotroute:maxPrice), as AWS's SpotMaxPriceTooLow.
+    """
+    spec = os.environ.get(MARKET_ENV)
+    if not spec:
+        return
+    row = LocalMarket.from_env(spec).at(now).get((region, market))
+    if row is None or row.capacity <= 0:
+        raise RuntimeError(
+            f"LocalCapacityExhausted: local region {region} has no {market} capacity now; "
+            "try another region or market"
+        )
+    used = running_in(running, region, market)
+    if used >= row.capacity:
+        raise RuntimeError(
+            f"LocalCapacityExhausted: local region {region} has no {market} capacity left "
+            f"({used} of {row.capacity} in use); try another region or market"
+        )
+    if market == "spot" and 0 < max_price < row.price_per_hour:
+        raise RuntimeError(
+            f"LocalSpotPriceTooLow: your spot price cap ${max_price:g}/h is below the current "
+            f"spot price ${row.price_per_hour:g}/h in local region {region}"
+        )
+
+
+def _register(pid: int, ticks: int, props: dict[str, Any]) -> None:
+    directory = _running_dir(props)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    record = {
+        "pid": pid,
+        "start_ticks": ticks,
+        "region": props.get("region", "local"),
+        "market": props.get("market", "on-demand"),
+        "job": props["job_name"],
+        "placement": props.get("placement", ""),
+    }
+    (directory / f"{pid}-{ticks}.json").write_text(json.dumps(record))
+
+
 class LocalProcessProvider(ResourceProvider):
     """Dynamic provider: a job process in its sandbox directory (props["sandbox_dir"])."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        from filelock import FileLock
+
+        lock_dir = _running_dir(props)
+        lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # One launch at a time decides on capacity (two stacks may go up at once).
+        with FileLock(str(lock_dir / "launch.lock")):
+            check_market(
+                lock_dir,
+                str(props.get("region", "local")),
+                str(props.get("market", "on-demand")),
+                float(props.get("max_price_per_hour") or 0.0),
+                datetime.now(UTC),
+            )
+            result = self._start(props)
+            outs = result.outs or {}
+            _register(int(outs["pid"]), int(outs["start_ticks"]), props)
+        return result
+
+    def _start(self, props: dict[str, Any]) -> CreateResult:
         sandbox = Path(props["sandbox_dir"])
         sandbox.mkdir(parents=True, exist_ok=True, mode=0o700)
         log_path = sandbox / "job.log"
@@ -112,6 +205,10 @@ class LocalProcessProvider(ResourceProvider):
             "SPOTROUTE_JOB_ID": props["job_name"],
             "SPOTROUTE_CHECKPOINT_URL": props["checkpoint_url"],
             "SPOTROUTE_CHECKPOINT_DIR": str(checkpoint_dir),
+            # Which placement (stack) runs this process: the job says it in its resume record.
+            "SPOTROUTE_PLACEMENT_ID": str(props.get("placement", "")),
+            # The engine runs providers in the Pulumi project: commands may name files there.
+            "SPOTROUTE_PROJECT_DIR": os.getcwd(),
         }
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
@@ -155,6 +252,8 @@ class LocalProcessProvider(ResourceProvider):
         ids = parse_group_id(id_)
         if ids is not None:
             stop_process(*ids)
+            if props.get("sandbox_dir"):
+                (_running_dir(props) / f"{ids[0]}-{ids[1]}.json").unlink(missing_ok=True)
 
 
 class LocalDirectoryProvider(ResourceProvider):
@@ -329,6 +428,8 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 "image": args.job.image,
                 "checkpoint_url": identity.checkpoint_url,
                 "market": args.market,
+                "region": args.region,
+                "placement": pulumi.get_stack(),
                 "max_price_per_hour": args.max_price_per_hour,  # read by the budget policy
                 "labels": standard_labels(args.job_name, args.labels),
             },

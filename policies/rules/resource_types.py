@@ -132,6 +132,8 @@ TAGGABLE_TYPES: Mapping[str, str] = {
             "azure-native:compute:Disk",
         )
     },
+    # The local target's job process carries the same labels (its spot marker included).
+    LOCAL_PROCESS: "labels",
 }
 
 # Azure built-in roles that let a principal change anything, or grant itself anything.

@@ -428,6 +428,20 @@ def review_summary(r: Any) -> None:
         console.print(f"  [red]policy[/] {v}")
 
 
+def launch_try(t: Any) -> None:
+    """One placement tried by the failover: launched, refused (and blocked), or skipped."""
+    console = _console()
+    p = t.placement
+    where = f"{t.where()} {p.market} {money(p.price_per_hour)}/h"
+    if t.outcome == "launched":
+        console.print(f"try {t.number}: {where}: [green]launched[/]")
+    elif t.outcome == "refused":
+        until = f"; {t.block.where()} blocked until {t.block.until:%H:%M} UTC" if t.block else ""
+        console.print(f"try {t.number}: {where}: [red]refused[/] — {t.reason}{until}")
+    else:
+        console.print(f"skip {where}: {t.reason}")
+
+
 def deploy_outcome(o: Any) -> None:
     console = _console()
     if not o.applied:
@@ -441,6 +455,13 @@ def deploy_outcome(o: Any) -> None:
             if k in ("groupId", "checkpointUrl", "identity")
         )
     )
+
+
+def _decision_cell(d: dict[str, Any] | None) -> str:
+    if not d:
+        return "-"
+    reason = str(d.get("reason") or "")
+    return f"{d.get('action')}: {reason[:70]}{'…' if len(reason) > 70 else ''}"
 
 
 def status_table(statuses: Sequence[Any], now: datetime) -> None:
@@ -460,6 +481,7 @@ def status_table(statuses: Sequence[Any], now: datetime) -> None:
         ("best $/h now", "right"),
         ("up since", "left"),
         ("cost so far", "right"),
+        ("last decision", "left"),
     ]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for s in statuses:
@@ -475,5 +497,76 @@ def status_table(statuses: Sequence[Any], now: datetime) -> None:
             if s.up_since
             else "-",
             money(s.cost_so_far) if s.cost_so_far is not None else "-",
+            _decision_cell(s.last_decision),
         )
     console.print(table)
+
+
+# --- migrate / watch ----------------------------------------------------------------------------
+
+
+def migration_plan(job: str, target: Any, record: dict[str, Any]) -> None:
+    console = _console()
+    here = " ".join(str(record.get(k)) for k in ("cloud", "region", "market") if record.get(k))
+    parts = (target.cloud, target.region, target.zone or "", target.market)
+    there = " ".join(x for x in parts if x)
+    console.print(
+        f"[bold]{job}[/]: {here} {money(float(record.get('price_per_hour') or 0))}/h → "
+        f"{there} {money(target.price_per_hour)}/h"
+    )
+
+
+def journal_step(step: str, what: str) -> None:
+    _console().print(f"  {step:<22} {what}", highlight=False)
+
+
+def migration_outcome(journal: Any, timings: dict[str, float]) -> None:
+    console = _console()
+    total = sum(timings.values())
+    phases = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items() if v >= 0.05)
+    if journal.outcome == "done":
+        console.print(
+            f"[green]migrated[/] {journal.job} → {journal.to_stack} in {total:.1f}s ({phases})"
+        )
+    else:
+        console.print(
+            f"[red]{journal.outcome}[/] {journal.job}: {journal.rollback_reason or 'stopped'}"
+        )
+
+
+def watch_report(report: Any) -> None:
+    console = _console()
+    color = {"stay": "dim", "wait": "yellow", "error": "red", "skipped": "dim"}.get(
+        report.action, "green"
+    )
+    tail = f" [{report.outcome}]" if report.outcome else ""
+    console.print(
+        f"{report.job}: [{color}]{report.action}[/]{tail} — {report.reason}", highlight=False
+    )
+
+
+def history(data: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    decisions = data.get("decisions") or []
+    if not decisions:
+        console.print(f"no decisions recorded for {data['job']} yet — `route watch --once`")
+    else:
+        table = Table(title=f"{data['job']}: decisions, oldest first")
+        for name in ("at", "by", "action", "reason"):
+            table.add_column(name)
+        for d in decisions:
+            at = str(d.get("at", ""))[:19].replace("T", " ")
+            table.add_row(
+                at, str(d.get("by", "")), str(d.get("action", "")), str(d.get("reason", ""))
+            )
+        console.print(table)
+    for j in data.get("journals") or []:
+        steps = ", ".join(
+            name for name, r in (j.get("steps") or {}).items() if r.get("state") == "done"
+        )
+        console.print(
+            f"journal {j['id']} ({j['kind']} {j['from_stack']} → {j['to_stack']}): "
+            f"{j['outcome']}; steps done: {steps}"
+        )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -105,6 +106,15 @@ class Budgets(_Section):
     max_job_cost: float | None = Field(default=None, gt=0)
 
 
+class LocalMarketSettings(_Section):
+    """The local target as a small market (docs/migration.md): a trace file or inline offers."""
+
+    trace: str | None = None  # CSV path, relative to spotroute.yaml
+    start: datetime | None = None  # when the trace's offsets count from; default: file mtime
+    # Inline rows, the trace's columns: {region, market, price_per_hour, capacity[, at]}.
+    offers: tuple[dict[str, str | float | int], ...] = ()
+
+
 class OrgConfig(_Section):
     """The parsed spotroute.yaml; `OrgConfig()` is what a project without the file gets."""
 
@@ -122,6 +132,7 @@ class OrgConfig(_Section):
     # Existing Azure storage the jobs may reuse or read: account name → resource id. Needed
     # because a blob URL does not say which subscription and resource group hold the account.
     azure_storage_accounts: dict[str, str] = Field(default_factory=dict)
+    local_market: LocalMarketSettings | None = None
 
     @field_validator("azure_storage_accounts")
     @classmethod

@@ -153,8 +153,18 @@ class Engine:
             # The engine's Python plugins (dynamic providers, policy packs) use this interpreter.
             "SPOTROUTE_PYTHON": sys.executable,
             "SPOTROUTE_HOME": str(self.home),
+            **self._local_market_env(),
             **passphrase_env(self.home, self.backend),
         }
+
+    def _local_market_env(self) -> dict[str, str]:
+        """The local market (spotroute.yaml local_market) for the local target's launches."""
+        from router.config.local_market import load_local_market
+        from router.config.org_file import load_org_config
+        from router.contract.local_market import ENV_VAR
+
+        market = load_local_market(load_org_config(self.project.org_config_path), self.project.root)
+        return {ENV_VAR: market.to_env()} if market is not None else {}
 
     def workspace(self) -> auto.LocalWorkspace:
         """The project's workspace, built once (building one runs `pulumi version`)."""
@@ -238,6 +248,14 @@ def first_line(exc: Exception) -> str:
     return meaningful[0] if meaningful else type(exc).__name__
 
 
+class EngineFailed(OperationFailed):
+    """The engine failed an operation; `detail` keeps its whole text (for launch failover)."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
 def engine_error(job: str, exc: Exception) -> OperationFailed:
     """A one-line OperationFailed for an engine CommandError (locks get their own wording)."""
     text = str(exc)
@@ -246,7 +264,12 @@ def engine_error(job: str, exc: Exception) -> OperationFailed:
             f"job {job} is being changed by another process — wait for it to finish, or if it "
             f"died, run `pulumi cancel --stack {job}`"
         )
-    return OperationFailed(f"job {job}: {first_line(exc)}")
+    from router.core.failover import classify_launch_error
+
+    refused = classify_launch_error(text)
+    if refused is not None:  # the provider's sentence says more than "update failed"
+        return EngineFailed(f"job {job}: {refused.code}: {refused.message}", text)
+    return EngineFailed(f"job {job}: {first_line(exc)}", text)
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +59,12 @@ class Proposal:
     config: StackConfig
     config_diff: tuple[str, ...]
     stack_file: Path
+    stack: str = ""  # the placement's stack; "" = the job's first stack, named as the job
+    job_file: Path | None = None  # where the job was read from (route watch re-plans it)
+
+    @property
+    def stack_name(self) -> str:
+        return self.stack or self.job.name
 
 
 def _matches(p: Placement, target: str) -> bool:
@@ -76,36 +82,58 @@ def propose(
 ) -> Proposal:
     """Plan the job and pick the best placement (within `to` = CLOUD or CLOUD/REGION if given)."""
     report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
-    ranked = report.result.placements
+    candidates = candidates_within(report.job, report.result.placements, to, job_path)
+    return proposal_for(
+        report.job, report.org, candidates[0], candidates, project=project, job_file=job_path
+    )
+
+
+def candidates_within(
+    job: Job, ranked: Sequence[Placement], to: str | None, job_path: Path | str
+) -> list[Placement]:
+    """The ranked placements inside `to` (CLOUD or CLOUD/REGION); OperationFailed if none."""
     candidates = [p for p in ranked if to is None or _matches(p, to)]
     if not candidates:
         where = f" in {to}" if to else ""
         raise OperationFailed(
-            f"no placement{where} fits job '{report.job.name}' — "
-            f"see `route plan {job_path} --explain`"
+            f"no placement{where} fits job '{job.name}' — see `route plan {job_path} --explain`"
         )
-    chosen = candidates[0]
-    gcp_project = report.org.credentials.get("gcp_project", "")
+    return candidates
+
+
+def proposal_for(
+    job: Job,
+    org: Any,
+    chosen: Placement,
+    ranked: Sequence[Placement],
+    *,
+    project: Project,
+    stack: str = "",
+    job_file: Path | None = None,
+) -> Proposal:
+    """The stack config of placing `job` at `chosen` (in `stack`, default the job's own)."""
     home = spotroute_home()
     config = stack_config(
-        report.job,
+        job,
         chosen,
-        candidates,
-        gcp_project=gcp_project,
-        azure_storage_accounts=report.org.azure_storage_accounts,
+        ranked,
+        gcp_project=org.credentials.get("gcp_project", ""),
+        azure_storage_accounts=org.azure_storage_accounts,
         gcp_accelerator_type=gcp_accelerator_type(load_catalog(), chosen.gpu),
         local_dirs=(
-            str(home / "sandbox" / report.job.name),
-            str(home / "checkpoints" / report.job.name),
+            str(home / "sandbox" / job.name),
+            str(home / "checkpoints" / job.name),
         ),
     )
-    stack_file = project.stack_config_path(report.job.name)
+    stack_file = project.stack_config_path(stack or job.name)
     return Proposal(
-        report.job,
+        job,
         chosen,
         config,
         tuple(config_diff(read_stack_file(stack_file), config)),
         stack_file,
+        stack,
+        job_file.absolute() if job_file else None,
     )
 
 
@@ -163,6 +191,7 @@ def deploy(
     confirm: Callable[[Review], bool],
     dry_run: bool = False,
     on_event: EventHandler | None = None,
+    record: bool = True,
 ) -> DeployOutcome:
     """Write config → preview (with the policy pack) → confirm → up → record; undo on failure.
 
@@ -172,7 +201,7 @@ def deploy(
     from pulumi import automation as auto
 
     engine = engine_for(project)
-    job = proposal.job.name
+    job = proposal.stack_name
     preview = PreviewResult()
     changes: dict[str, int] = {}
     with job_lock(engine, job), engine_interrupts() as interrupted:
@@ -218,15 +247,19 @@ def deploy(
         except _Rollback:
             if not existed:
                 engine.workspace().remove_stack(job)
-            return DeployOutcome(job, False, summary, {}, proposal.chosen)
+            return DeployOutcome(proposal.job.name, False, summary, {}, proposal.chosen)
         except BaseException as exc:
             if not existed:
-                _remove_if_empty(engine, job)
+                _remove_half_created(engine, job, exc)
             if interrupted() and not isinstance(exc, Interrupted):
                 raise _interrupted(job) from None  # whichever engine call the Ctrl-C cut short
             raise
-    record = record_placement(engine.records(), proposal, outputs, datetime.now(UTC))
-    return DeployOutcome(job, True, summary, outputs, proposal.chosen, record, changes)
+    stored = (
+        record_placement(engine.records(), proposal, outputs, datetime.now(UTC)) if record else None
+    )
+    return DeployOutcome(
+        proposal.job.name, True, summary, outputs, proposal.chosen, stored, changes
+    )
 
 
 def _interrupted(job: str) -> Interrupted:
@@ -234,6 +267,19 @@ def _interrupted(job: str) -> Interrupted:
         f"job {job}: interrupted — the engine cancelled cleanly and the stack is unlocked; "
         "run the command again to finish"
     )
+
+
+def _remove_half_created(engine: Engine, stack: str, exc: BaseException) -> None:
+    """A first deploy failed: destroy what a refused launch left, then drop the empty stack."""
+    from router.core.failover import classify_launch_error
+    from router.engine.automation import EngineFailed
+
+    if isinstance(exc, EngineFailed) and classify_launch_error(exc.detail) is not None:
+        try:
+            engine.stack(stack, create=False).destroy()
+        except Exception:
+            return
+    _remove_if_empty(engine, stack)
 
 
 def _remove_if_empty(engine: Engine, job: str) -> None:
@@ -295,6 +341,7 @@ def record_placement(
         "node_count": p.node_count,
         "price_per_hour": p.price_per_hour,
         "price_source": p.price_source,
+        "stack": proposal.stack_name,
         "deployed_at": at.isoformat(),
         "deployed_by": os.environ.get("USER", ""),
         "outputs": outputs,
@@ -302,6 +349,14 @@ def record_placement(
     before = read_placement(records, proposal.job.name)
     if before and (before.get("outputs") or {}).get("groupId") == outputs.get("groupId"):
         record["deployed_at"] = before["deployed_at"]  # same instances: still up since then
+    # What route watch needs across placements: the job file, when the job started, hours run.
+    record["job_file"] = str(proposal.job_file) if proposal.job_file else None
+    record["submitted_at"] = at.isoformat()
+    record["run_h_before"] = 0.0
+    if before:
+        record["job_file"] = record["job_file"] or before.get("job_file")
+        record["submitted_at"] = before.get("submitted_at") or record["submitted_at"]
+        record["run_h_before"] = float(before.get("run_h_before") or 0.0)
     records.put(placement_key(proposal.job.name), record)
     return f"{records.where} {placement_key(proposal.job.name)}"
 
@@ -337,21 +392,46 @@ def preview_job(
 
 
 def destroy_job(job: str, *, project: Project, on_event: EventHandler | None = None) -> int:
-    """Tear the job's stack down and forget it; returns how many resources were deleted."""
-    from pulumi import automation as auto
-
+    """Tear down every stack of the job (its placements) and forget it; resources deleted."""
     _check_job_name(job)
     engine = engine_for(project)
-    with job_lock(engine, job), engine_interrupts() as interrupted:
-        stack = engine.stack(job, create=False)
+    stacks = [s.name for s in engine.list_stacks() if job_of_stack(s.name) == job]
+    if not stacks:
+        engine.stack(job, create=False)  # the one-line "no deployed job" error
+    deleted = 0
+    for name in sorted(stacks, key=lambda n: (n != job, n)):
+        deleted += destroy_stack(engine, name, project=project, on_event=on_event)
+    engine.records().delete(placement_key(job))
+    return deleted
+
+
+def destroy_stack(
+    engine: Engine, stack_name: str, *, project: Project, on_event: EventHandler | None = None
+) -> int:
+    """Destroy and remove one placement stack and its stack file; 0 if it is already gone."""
+    from pulumi import automation as auto
+
+    if not any(s.name == stack_name for s in engine.list_stacks()):
+        project.stack_config_path(stack_name).unlink(missing_ok=True)
+        return 0
+    with job_lock(engine, stack_name), engine_interrupts() as interrupted:
+        stack = engine.stack(stack_name, create=False)
         try:
             result = stack.destroy(on_event=on_event)
-            stack.workspace.remove_stack(job)
+            stack.workspace.remove_stack(stack_name)
         except auto.CommandError as exc:
-            raise _interrupted(job) if interrupted() else engine_error(job, exc) from None
-        engine.records().delete(placement_key(job))
-        project.stack_config_path(job).unlink(missing_ok=True)
+            raise (
+                _interrupted(stack_name) if interrupted() else engine_error(stack_name, exc)
+            ) from None
+        project.stack_config_path(stack_name).unlink(missing_ok=True)
     return op_counts(result.summary.resource_changes).get("delete", 0)
+
+
+def job_of_stack(stack: str) -> str:
+    """`train.3` (the job's third placement) → `train`."""
+    from router.core.journal import job_of_stack as of
+
+    return of(stack)
 
 
 def op_counts(changes: Any) -> dict[str, int]:
@@ -384,6 +464,7 @@ class JobStatus:
     up_since: datetime | None
     cost_so_far: float | None  # USD
     resources: int
+    last_decision: dict[str, Any] | None = None  # route watch/migrate/preempt's latest, if any
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -400,6 +481,7 @@ class JobStatus:
             "up_since": self.up_since.isoformat() if self.up_since else None,
             "cost_so_far": self.cost_so_far,
             "resources": self.resources,
+            "last_decision": self.last_decision,
         }
 
 
@@ -408,7 +490,7 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
     from router.prices.book import OfferFilter, offers_now, select_offers
 
     engine = engine_for(project)
-    stacks = [s for s in engine.list_stacks() if job is None or s.name == job]
+    stacks = [s for s in engine.list_stacks() if job is None or job_of_stack(s.name) == job]
     if job is not None and not stacks:
         raise OperationFailed(
             f"no deployed job '{job}' on backend {engine.backend.url} — see `route status`"
@@ -416,8 +498,16 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
     offers = None
     statuses = []
     placements = engine.records().list("placements/") if stacks else {}
-    for s in sorted(stacks, key=lambda s: s.name):
-        record = placements.get(placement_key(s.name)) or {}
+    by_job: dict[str, list[Any]] = {}
+    for s in stacks:
+        by_job.setdefault(job_of_stack(s.name), []).append(s)
+    chosen = []
+    for name, group in by_job.items():
+        record = placements.get(placement_key(name)) or {}
+        current = record.get("stack") or name
+        # The job's current placement; during a hand-over the other stack is its new one.
+        chosen.append((name, next((s for s in group if s.name == current), group[0]), record))
+    for name, s, record in sorted(chosen, key=lambda c: c[0]):
         config = read_stack_file(project.stack_config_path(s.name))
         cloud = record.get("cloud") or config.get("cloud")
         market = record.get("market") or config.get("market")
@@ -435,7 +525,7 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
             )
             best = same[0].price_per_hour if same else None
         elif cloud == "local":
-            best = 0.0
+            best = record.get("price_per_hour", 0.0)
         up_since = (
             datetime.fromisoformat(record["deployed_at"]) if record.get("deployed_at") else None
         )
@@ -448,7 +538,7 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
         )
         statuses.append(
             JobStatus(
-                job=s.name,
+                job=name,
                 state=_state(s, record),
                 cloud=cloud,
                 region=record.get("region") or config.get("region"),
@@ -462,9 +552,27 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
                 up_since=up_since,
                 cost_so_far=cost,
                 resources=s.resource_count or 0,
+                last_decision=_last_decision(engine, name),
             )
         )
     return statuses
+
+
+def _last_decision(engine: Engine, job: str) -> dict[str, Any] | None:
+    """The job's latest recorded decision: when, by whom, what and why (file:// backends)."""
+    if not engine.backend.url.startswith("file://"):
+        return None
+    from router.engine.job_records import job_records_for
+
+    decisions = [
+        d
+        for d in job_records_for(engine.backend.url).decisions(job)
+        if d.get("action") and d.get("action") != "outcome"
+    ]
+    if not decisions:
+        return None
+    d = decisions[-1]
+    return {k: d.get(k) for k in ("at", "by", "action", "reason")}
 
 
 def _state(summary: Any, record: dict[str, Any]) -> str:

@@ -33,10 +33,18 @@ class PlanReport:
     offers_considered: int
 
 
-def current_offers(job: Job, now: datetime) -> list[Offer]:
+def current_offers(
+    job: Job, now: datetime, org: OrgConfig | None = None, project: Project | None = None
+) -> list[Offer]:
     """Offers the job could use: cached live/imported quotes over the snapshot, plus local."""
+    from router.config.local_market import load_local_market
+
     clouds = [c for c in job.resources.clouds if c != "local"]
-    return (offers_now(clouds) if clouds else []) + local_offers(job, now)
+    offers = offers_now(clouds) if clouds else []
+    market = None
+    if "local" in job.resources.clouds and org is not None:
+        market = load_local_market(org, project.root if project else None)
+    return offers + local_offers(job, now, market)
 
 
 def plan_job(
@@ -52,7 +60,7 @@ def plan_job(
         raise BadInput(f"--top must be at least 1, got {top}")
     job = load_job(job_path)
     org = org_config_for(project)
-    offers = current_offers(job, now)
+    offers = current_offers(job, now, org, project)
     # Cached readings only: no cloud SDK on the plan path (`route quotas refresh` reads them).
     quotas = open_book_if_cached(
         quota_cache_path(spotroute_home()), now=now, clouds=job.resources.clouds

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
+from router.contract.local_market import LocalMarket
 from router.core.gpus import gpu_memory_gb
 from router.core.job.model import Job
 from router.core.offers import Offer
@@ -18,15 +19,25 @@ LOCAL_REGION = "local"
 LOCAL_INSTANCE_TYPE = "local-process"
 
 
-def local_offers(job: Job, now: datetime) -> list[Offer]:
-    """One free offer per requested accelerator shape and market, when the job allows `local`."""
+def local_offers(job: Job, now: datetime, market: LocalMarket | None = None) -> list[Offer]:
+    """Offers of the local target when the job allows `local`, per accelerator shape and market.
+
+    Without a local market: one free offer per market in region `local`. With one (spotroute.yaml
+    `local_market:`): each local region and market the trace offers at `now`, at its price then.
+    Capacity is not known to the planner (as on the clouds): a full region refuses at launch.
+    """
     if "local" not in job.resources.clouds:
         return []
     cpus = os.cpu_count() or 1
+    places = (
+        [(LOCAL_REGION, m, 0.0) for m in ("on-demand", "spot")]
+        if market is None
+        else [(r, m, row.price_per_hour) for (r, m), row in market.at(now).items()]
+    )
     return [
         Offer(
             cloud="local",
-            region=LOCAL_REGION,
+            region=region,
             zone=None,
             instance_type=LOCAL_INSTANCE_TYPE,
             gpu=want.gpu,
@@ -34,12 +45,12 @@ def local_offers(job: Job, now: datetime) -> list[Offer]:
             gpu_memory_gb=gpu_memory_gb(want.gpu),  # a stand-in: it reports what was asked
             vcpus=max(cpus, job.resources.min_vcpus),
             memory_gb=max(1.0, job.resources.min_memory_gb),
-            market=market,
-            price_per_hour=0.0,
-            source="local",
+            market=kind,
+            price_per_hour=price,
+            source="local" if market is None else "local market",
             observed_at=now,
             interconnect="none (local process, no GPU)",
         )
         for want in job.resources.accelerators
-        for market in ("on-demand", "spot")
+        for region, kind, price in places
     ]

@@ -1,0 +1,192 @@
+"""The local target as a small market: regions with spot and on-demand prices and capacity.
+
+Shared by the router (local offers, prices now) and the local target (components/local.py
+refuses a launch when a region's capacity is used up or the spot price is above the cap, the
+way the clouds do). The market is what the environment offers, not stack config, so it travels
+to the engine's provider process in one environment variable, SPOTROUTE_LOCAL_MARKET (JSON).
+
+A trace is CSV, one row per change (docs/migration.md):
+
+    at,region,market,price_per_hour,capacity
+    0s,local-a,spot,0.90,2
+    0s,local-b,spot,1.20,2
+    2h,local-b,spot,0.40,2          # local-b gets cheaper two hours into the trace
+
+`at` is an ISO 8601 time with timezone, or a duration (`0s`, `90m`, `2h`, `1d`) after the
+trace's start. At any moment each (region, market) has the values of its latest row at or
+before that moment; before its first row it is not offered. capacity is how many job processes
+may run there at once (0 = the region refuses every launch).
+
+Pure: standard library only, no files (the caller reads the trace text).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+ENV_VAR = "SPOTROUTE_LOCAL_MARKET"
+MARKETS = ("spot", "on-demand")
+COLUMNS = ("at", "region", "market", "price_per_hour", "capacity")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_REGION = re.compile(r"local(-[a-z0-9]+)*")
+
+
+class MarketError(ValueError):
+    """A trace or market spec is malformed; the message names the file, line and column."""
+
+
+@dataclass(frozen=True, slots=True)
+class MarketRow:
+    """From `at` on (absolute time, or offset_s after the start), region/market has these."""
+
+    region: str
+    market: str
+    price_per_hour: float  # USD per instance-hour
+    capacity: int  # job processes that may run at once
+    offset_s: float | None = None
+    at: datetime | None = None
+
+    def starts(self, start: datetime) -> datetime:
+        if self.at is not None:
+            return self.at
+        return start + timedelta(seconds=self.offset_s or 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "region": self.region,
+            "market": self.market,
+            "price_per_hour": self.price_per_hour,
+            "capacity": self.capacity,
+            "offset_s": self.offset_s,
+            "at": None if self.at is None else self.at.isoformat(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LocalMarket:
+    """A trace with its start time: what each local region offers at any moment."""
+
+    rows: tuple[MarketRow, ...]
+    start: datetime
+
+    def at(self, now: datetime) -> dict[tuple[str, str], MarketRow]:
+        """(region, market) → the row in force at `now` (regions not yet offered are absent)."""
+        found: dict[tuple[str, str], tuple[datetime, int, MarketRow]] = {}
+        for i, row in enumerate(self.rows):
+            begins = row.starts(self.start)
+            if begins > now:
+                continue
+            key = (row.region, row.market)
+            seen = found.get(key)
+            if seen is None or (begins, i) >= (seen[0], seen[1]):
+                found[key] = (begins, i, row)
+        return {key: row for key, (_b, _i, row) in sorted(found.items())}
+
+    def regions(self) -> tuple[str, ...]:
+        return tuple(sorted({r.region for r in self.rows}))
+
+    def to_env(self) -> str:
+        """The JSON the local target reads from SPOTROUTE_LOCAL_MARKET."""
+        return json.dumps(
+            {"start": self.start.isoformat(), "rows": [r.to_json() for r in self.rows]}
+        )
+
+    @classmethod
+    def from_env(cls, text: str) -> LocalMarket:
+        data = json.loads(text)
+        rows = tuple(
+            MarketRow(
+                region=str(r["region"]),
+                market=str(r["market"]),
+                price_per_hour=float(r["price_per_hour"]),
+                capacity=int(r["capacity"]),
+                offset_s=None if r.get("offset_s") is None else float(r["offset_s"]),
+                at=None if r.get("at") is None else datetime.fromisoformat(str(r["at"])),
+            )
+            for r in data["rows"]
+        )
+        return cls(rows, datetime.fromisoformat(str(data["start"])))
+
+
+def parse_trace(text: str, name: str = "trace") -> tuple[MarketRow, ...]:
+    """Rows of a trace CSV (comments with #, blank lines ignored); MarketError names the line."""
+    lines = [
+        (n, line)
+        for n, line in enumerate(text.splitlines(), start=1)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    if not lines:
+        raise MarketError(f"{name}: empty — add a header `{','.join(COLUMNS)}` and rows")
+    header_n, header = lines[0]
+    columns = [c.strip() for c in next(csv.reader([header]))]
+    missing = [c for c in COLUMNS if c not in columns]
+    if missing:
+        raise MarketError(
+            f"{name}:{header_n}: header lacks {', '.join(missing)} — use {','.join(COLUMNS)}"
+        )
+    rows = []
+    for n, line in lines[1:]:
+        values = [v.split("#", 1)[0].strip() for v in next(csv.reader([line]))]
+        if len(values) < len(columns):
+            raise MarketError(f"{name}:{n}: {len(values)} values, the header has {len(columns)}")
+        cell = dict(zip(columns, values, strict=False))
+        rows.append(_row(cell, f"{name}:{n}"))
+    return tuple(rows)
+
+
+def rows_from_mappings(items: Iterable[dict[str, Any]], name: str) -> tuple[MarketRow, ...]:
+    """Rows given inline (the org config's local_market.offers), same fields as the CSV."""
+    rows = []
+    for i, item in enumerate(items):
+        cell = {k: "" if item.get(k) is None else str(item.get(k)) for k in COLUMNS}
+        cell["at"] = cell["at"] or "0s"
+        rows.append(_row(cell, f"{name}[{i}]"))
+    return tuple(rows)
+
+
+def _row(cell: dict[str, str], where: str) -> MarketRow:
+    region = cell["region"]
+    if not _REGION.fullmatch(region):
+        raise MarketError(
+            f"{where}: region: {region!r} — local regions are named local or local-<name>"
+        )
+    market = cell["market"]
+    if market not in MARKETS:
+        raise MarketError(f"{where}: market: {market!r} — use spot or on-demand")
+    try:
+        price = float(cell["price_per_hour"])
+    except ValueError:
+        price = math.nan
+    if not math.isfinite(price) or price < 0:
+        raise MarketError(
+            f"{where}: price_per_hour: {cell['price_per_hour']!r} — use USD per hour, ≥ 0"
+        )
+    text = cell["capacity"]
+    if not text.isdigit():
+        raise MarketError(f"{where}: capacity: {text!r} — use a whole number ≥ 0")
+    offset_s, at = _when(cell["at"], where)
+    return MarketRow(region, market, price, int(text), offset_s=offset_s, at=at)
+
+
+def _when(text: str, where: str) -> tuple[float | None, datetime | None]:
+    match = _DURATION.match(text)
+    if match:
+        return float(match.group(1)) * _UNIT_S[match.group(2)], None
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        at = None
+    if at is None or at.utcoffset() is None:
+        raise MarketError(
+            f"{where}: at: {text!r} — use a duration after the start (0s, 90m, 2h) or an "
+            "ISO time with timezone"
+        )
+    return None, at

@@ -1,0 +1,188 @@
+"""Pure: which launch failures mean "try elsewhere", and which places to avoid for a while.
+
+The engine fails a placement with the provider's own error text. Capacity, quota and price
+refusals are recognised by the codes the clouds put in those texts (as the Terraform-bridged
+and native Pulumi providers surface them), e.g.
+
+  AWS    creating EC2 Fleet: InsufficientInstanceCapacity: There is no Spot capacity available …
+         SpotMaxPriceTooLow · MaxSpotInstanceCountExceeded · VcpuLimitExceeded ·
+         UnfulfillableCapacity · InsufficientCapacity
+  GCP    ZONE_RESOURCE_POOL_EXHAUSTED(_WITH_DETAILS): The zone 'projects/p/zones/us-central1-a'
+         does not have enough resources available to fulfill the request. ·
+         QUOTA_EXCEEDED / Error 403: Quota 'NVIDIA_A100_GPUS' exceeded. Limit: 0.0 in region …
+  Azure  Code="SkuNotAvailable" Message="The requested VM size for resource … is currently not
+         available in location 'eastus' …" · OverconstrainedAllocationRequest ·
+         AllocationFailed · ZonalAllocationFailed · OperationNotAllowed … exceeding approved
+         … Cores quota · QuotaExceeded
+  local  LocalCapacityExhausted · LocalSpotPriceTooLow (the local market, components/local.py)
+
+Everything else (a typo in config, a policy refusal, credentials) is not retried elsewhere:
+another region would fail the same way.
+
+Blocking (SkyPilot's EAGER_NEXT_REGION reasoning: shortages cluster): a capacity or price
+failure blocks the zone for `zone_block_s`; a second failure in the same region while an
+earlier block there is still remembered blocks the whole region for `region_block_s`. Quota is
+per region (or account) from the start, so it blocks the region at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+FailureKind = Literal["capacity", "quota", "price"]
+Scope = Literal["zone", "region"]
+
+ZONE_BLOCK_S = 30 * 60.0
+REGION_BLOCK_S = 60 * 60.0
+# How long an expired block is still remembered as "a repeat" that escalates to the region.
+REPEAT_WINDOW_S = 2 * 60 * 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFailure:
+    """A placement the provider refused for capacity, quota or price; code as the cloud wrote it."""
+
+    kind: FailureKind
+    code: str
+    cloud: str  # whose code it is: aws | gcp | azure | local
+    message: str  # the provider's sentence, one line
+
+
+# (pattern, code, cloud, kind). Word-bounded codes, in the order a message is most telling.
+_CODES: tuple[tuple[str, str, str, FailureKind], ...] = (
+    (r"InsufficientInstanceCapacity", "InsufficientInstanceCapacity", "aws", "capacity"),
+    (r"UnfulfillableCapacity", "UnfulfillableCapacity", "aws", "capacity"),
+    (r"(?<![A-Za-z])InsufficientCapacity(?![A-Za-z])", "InsufficientCapacity", "aws", "capacity"),
+    (r"SpotMaxPriceTooLow", "SpotMaxPriceTooLow", "aws", "price"),
+    (r"MaxSpotInstanceCountExceeded", "MaxSpotInstanceCountExceeded", "aws", "quota"),
+    (r"VcpuLimitExceeded", "VcpuLimitExceeded", "aws", "quota"),
+    (r"ZONE_RESOURCE_POOL_EXHAUSTED(?:_WITH_DETAILS)?", "ZONE_RESOURCE_POOL_EXHAUSTED", "gcp",
+     "capacity"),
+    (r"does not have enough resources available to fulfill the request",
+     "ZONE_RESOURCE_POOL_EXHAUSTED", "gcp", "capacity"),
+    (r"QUOTA_EXCEEDED|Quota '[A-Z0-9_]+' exceeded|quotaExceeded", "QUOTA_EXCEEDED", "gcp",
+     "quota"),
+    (r"SkuNotAvailable", "SkuNotAvailable", "azure", "capacity"),
+    (r"OverconstrainedAllocationRequest", "OverconstrainedAllocationRequest", "azure",
+     "capacity"),
+    (r"OverconstrainedZonalAllocationRequest", "OverconstrainedAllocationRequest", "azure",
+     "capacity"),
+    (r"ZonalAllocationFailed", "ZonalAllocationFailed", "azure", "capacity"),
+    (r"(?<![A-Za-z])AllocationFailed", "AllocationFailed", "azure", "capacity"),
+    (r"exceeding approved [A-Za-z0-9 ]*[Cc]ores quota", "QuotaExceeded", "azure", "quota"),
+    (r"(?<![A-Za-z_])QuotaExceeded", "QuotaExceeded", "azure", "quota"),
+    (r"LocalCapacityExhausted", "LocalCapacityExhausted", "local", "capacity"),
+    (r"LocalSpotPriceTooLow", "LocalSpotPriceTooLow", "local", "price"),
+)
+_COMPILED = tuple((re.compile(p), code, cloud, kind) for p, code, cloud, kind in _CODES)
+
+
+def classify_launch_error(text: str) -> LaunchFailure | None:
+    """The capacity/quota/price refusal in an engine error's text; None for any other failure."""
+    for pattern, code, cloud, kind in _COMPILED:
+        match = pattern.search(text)
+        if match:
+            return LaunchFailure(kind, code, cloud, _sentence(text, match.start()))
+    return None
+
+
+def _sentence(text: str, at: int) -> str:
+    """The line of `text` holding position `at`, trimmed to something a terminal shows."""
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    line = text[start : end if end >= 0 else len(text)].strip()
+    for prefix in ("stderr:", "stdout:", "error:", "*"):
+        line = line.removeprefix(prefix).strip()
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A zone (zone set) or a whole region (zone None) not to launch in until `until`."""
+
+    cloud: str
+    region: str
+    zone: str | None
+    until: datetime
+    reason: str  # "<code>: <provider sentence>"
+    at: datetime  # when the failure happened
+
+    @property
+    def scope(self) -> Scope:
+        return "region" if self.zone is None else "zone"
+
+    def where(self) -> str:
+        return f"{self.cloud}/{self.region}" + (f"/{self.zone}" if self.zone else "")
+
+    def covers(self, cloud: str, region: str, zone: str | None, now: datetime) -> bool:
+        """True while this block forbids launching at cloud/region/zone."""
+        if now >= self.until or (cloud, region) != (self.cloud, self.region):
+            return False
+        return self.zone is None or self.zone == (zone or region)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cloud": self.cloud,
+            "region": self.region,
+            "zone": self.zone,
+            "until": self.until.isoformat(),
+            "at": self.at.isoformat(),
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Block:
+        return cls(
+            cloud=str(data["cloud"]),
+            region=str(data["region"]),
+            zone=None if data.get("zone") is None else str(data["zone"]),
+            until=datetime.fromisoformat(str(data["until"])),
+            at=datetime.fromisoformat(str(data["at"])),
+            reason=str(data.get("reason", "")),
+        )
+
+
+def block_after(
+    failure: LaunchFailure,
+    cloud: str,
+    region: str,
+    zone: str | None,
+    earlier: Sequence[Block],
+    now: datetime,
+    *,
+    zone_block_s: float = ZONE_BLOCK_S,
+    region_block_s: float = REGION_BLOCK_S,
+    repeat_window_s: float = REPEAT_WINDOW_S,
+) -> Block:
+    """The block a failure at cloud/region/zone earns, given the blocks recorded before."""
+    repeat = any(
+        (b.cloud, b.region) == (cloud, region)
+        and (now - b.at).total_seconds() < repeat_window_s
+        for b in earlier
+    )
+    reason = f"{failure.code}: {failure.message}"
+    if failure.kind == "quota" or repeat:
+        return Block(cloud, region, None, now + timedelta(seconds=region_block_s), reason, now)
+    # A zone-less placement (Azure regional scale sets, the local target) is its region's only
+    # pool: block it as zone "<region>" so other zones of the region stay usable.
+    return Block(
+        cloud, region, zone or region, now + timedelta(seconds=zone_block_s), reason, now
+    )
+
+
+def blocking(
+    blocks: Iterable[Block], cloud: str, region: str, zone: str | None, now: datetime
+) -> Block | None:
+    """The block that forbids launching at cloud/region/zone now, if any (region blocks first)."""
+    found = [b for b in blocks if b.covers(cloud, region, zone, now)]
+    found.sort(key=lambda b: (b.zone is not None, b.until))
+    return found[0] if found else None
+
+
+def prune(blocks: Iterable[Block], now: datetime, keep_s: float = REPEAT_WINDOW_S) -> list[Block]:
+    """Blocks still active or recent enough to count as a repeat; older ones are forgotten."""
+    return [b for b in blocks if b.until > now or (now - b.at).total_seconds() < keep_s]

@@ -1,0 +1,537 @@
+"""Moving a running job: `route migrate`, and the re-placement `route watch` does after a loss.
+
+The steps and their journal are router.core.journal; this module acts on them. Every step
+writes `begun` to the journal before it acts and `done` after, and can run twice with the same
+result, so `resume()` continues a journal a killed router left open (or rolls it back while
+the old placement still exists). Invariants:
+
+  - never two paid placements for longer than the hand-over: the old one is destroyed right
+    after the new one confirms it resumed; a new one that fails is destroyed on rollback;
+  - never zero placements without a complete checkpoint: the old placement is destroyed only
+    after the new one restored a complete checkpoint;
+  - never delete the only checkpoint: nothing here deletes checkpoints (the local target's
+    checkpoint directory keeps every file; the checkpoint library prunes, keeping the newest).
+
+SPOTROUTE_KILL_AT=<before|after>:<step> makes the router SIGKILL itself at that point (the
+kill-point matrix of tests/engine/test_migration_kill_matrix.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from router.config import checkpoints as ckpt
+from router.config.project import Project
+from router.core.errors import OperationFailed
+from router.core.journal import STEPS, Journal, next_stack_name
+from router.core.placement import Placement
+from router.engine.automation import Engine
+from router.engine.job_records import FileJobRecords, job_records_for
+
+KILL_ENV = "SPOTROUTE_KILL_AT"
+LEASE_TTL_S = 300.0
+CHECKPOINT_TIMEOUT_S = 120.0  # the job must answer a save request within this
+RESUME_TIMEOUT_S = 120.0  # the new placement must say it restored within this
+POLL_S = 0.1
+
+
+class StepFailed(OperationFailed):
+    """A journal step cannot be completed; before resume-confirmed this rolls back."""
+
+
+class LeaseLost(OperationFailed):
+    """Another watcher holds the job's lease; this one stops without touching the journal."""
+
+
+def kill_point(name: str) -> None:
+    """Die here, as SIGKILL would, when SPOTROUTE_KILL_AT names this point (tests only)."""
+    if os.environ.get(KILL_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _place(p: dict[str, Any]) -> str:
+    zone = f"/{p['zone']}" if p.get("zone") else ""
+    return f"{p.get('cloud')}/{p.get('region')}{zone} {p.get('market')}"
+
+
+@dataclass
+class Mover:
+    """Runs journals for the jobs of one project; holds each job's lease while it acts."""
+
+    project: Project
+    engine: Engine
+    holder: str
+    records: FileJobRecords
+    on_step: Callable[[Journal, str, str], None] | None = None  # (journal, step, what happened)
+    stop_requested: Callable[[], bool] = field(default=lambda: False)
+    checkpoint_timeout_s: float = CHECKPOINT_TIMEOUT_S
+    resume_timeout_s: float = RESUME_TIMEOUT_S
+    lease_ttl_s: float = LEASE_TTL_S
+    timings: dict[str, float] = field(default_factory=dict)  # step → seconds (benchmarks)
+
+    @classmethod
+    def for_project(cls, project: Project, holder: str, **kwargs: Any) -> Mover:
+        from router.flows.jobs import engine_for
+
+        engine = engine_for(project)
+        return cls(project, engine, holder, job_records_for(engine.backend.url), **kwargs)
+
+    # --- starting -----------------------------------------------------------------------------
+
+    def begin(self, job: str, target: Placement, reason: str, *, kind: str = "migrate") -> Journal:
+        """Write the journal's intent (after the kill point `before:intent`)."""
+        if self.records.open_journal(job) is not None:
+            raise OperationFailed(
+                f"job {job}: a migration is already under way — `route watch --once` finishes it"
+            )
+        record = self._record(job)
+        from_stack = str(record.get("stack") or job)
+        used = {s.name for s in self.engine.list_stacks()} | {from_stack}
+        used |= {j.to_stack for j in self.records.closed_journals(job)}
+        now = _now()
+        journal = Journal(
+            id=f"{kind[0]}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(3)}",
+            job=job,
+            kind="replace" if kind == "replace" else "migrate",
+            from_stack=from_stack,
+            to_stack=next_stack_name(job, used),
+            target=placement_record(target),
+            reason=reason,
+            created_at=now.isoformat(),
+        )
+        self._say(journal, "intent", f"{journal.kind} {job}: {journal.from_stack} → "
+                  f"{journal.to_stack} ({_place(journal.target)}): {reason}")  # fmt: skip
+        return self._step(journal, "intent")
+
+    # --- running ------------------------------------------------------------------------------
+
+    def run(self, journal: Journal) -> Journal:
+        """Run the journal to its end: done, or rolled back when a step fails before the point
+        of no return. Stops between steps (journal left open) if stop_requested()."""
+        while journal.outcome == "open":
+            self._renew(journal.job)
+            if journal.rolling_back:
+                return self._rollback(journal)
+            step = journal.next_step()
+            if step is None:
+                break
+            if self.stop_requested():
+                self._say(journal, step, "stopping before this step; the journal stays open")
+                return journal
+            started = time.monotonic()
+            try:
+                journal = self._step(journal, step)
+            except StepFailed as exc:
+                if not journal.can_roll_back():
+                    raise
+                journal = journal.start_rollback(exc.message)
+                self.records.write_journal(journal)
+                self._say(journal, step, f"failed: {exc.message} — rolling back")
+                continue
+            self.timings[step] = self.timings.get(step, 0.0) + time.monotonic() - started
+        return journal
+
+    def _step(self, journal: Journal, step: str) -> Journal:
+        kill_point(f"before:{step}")
+        journal = journal.begin(step, _now())
+        self.records.write_journal(journal)
+        data = getattr(self, "_" + step.replace("-", "_"))(journal)
+        kill_point(f"after:{step}")
+        journal = journal.finish(step, _now(), data)
+        self.records.write_journal(journal)
+        self._say(journal, step, _describe(step, journal.data(step)))
+        return journal
+
+    # --- the steps (each idempotent) ------------------------------------------------------------
+
+    def _intent(self, journal: Journal) -> dict[str, Any]:
+        # What later steps need of the old placement, read before the record moves on.
+        record = self._record(journal.job)
+        outputs = record.get("outputs") or {}
+        return {
+            "checkpoint_url": str(outputs.get("checkpointUrl", "")),
+            "old_outputs": outputs,
+            "lost": self._record_place(record),
+        }
+
+    def _checkpoint_requested(self, journal: Journal) -> dict[str, Any]:
+        if journal.kind == "replace":
+            return {"skipped": "the old placement is gone: nothing to ask"}
+        directory = self._old_checkpoint_dir(journal)
+        ckpt.request_save(directory, journal.id, journal.from_stack, _now())
+        return {"request": journal.id, "dir": str(directory)}
+
+    def _checkpoint_complete(self, journal: Journal) -> dict[str, Any]:
+        directory = self._old_checkpoint_dir(journal)
+        if journal.kind == "replace":
+            latest = ckpt.latest_checkpoint(directory)
+            return _ckpt_data(latest)
+        deadline = time.monotonic() + self.checkpoint_timeout_s
+        while True:
+            found = ckpt.answered(directory, journal.id)
+            if found is not None:
+                return _ckpt_data(found)
+            if not self._old_alive(journal):
+                # Preempted meanwhile: the newest complete checkpoint is what there is.
+                latest = ckpt.latest_checkpoint(directory)
+                if latest is None:
+                    raise StepFailed("the job stopped before any complete checkpoint")
+                return {**_ckpt_data(latest), "note": "old placement gone; newest checkpoint"}
+            if time.monotonic() > deadline:
+                raise StepFailed(
+                    f"the job did not answer the save request within "
+                    f"{self.checkpoint_timeout_s:.0f} s (does it use the checkpoint library?)"
+                )
+            time.sleep(POLL_S)
+
+    def _new_stack_up(self, journal: Journal) -> dict[str, Any]:
+        from router.flows.launch import LaunchFailed, launch
+        from router.flows.plan import plan_job
+
+        record = self._record(journal.job)
+        job_file = Path(str(record.get("job_file") or ""))
+        if not job_file.is_file():
+            raise StepFailed(f"the job file {job_file} is gone: cannot plan the new placement")
+        report = plan_job(job_file, project=self.project, now=_now())
+        ranked = list(report.result.placements)
+        wanted = journal.target
+        same = [p for p in ranked if _same_place(placement_record(p), wanted)]
+        if journal.kind == "migrate":
+            candidates = same
+            if not candidates:
+                raise StepFailed(f"{_place(wanted)} is no longer offered for this job")
+        else:
+            lost = journal.data("intent").get("lost") or {}
+            candidates = same + [
+                p for p in ranked if p not in same and not _same_zone(placement_record(p), lost)
+            ]
+        try:
+            outcome, proposal, tries = launch(
+                report.job,
+                report.org,
+                candidates,
+                project=self.project,
+                confirm=lambda _r: True,
+                stack=journal.to_stack,
+                record=False,
+                max_tries=1 if journal.kind == "migrate" else 3,
+                job_file=job_file,
+            )
+        except LaunchFailed as exc:
+            raise StepFailed(exc.message) from None
+        new_url = str(outcome.outputs.get("checkpointUrl", ""))
+        copied = self._copy_checkpoint(journal, new_url)
+        return {
+            "placement": placement_record(proposal.chosen),
+            "outputs": outcome.outputs,
+            "tries": [t.to_json() for t in tries],
+            "copied": copied,
+        }
+
+    def _resume_confirmed(self, journal: Journal) -> dict[str, Any]:
+        up = journal.data("new-stack-up")
+        outputs = up.get("outputs") or {}
+        directory = ckpt.checkpoint_dir(str(outputs.get("checkpointUrl", "")))
+        want = journal.data("checkpoint-complete").get("step")
+        deadline = time.monotonic() + self.resume_timeout_s
+        while True:
+            said = ckpt.resumed(directory)
+            if (
+                said is not None
+                and said.get("placement") == journal.to_stack
+                and (want is None or int(said.get("step", -1)) >= int(want))
+            ):
+                break
+            if not _group_alive(outputs):
+                raise StepFailed(f"the job on {journal.to_stack} exited before it resumed")
+            if time.monotonic() > deadline:
+                raise StepFailed(
+                    f"the job on {journal.to_stack} did not confirm it resumed within "
+                    f"{self.resume_timeout_s:.0f} s"
+                )
+            time.sleep(POLL_S)
+        self._switch_record(journal, up)
+        return {"step": said.get("step"), "placement": journal.to_stack}
+
+    def _old_stack_down(self, journal: Journal) -> dict[str, Any]:
+        from router.flows.jobs import destroy_stack
+
+        deleted = destroy_stack(self.engine, journal.from_stack, project=self.project)
+        with contextlib.suppress(OperationFailed):
+            ckpt.withdraw_request(self._old_checkpoint_dir(journal), journal.id)
+        return {"deleted": deleted}
+
+    def _done(self, journal: Journal) -> dict[str, Any]:
+        state = self.records.read_state(journal.job)
+        now = _now()
+        if journal.kind == "migrate":
+            state["last_move_at"] = now.isoformat()
+        state.setdefault("moves", 0)
+        state["moves"] = int(state["moves"]) + 1
+        self.records.write_state(journal.job, state)
+        return {}
+
+    # --- rollback -------------------------------------------------------------------------------
+
+    def _rollback(self, journal: Journal) -> Journal:
+        """Undo a journal that failed before the point of no return; the old placement stays."""
+        from router.flows.jobs import destroy_stack
+
+        kill_point("before:rollback")
+        destroy_stack(self.engine, journal.to_stack, project=self.project)
+        with contextlib.suppress(OperationFailed):
+            ckpt.withdraw_request(self._old_checkpoint_dir(journal), journal.id)
+        journal = journal.rolled_back(_now())
+        self.records.write_journal(journal)
+        self._say(journal, "rollback", f"rolled back: {journal.rollback_reason}")
+        return journal
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _renew(self, job: str) -> None:
+        if self.records.acquire(job, self.holder, self.lease_ttl_s, _now()) is None:
+            raise LeaseLost(f"job {job}: another watcher holds its lease now; stopped")
+
+    def _say(self, journal: Journal, step: str, what: str) -> None:
+        if self.on_step is not None:
+            self.on_step(journal, step, what)
+
+    def _record(self, job: str) -> dict[str, Any]:
+        from router.flows.jobs import read_placement
+
+        record = read_placement(self.engine.records(), job)
+        if record is None:
+            raise OperationFailed(
+                f"job {job}: no placement recorded — deploy it with `route deploy`"
+            )
+        return record
+
+    @staticmethod
+    def _record_place(record: dict[str, Any]) -> dict[str, Any]:
+        return {k: record.get(k) for k in ("cloud", "region", "zone", "instance_type", "market")}
+
+    def _old_checkpoint_dir(self, journal: Journal) -> Path:
+        return ckpt.checkpoint_dir(str(journal.data("intent").get("checkpoint_url", "")))
+
+    def _old_alive(self, journal: Journal) -> bool:
+        return _group_alive(journal.data("intent").get("old_outputs") or {})
+
+    def _copy_checkpoint(self, journal: Journal, new_url: str) -> bool:
+        """Copy the hand-over checkpoint when the new placement's storage is elsewhere."""
+        source = journal.data("checkpoint-complete").get("path")
+        if not source or not new_url:
+            return False
+        target_dir = ckpt.checkpoint_dir(new_url)
+        source_path = Path(str(source))
+        if source_path.parent == target_dir:
+            return False
+        destination = target_dir / source_path.name
+        if not (destination / ckpt.MANIFEST_NAME).exists():
+            tmp = target_dir / f".{source_path.name}.copy"
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(source_path, tmp)
+            manifest = tmp / ckpt.MANIFEST_NAME
+            # the manifest last, as the library writes it: a torn copy never counts
+            data = manifest.read_bytes()
+            manifest.unlink()
+            tmp.rename(destination)
+            (destination / ckpt.MANIFEST_NAME).write_bytes(data)
+        return True
+
+    def _switch_record(self, journal: Journal, up: dict[str, Any]) -> None:
+        """The job's placement record now names the new stack (idempotent)."""
+        from router.flows.jobs import placement_key, read_placement
+
+        records = self.engine.records()
+        before = read_placement(records, journal.job) or {}
+        if before.get("stack") == journal.to_stack:
+            return
+        p = up.get("placement") or {}
+        now = _now()
+        run_h = float(before.get("run_h_before") or 0.0)
+        if before.get("deployed_at"):
+            run_h += (now - datetime.fromisoformat(before["deployed_at"])).total_seconds() / 3600
+        record = {
+            **{k: before.get(k) for k in ("job_file", "submitted_at")},
+            "job": journal.job,
+            "cloud": p.get("cloud"),
+            "region": p.get("region"),
+            "zone": p.get("zone"),
+            "instance_type": p.get("instance_type"),
+            "market": p.get("market"),
+            "gpu": p.get("gpu"),
+            "gpu_count": p.get("gpu_count"),
+            "node_count": p.get("node_count"),
+            "price_per_hour": p.get("price_per_hour"),
+            "price_source": p.get("price_source"),
+            "stack": journal.to_stack,
+            "deployed_at": now.isoformat(),
+            "outputs": up.get("outputs") or {},
+            "run_h_before": run_h,
+            "previous": {
+                "stack": before.get("stack") or journal.job,
+                **self._record_place(before),
+                "price_per_hour": before.get("price_per_hour"),
+                "until": now.isoformat(),
+            },
+        }
+        records.put(placement_key(journal.job), record)
+
+
+def placement_record(p: Placement) -> dict[str, Any]:
+    """What a journal and a placement record keep of a placement (USD per instance-hour)."""
+    from router.core.placement import placement_site
+
+    return {
+        **placement_site(p),
+        "price_per_hour": p.price_per_hour,
+        "list_price_per_hour": p.list_price_per_hour,
+        "node_count": p.node_count,
+        "price_source": p.price_source,
+        "interruptions_per_hour": p.interruptions_per_hour,
+    }
+
+
+def _ckpt_data(info: ckpt.CheckpointInfo | None) -> dict[str, Any]:
+    if info is None:
+        return {"step": None, "path": None, "bytes": 0}
+    return {"step": info.step, "path": str(info.path), "bytes": info.total_bytes}
+
+
+def _group_alive(outputs: dict[str, Any]) -> bool:
+    from components.local import parse_group_id, process_alive
+
+    ids = parse_group_id(str(outputs.get("groupId", "")))
+    if ids is None:
+        return True  # a cloud group: the engine's refresh says more; assume it runs
+    return process_alive(*ids)
+
+
+def _same_place(p: dict[str, Any], q: dict[str, Any]) -> bool:
+    keys = ("cloud", "region", "zone", "instance_type", "market")
+    return all(p.get(k) == q.get(k) for k in keys)
+
+
+def _same_zone(p: dict[str, Any], q: dict[str, Any]) -> bool:
+    return (p.get("cloud"), p.get("region"), p.get("zone") or p.get("region")) == (
+        q.get("cloud"),
+        q.get("region"),
+        q.get("zone") or q.get("region"),
+    )
+
+
+def _describe(step: str, data: dict[str, Any]) -> str:
+    if step == "intent":
+        return "recorded"
+    if step == "checkpoint-requested":
+        return data.get("skipped") or "asked the job to save now and hold"
+    if step == "done":
+        return "journal closed"
+    if step == "checkpoint-complete":
+        return f"checkpoint at step {data.get('step')} ({data.get('bytes', 0)} bytes)"
+    if step == "new-stack-up":
+        p = data.get("placement") or {}
+        return f"new placement up: {_place(p)} ${p.get('price_per_hour', 0):,.2f}/h"
+    if step == "resume-confirmed":
+        return f"resumed at step {data.get('step')} on {data.get('placement')}"
+    if step == "old-stack-down":
+        return f"old placement destroyed ({data.get('deleted', 0)} resources)"
+    return step
+
+
+__all__ = ["KILL_ENV", "STEPS", "LeaseLost", "Mover", "StepFailed", "kill_point"]
+
+
+# --- route migrate ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MigrationOutcome:
+    journal: Journal
+    timings: dict[str, float]  # seconds per step
+
+
+def choose_target(
+    job: str, *, project: Project, to: str | None, now: datetime
+) -> tuple[Placement, dict[str, Any]]:
+    """The best placement for the job now within `to`, other than where it runs; + its record."""
+    from router.flows.jobs import candidates_within, engine_for, read_placement
+    from router.flows.plan import plan_job
+
+    engine = engine_for(project)
+    record = read_placement(engine.records(), job)
+    if record is None:
+        raise OperationFailed(f"job {job}: no placement recorded — deploy it with `route deploy`")
+    job_file = Path(str(record.get("job_file") or ""))
+    if not job_file.is_file():
+        raise OperationFailed(
+            f"job {job}: its job file {job_file} is gone — redeploy with `route deploy JOB_FILE`"
+        )
+    report = plan_job(job_file, project=project, now=now)
+    here = {k: record.get(k) for k in ("cloud", "region", "zone", "instance_type", "market")}
+    others = [p for p in report.result.placements if not _same_place(placement_record(p), here)]
+    candidates = candidates_within(report.job, others, to, job_file)
+    return candidates[0], record
+
+
+def migrate_job(
+    job: str,
+    *,
+    project: Project,
+    to: str | None,
+    holder: str,
+    confirm: Callable[[Placement, dict[str, Any]], bool],
+    on_step: Callable[[Journal, str, str], None] | None = None,
+) -> MigrationOutcome | None:
+    """`route migrate`: move the job to the best placement within `to`; None if declined."""
+    mover = Mover.for_project(project, holder, on_step=on_step)
+    now = _now()
+    if mover.records.acquire(job, holder, mover.lease_ttl_s, now) is None:
+        lease = mover.records.current(job)
+        raise OperationFailed(
+            f"job {job} is being handled by another router (lease held by "
+            f"{lease.holder if lease else '?'}) — try again when it is done"
+        )
+    try:
+        open_journal = mover.records.open_journal(job)
+        if open_journal is not None:  # a killed router's move: finish it first
+            journal = mover.run(open_journal)
+            return MigrationOutcome(journal, dict(mover.timings))
+        target, record = choose_target(job, project=project, to=to, now=now)
+        if not confirm(target, record):
+            return None
+        reason = (
+            f"route migrate{' --to ' + to if to else ''}: "
+            f"${record.get('price_per_hour') or 0:,.2f}/h → ${target.price_per_hour:,.2f}/h"
+        )
+        journal = mover.begin(job, target, reason)
+        journal = mover.run(journal)
+        mover.records.append_decision(
+            job,
+            {
+                "at": _now().isoformat(),
+                "by": "route migrate",
+                "action": "move",
+                "reason": reason,
+                "target": placement_record(target),
+                "journal": journal.id,
+                "outcome": journal.outcome,
+            },
+        )
+        return MigrationOutcome(journal, dict(mover.timings))
+    finally:
+        mover.records.release(job, holder, _now())

@@ -1,0 +1,386 @@
+"""`route watch`: the reconcile loop — per job observe, decide (the pure, shared decide()), act.
+
+Observe: the job's placement record and stack outputs, whether its process/instances still run,
+the checkpoint files (newest complete checkpoint, interruption marker, finished record) and
+today's prices (the planner's ranked placements, minus zones blocked by launch failures).
+Decide: router.core.decide.decide — the same function the backtest replays. Act: migrate
+(move / switch-market), re-place after an interruption, or stay; every decision is recorded
+with its numbers in the state backend, shown by `route status JOB --history`.
+
+One job's failure is recorded and never stops the others. Jobs are observed and decided
+concurrently (a thread pool of `concurrency`); engine actions run one at a time per watcher
+process (the Pulumi inline-program runtime is process-global). A lease per job in the backend
+means two watchers never act on one job at once; the one that comes second decides on what the
+first left (after a move: within the cooldown, stay), so each action is taken once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from router.config import checkpoints as ckpt
+from router.config.project import Project
+from router.core.decide import (
+    MOVE,
+    REPLACE,
+    SWITCH_MARKET,
+    Current,
+    Decision,
+    History,
+    Progress,
+    Rules,
+    TransferCosts,
+    decide,
+)
+from router.core.errors import RouteError
+from router.core.journal import job_of_stack
+from router.engine.job_records import holder_id
+from router.flows.migrate import LeaseLost, Mover, _group_alive
+
+DEFAULT_INTERVAL_S = 60.0
+DEFAULT_CONCURRENCY = 4
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedCapacity:
+    """The placement a job is on, as decide() sees it (price now where the market says)."""
+
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    market: str
+    price_per_hour: float
+    interruptions_per_hour: float = 0.0
+
+
+@dataclass
+class JobReport:
+    """What the watcher did with one job in one pass."""
+
+    job: str
+    # stay | move | switch-market | replace | wait | finished | recovered | skipped | error
+    action: str
+    reason: str
+    decision: dict[str, Any] | None = None
+    journal: str | None = None
+    outcome: str | None = None  # done | rolled-back | open (journal)
+    router_s: float = 0.0  # seconds spent in the router for this job, engine excluded
+    decide_s: float = 0.0  # seconds in decide() alone
+    engine_s: float = 0.0  # seconds in engine actions (migrations)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "action": self.action,
+            "reason": self.reason,
+            "decision": self.decision,
+            "journal": self.journal,
+            "outcome": self.outcome,
+            "router_s": round(self.router_s, 6),
+            "decide_s": round(self.decide_s, 6),
+            "engine_s": round(self.engine_s, 3),
+        }
+
+
+@dataclass
+class Watcher:
+    project: Project
+    interval_s: float = DEFAULT_INTERVAL_S
+    concurrency: int = DEFAULT_CONCURRENCY
+    holder: str = field(default_factory=lambda: holder_id(secrets.token_hex(4)))
+    stop_requested: Callable[[], bool] = field(default=lambda: False)
+    on_report: Callable[[JobReport], None] | None = None
+    on_step: Callable[[Any, str, str], None] | None = None
+    _engine_lock: threading.Lock = field(default_factory=threading.Lock)
+    _mover: Mover | None = None
+
+    @property
+    def mover(self) -> Mover:
+        if self._mover is None:
+            self._mover = Mover.for_project(
+                self.project, self.holder, on_step=self.on_step, stop_requested=self.stop_requested
+            )
+        return self._mover
+
+    def jobs(self) -> list[str]:
+        """Every job with a stack in the backend or an open journal."""
+        names = {job_of_stack(s.name) for s in self.mover.engine.list_stacks()}
+        names |= {j for j in self.mover.records.jobs() if self.mover.records.open_journal(j)}
+        return sorted(names)
+
+    def once(self, jobs: Sequence[str] | None = None) -> list[JobReport]:
+        """One pass over the jobs (all, or the ones named), at most `concurrency` at a time."""
+        names = list(jobs) if jobs is not None else self.jobs()
+        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
+            reports = list(pool.map(self._guarded, names))
+        return reports
+
+    def loop(self) -> None:
+        """Pass after pass every interval until stop_requested() (SIGTERM / Ctrl-C)."""
+        while not self.stop_requested():
+            started = time.monotonic()
+            self.once()
+            while not self.stop_requested() and time.monotonic() - started < self.interval_s:
+                time.sleep(0.2)
+
+    # --- one job ----------------------------------------------------------------------------
+
+    def _guarded(self, job: str) -> JobReport:
+        started = time.monotonic()
+        try:
+            report = self._handle(job)
+        except LeaseLost as exc:
+            report = JobReport(job, "skipped", exc.message)
+        except RouteError as exc:
+            report = JobReport(job, "error", exc.message)
+            self._record_error(job, exc.message)
+        except Exception as exc:
+            report = JobReport(job, "error", f"unexpected {type(exc).__name__}: {exc}")
+            self._record_error(job, report.reason)
+        report.router_s = time.monotonic() - started - report.engine_s
+        if self.on_report is not None:
+            self.on_report(report)
+        return report
+
+    def _record_error(self, job: str, message: str) -> None:
+        with contextlib.suppress(Exception):  # the report still says it
+            self.mover.records.append_decision(
+                job, {"at": _now().isoformat(), "by": "route watch", "action": "error",
+                      "reason": message}
+            )  # fmt: skip
+
+    def _handle(self, job: str) -> JobReport:
+        records = self.mover.records
+        now = _now()
+        lease = records.acquire(job, self.holder, self.mover.lease_ttl_s, now)
+        if lease is None:
+            held = records.current(job)
+            return JobReport(job, "skipped", f"lease held by {held.holder if held else '?'}")
+        ran = False
+        try:
+            journal = records.open_journal(job)
+            if journal is not None:
+                engine_started = time.monotonic()
+                with self._engine_lock:
+                    journal = self.mover.run(journal)
+                ran = True
+                return JobReport(
+                    job, "recovered", f"finished the open journal of a {journal.kind}",
+                    journal=journal.id, outcome=journal.outcome,
+                    engine_s=time.monotonic() - engine_started,
+                )  # fmt: skip
+            report = self._decide_and_act(job, now)
+            ran = True
+            return report
+        finally:
+            records.release(job, self.holder, _now(), ran=ran)
+
+    def _decide_and_act(self, job: str, now: datetime) -> JobReport:
+        from router.flows.jobs import read_placement
+
+        records = self.mover.records
+        record = read_placement(self.mover.engine.records(), job)
+        if record is None:
+            return JobReport(job, "skipped", "no placement recorded (deployed elsewhere?)")
+        observed = observe(self.project, record, now)
+        if observed.finished:
+            return JobReport(job, "finished", f"finished at step {observed.finished_step}")
+        state = records.read_state(job)
+        history = _history(state)
+        rules = observed.rules
+        started = time.perf_counter()
+        decision = decide(
+            rules, observed.progress, observed.current, observed.candidates, history, now
+        )
+        decide_s = time.perf_counter() - started
+        entry = {
+            "at": now.isoformat(),
+            "by": "route watch",
+            "action": decision.action,
+            "reason": decision.reason,
+            "numbers": decision.numbers.to_json(),
+            "target": decision.to_json()["target"],
+            "current": {
+                "stack": record.get("stack") or job,
+                **{k: record.get(k) for k in ("cloud", "region", "zone", "market")},
+                "price_per_hour": observed.current.placement.price_per_hour,
+                "interrupted": observed.current.interrupted,
+            },
+            "progress": {
+                "done_h": observed.progress.done_h,
+                "checkpointed_h": observed.progress.checkpointed_h,
+                "total_h": observed.progress.total_h,
+            },
+            "considered": decision.considered,
+        }
+        if decision.commit_on_demand and not state.get("committed_on_demand"):
+            state["committed_on_demand"] = True
+            records.write_state(job, state)
+        report = JobReport(job, decision.action, decision.reason, decision.to_json(),
+                           decide_s=decide_s)  # fmt: skip
+        if decision.action in (MOVE, SWITCH_MARKET, REPLACE) and decision.target is not None:
+            target = observed.placement_for(decision)
+            if observed.current.interrupted:
+                lost = list(state.get("lost_zones") or [])
+                p = observed.current.placement
+                lost.append([[p.cloud, p.region, p.zone or p.region], now.isoformat()])
+                state["lost_zones"] = lost[-20:]
+                records.write_state(job, state)
+            kind = "replace" if decision.action == REPLACE else "migrate"
+            engine_started = time.monotonic()
+            with self._engine_lock:
+                journal = self.mover.begin(job, target, decision.reason, kind=kind)
+                entry["journal"] = journal.id
+                records.append_decision(job, {**entry, "acted": True})
+                journal = self.mover.run(journal)
+            report.engine_s = time.monotonic() - engine_started
+            report.journal, report.outcome = journal.id, journal.outcome
+            records.append_decision(
+                job, {"at": _now().isoformat(), "by": "route watch", "action": "outcome",
+                      "journal": journal.id, "outcome": journal.outcome,
+                      "reason": f"{kind} {journal.outcome}"
+                      + (f": {journal.rollback_reason}" if journal.rollback_reason else "")}
+            )  # fmt: skip
+            return report
+        records.append_decision(job, {**entry, "acted": False})
+        return report
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _history(state: dict[str, Any]) -> History:
+    lost = tuple(
+        ((str(z[0]), str(z[1]), str(z[2])), datetime.fromisoformat(at))
+        for z, at in state.get("lost_zones") or []
+    )
+    last = state.get("last_move_at")
+    return History(
+        last_move_at=datetime.fromisoformat(last) if last else None,
+        lost_zones=lost,
+        committed_on_demand=bool(state.get("committed_on_demand")),
+    )
+
+
+@dataclass
+class Observation:
+    """What route watch saw of one job: progress, where it is, what it could use now."""
+
+    rules: Rules
+    progress: Progress
+    current: Current
+    candidates: list[Any]
+    finished: bool = False
+    finished_step: int | None = None
+
+    def placement_for(self, decision: Decision) -> Any:
+        t = decision.target
+        assert t is not None
+        return next(c for c in self.candidates if c is t)
+
+
+def observe(project: Project, record: dict[str, Any], now: datetime) -> Observation:
+    """Read one job's state: record, process, checkpoint files, prices now (no engine call)."""
+    from router.config.blocks import read_blocks
+    from router.config.datafiles import load_egress
+    from router.config.home import spotroute_home
+    from router.core.failover import blocking
+    from router.flows.plan import plan_job
+
+    job_file = Path(str(record.get("job_file") or ""))
+    if not job_file.is_file():
+        raise RouteError(f"job {record.get('job')}: its job file {job_file} is gone — redeploy it")
+    report = plan_job(job_file, project=project, now=now)
+    job = report.job
+    outputs = record.get("outputs") or {}
+    url = str(outputs.get("checkpointUrl", ""))
+    directory = ckpt.checkpoint_dir(url) if url.startswith("file://") else None
+    latest = ckpt.latest_checkpoint(directory) if directory else None
+    done = ckpt.finished(directory) if directory else None
+    alive = _group_alive(outputs)
+    if done is not None and not alive:
+        return Observation(
+            Rules(), Progress(1, 1, 1, now), Current(_placed(record, []), now), [], True,
+            int(done.get("step", 0)),
+        )  # fmt: skip
+    deployed_at = datetime.fromisoformat(record["deployed_at"])
+    before_h = float(record.get("run_h_before") or 0.0)
+    ran_h = max(0.0, (now - deployed_at).total_seconds() / 3600)
+    ckpt_h = before_h
+    if latest is not None and latest.time is not None:
+        ckpt_h = before_h + max(0.0, (latest.time - deployed_at).total_seconds() / 3600)
+    done_h = before_h + ran_h if alive else ckpt_h
+    submitted = datetime.fromisoformat(record.get("submitted_at") or record["deployed_at"])
+    blocks = read_blocks(spotroute_home())
+    candidates = [
+        p for p in report.result.placements
+        if blocking(blocks, p.cloud, p.region, p.zone, now) is None
+    ]  # fmt: skip
+    checkpoint = job.checkpoint
+    data = job.data
+    rules = Rules(
+        node_count=job.node_count,
+        min_savings_pct=job.migration.min_savings_pct,
+        cooldown_s=job.migration.cooldown_s,
+        checkpoint_interval_s=checkpoint.interval_s if checkpoint else 1800.0,
+        restore_overhead_s=checkpoint.restore_overhead_s if checkpoint else 600.0,
+        deadline=job.deadline,
+        transfers=TransferCosts(
+            load_egress() if data is not None or latest is not None else None,
+            data_cloud=data.cloud if data else None,
+            data_region=data.region if data else "",
+            data_gb=data.size_gb if data else 0.0,
+            checkpoint_gb=(latest.total_bytes / 1e9) if latest else 0.0,
+        ),
+    )
+    progress = Progress(
+        done_h=min(done_h, job.duration_hours),
+        checkpointed_h=min(ckpt_h, done_h, job.duration_hours),
+        total_h=job.duration_hours,
+        started_at=submitted,
+    )
+    return Observation(
+        rules, progress, Current(_placed(record, candidates), deployed_at, not alive), candidates
+    )
+
+
+def _placed(record: dict[str, Any], candidates: Sequence[Any]) -> PlacedCapacity:
+    here = {k: record.get(k) for k in ("cloud", "region", "zone", "instance_type", "market")}
+    for p in candidates:
+        if all(getattr(p, k) == v for k, v in here.items()):
+            return PlacedCapacity(
+                p.cloud, p.region, p.zone, p.instance_type, p.market, p.price_per_hour,
+                p.interruptions_per_hour,
+            )  # fmt: skip
+    return PlacedCapacity(
+        str(here["cloud"]), str(here["region"]), here["zone"], str(here["instance_type"]),
+        str(here["market"]), float(record.get("price_per_hour") or 0.0),
+    )  # fmt: skip
+
+
+# --- route status --history -----------------------------------------------------------------------
+
+
+def job_history(job: str, *, project: Project) -> dict[str, Any]:
+    """Every decision and journal of the job, oldest first (route status JOB --history)."""
+    from router.engine.job_records import job_records_for
+    from router.flows.jobs import engine_for
+
+    engine = engine_for(project)
+    records = job_records_for(engine.backend.url)
+    journals = [j.to_json() for j in records.closed_journals(job)]
+    current = records.open_journal(job)
+    if current is not None:
+        journals.append(current.to_json())
+    return {"job": job, "decisions": records.decisions(job), "journals": journals}

@@ -1,0 +1,102 @@
+"""Helpers of the local-market engine tests: a trace, the example trainer, its checkpoints."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.engine.engine_cli import REPO, Route
+
+TRAIN = REPO / "examples" / "local-market" / "train.py"
+PYTHON = sys.executable
+
+
+def expected_w(step: int) -> int:
+    """The trainer's parameter after `step` uninterrupted steps (examples/local-market/train.py)."""
+    w = 1
+    for i in range(step):
+        w = (w * 31 + i) % 1000003
+    return w
+
+
+def write_market(route: Route, rows: list[tuple[str, str, float, int]]) -> None:
+    """spotroute.yaml with a local market priced by trace.csv: (region, market, $/h, capacity)."""
+    (route.project / "spotroute.yaml").write_text(
+        "clouds: [local]\nlocal_market:\n  trace: trace.csv\n"
+    )
+    lines = ["at,region,market,price_per_hour,capacity"]
+    lines += [f"0s,{r},{m},{p},{c}" for r, m, p, c in rows]
+    (route.project / "trace.csv").write_text("\n".join(lines) + "\n")
+
+
+def write_trainer_job(
+    route: Route, name: str, *, steps: int = 0, step_s: float = 0.05, every: int = 4,
+    cooldown: str = "10m", min_savings_pct: float = 20,
+) -> Path:  # fmt: skip
+    """A spot job running the example trainer from the project directory."""
+    shutil.copy(TRAIN, route.project / "train.py")
+    doc: dict[str, Any] = {
+        "name": name,
+        "resources": {"accelerators": "A100-80GB:8", "clouds": ["local"]},
+        "market": "spot",
+        "duration_hours": 4,
+        "checkpoint": {"interval": "2s", "restore_overhead": "30s", "url": "auto"},
+        "migration": {"min_savings_pct": min_savings_pct, "cooldown": cooldown},
+        "run": {
+            "command": ["/bin/sh", "-c", f'exec {PYTHON} "$SPOTROUTE_PROJECT_DIR/train.py"'],
+            "env": {"STEPS": str(steps), "STEP_S": str(step_s), "CHECKPOINT_EVERY": str(every)},
+        },
+    }
+    path = route.project / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def placement(route: Route, job: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((route.home / "placements" / f"{job}.json").read_text())
+    return data
+
+
+def checkpoints(route: Route, job: str) -> Path:
+    return route.home / "checkpoints" / job / job
+
+
+def latest_state(route: Route, job: str) -> tuple[int, int]:
+    """(step, w) of the newest complete checkpoint."""
+    from router.config.checkpoints import latest_checkpoint
+
+    info = latest_checkpoint(checkpoints(route, job))
+    assert info is not None, "no complete checkpoint"
+    state = json.loads((info.path / "state.json").read_text())
+    return info.step, int(state["w"])
+
+
+def job_stacks(route: Route, job: str) -> list[str]:
+    return [s for s in route.stacks_in_backend() if s == job]
+
+
+def backend_stacks(route: Route) -> list[str]:
+    """Stack names in the backend, dots kept (`job.2`)."""
+    root = route.home / "state" / ".pulumi" / "stacks"
+    if not root.is_dir():
+        return []
+    names = []
+    for p in root.rglob("*"):
+        if p.name.endswith(".json"):
+            names.append(p.name[: -len(".json")])
+        elif p.name.endswith(".json.gz"):
+            names.append(p.name[: -len(".json.gz")])
+    return sorted(names)
+
+
+def open_journal(route: Route, job: str) -> dict[str, Any] | None:
+    path = route.home / "state" / ".spotroute" / "jobs" / job / "journal.json"
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data

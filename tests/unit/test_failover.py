@@ -1,0 +1,185 @@
+"""Launch failover: the providers' real refusal texts are recognised, zones then regions blocked."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from router.core.failover import Block, block_after, blocking, classify_launch_error, prune
+
+NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+
+# As the engine prints them: the Pulumi diagnostic around the provider's own error.
+PAYLOADS = [
+    (
+        "aws",
+        "  aws:ec2:Fleet (train-fleet):\n    error:  sdk-v2/provider2.go:572: sdk.helper_schema: "
+        "creating EC2 Fleet: InsufficientInstanceCapacity: There is no Spot capacity available "
+        "that matches your request.: provider=aws@7.3.0",
+        "InsufficientInstanceCapacity",
+        "capacity",
+    ),
+    (
+        "aws",
+        "error: creating EC2 Fleet: InsufficientInstanceCapacity: We currently do not have "
+        "sufficient p4d.24xlarge capacity in the Availability Zone you requested (us-east-1a). "
+        "Our system will be working on provisioning additional capacity. You can currently get "
+        "p4d.24xlarge capacity by not specifying an Availability Zone in your request or "
+        "choosing us-east-1b, us-east-1c.",
+        "InsufficientInstanceCapacity",
+        "capacity",
+    ),
+    (
+        "aws",
+        "error: creating EC2 Fleet: SpotMaxPriceTooLow: Your Spot request price of 1.2 is lower "
+        "than the minimum required Spot request fulfillment price of 9.8312.",
+        "SpotMaxPriceTooLow",
+        "price",
+    ),
+    (
+        "aws",
+        "error: creating EC2 Fleet: MaxSpotInstanceCountExceeded: Max spot instance count "
+        "exceeded",
+        "MaxSpotInstanceCountExceeded",
+        "quota",
+    ),
+    (
+        "aws",
+        "error: creating EC2 Fleet: VcpuLimitExceeded: You have requested more vCPU capacity "
+        "than your current vCPU limit of 0 allows for the instance bucket that the specified "
+        "instance type belongs to. Please visit http://aws.amazon.com/contact-us/ec2-request to "
+        "request an adjustment to this limit.",
+        "VcpuLimitExceeded",
+        "quota",
+    ),
+    (
+        "aws",
+        "error: creating EC2 Fleet: UnfulfillableCapacity: At this time there isn't enough "
+        "spare capacity to fulfill your request for Spot Instances.",
+        "UnfulfillableCapacity",
+        "capacity",
+    ),
+    (
+        "gcp",
+        "  gcp:compute:InstanceGroupManager (train-group):\n    error: 1 error occurred:\n"
+        "\t* Error waiting for Creating InstanceGroupManager: ZONE_RESOURCE_POOL_EXHAUSTED: The "
+        "zone 'projects/ml-prod/zones/us-central1-a' does not have enough resources available "
+        "to fulfill the request.  Try a different zone, or try again later.",
+        "ZONE_RESOURCE_POOL_EXHAUSTED",
+        "capacity",
+    ),
+    (
+        "gcp",
+        "error: code: ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS message: The zone "
+        "'projects/p/zones/us-central1-b' does not have enough resources available to fulfill "
+        "the request.",
+        "ZONE_RESOURCE_POOL_EXHAUSTED",
+        "capacity",
+    ),
+    (
+        "gcp",
+        "error: googleapi: Error 403: Quota 'NVIDIA_A100_80GB_GPUS' exceeded.  Limit: 0.0 in "
+        "region us-central1., quotaExceeded",
+        "QUOTA_EXCEEDED",
+        "quota",
+    ),
+    (
+        "gcp",
+        "error: Error waiting for instance to create: QUOTA_EXCEEDED: Quota 'GPUS_ALL_REGIONS' "
+        "exceeded.  Limit: 1.0 globally.",
+        "QUOTA_EXCEEDED",
+        "quota",
+    ),
+    (
+        "azure",
+        "  azure-native:compute:VirtualMachineScaleSet (train-vmss):\n    error: Status=409 "
+        'Code="SkuNotAvailable" Message="The requested VM size for resource \'Following SKUs '
+        "have failed for Capacity Restrictions: Standard_NC24ads_A100_v4' is currently not "
+        "available in location 'eastus'. Please try another size or deploy to a different "
+        'location or different zone. See https://aka.ms/azureskunotavailable for details."',
+        "SkuNotAvailable",
+        "capacity",
+    ),
+    (
+        "azure",
+        'error: Code="OverconstrainedAllocationRequest" Message="Allocation failed. VM(s) with '
+        "the following constraints cannot be allocated, because the condition is too "
+        "restrictive. Please remove some constraints and try again. Constraints applied are: "
+        '- VM Size"',
+        "OverconstrainedAllocationRequest",
+        "capacity",
+    ),
+    (
+        "azure",
+        'error: Code="OperationNotAllowed" Message="Operation could not be completed as it '
+        "results in exceeding approved Low Priority Cores quota. Additional details - "
+        "Deployment Model: Resource Manager, Location: eastus, Current Limit: 0, Current "
+        'Usage: 0, Additional Required: 24, (Minimum) New Limit Required: 24."',
+        "QuotaExceeded",
+        "quota",
+    ),
+    (
+        "local",
+        "error: Exception: LocalCapacityExhausted: local region local-a has no spot capacity "
+        "left (2 of 2 in use); try another region or market",
+        "LocalCapacityExhausted",
+        "capacity",
+    ),
+]
+
+
+@pytest.mark.parametrize(("cloud", "text", "code", "kind"), PAYLOADS)
+def test_provider_refusals_are_recognised_with_their_code_and_kind(
+    cloud: str, text: str, code: str, kind: str
+) -> None:
+    failure = classify_launch_error(text)
+    assert failure is not None, text
+    assert (failure.cloud, failure.code, failure.kind) == (cloud, code, kind)
+    assert "\n" not in failure.message and failure.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "error: stacks/Pulumi.x.yaml: spotroute:market: 'spot' needs a job that checkpoints",
+        "error: creating EC2 Fleet: UnauthorizedOperation: You are not authorized to perform "
+        "this operation.",
+        "error: googleapi: Error 400: Invalid value for field 'resource.machineType'",
+        "error: [mandatory] price-within-budget: $9.80/h above the cap",
+    ],
+)
+def test_other_failures_are_not_retried_elsewhere(text: str) -> None:
+    assert classify_launch_error(text) is None
+
+
+def test_capacity_blocks_the_zone_then_a_repeat_blocks_the_region() -> None:
+    failure = classify_launch_error("InsufficientInstanceCapacity: none")
+    assert failure is not None
+    first = block_after(failure, "aws", "us-east-1", "us-east-1a", [], NOW)
+    assert first.scope == "zone" and first.zone == "us-east-1a"
+    assert blocking([first], "aws", "us-east-1", "us-east-1a", NOW) == first
+    assert blocking([first], "aws", "us-east-1", "us-east-1b", NOW) is None
+    second = block_after(failure, "aws", "us-east-1", "us-east-1b", [first], NOW)
+    assert second.scope == "region"
+    assert blocking([first, second], "aws", "us-east-1", "us-east-1c", NOW) == second
+    assert blocking([first, second], "aws", "us-west-2", "us-west-2a", NOW) is None
+    later = NOW + timedelta(seconds=second.until.timestamp() - NOW.timestamp() + 1)
+    assert blocking([first, second], "aws", "us-east-1", "us-east-1c", later) is None
+
+
+def test_quota_blocks_the_region_at_once_and_old_blocks_are_forgotten() -> None:
+    failure = classify_launch_error("VcpuLimitExceeded: limit 0")
+    assert failure is not None
+    block = block_after(failure, "aws", "eu-west-1", "eu-west-1a", [], NOW)
+    assert block.scope == "region"
+    assert Block.from_json(block.to_json()) == block
+    assert prune([block], NOW + timedelta(days=1)) == []
+
+
+def test_zoneless_placement_blocks_only_itself() -> None:
+    failure = classify_launch_error("LocalCapacityExhausted: full")
+    assert failure is not None
+    block = block_after(failure, "local", "local-a", None, [], NOW)
+    assert blocking([block], "local", "local-a", None, NOW) == block
+    assert blocking([block], "local", "local-b", None, NOW) is None

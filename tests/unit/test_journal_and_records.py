@@ -1,0 +1,153 @@
+"""The migration journal, the job records and leases beside the stacks, the checkpoint files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import zlib
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from router.config import checkpoints as ckpt
+from router.core.errors import OperationFailed
+from router.core.journal import STEPS, Journal, job_of_stack, next_stack_name
+from router.engine.job_records import FileJobRecords, holder_dead, holder_id, job_records_for
+
+NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+TRAIN = Path(__file__).resolve().parents[2] / "examples" / "local-market" / "train.py"
+
+
+def _journal() -> Journal:
+    return Journal("m-1", "train", "migrate", "train", "train.2", {"cloud": "local"}, "why",
+                   NOW.isoformat())  # fmt: skip
+
+
+def test_journal_steps_run_in_order_and_roll_back_only_before_the_point_of_no_return() -> None:
+    j = _journal()
+    assert j.next_step() == "intent"
+    for step in STEPS[:4]:
+        j = j.begin(step, NOW)
+        assert j.next_step() == step  # begun is not done: a kill here re-runs it
+        j = j.finish(step, NOW, {"n": step})
+    assert j.next_step() == "resume-confirmed" and j.can_roll_back()
+    j = j.finish("resume-confirmed", NOW)
+    assert not j.can_roll_back()
+    j = j.finish("old-stack-down", NOW).finish("done", NOW)
+    assert j.outcome == "done" and j.next_step() is None
+    assert Journal.from_json(json.loads(json.dumps(j.to_json()))) == j
+    assert j.rolled_back(NOW).outcome == "rolled-back"
+
+
+def test_placement_stacks_are_named_after_the_job_and_never_reused() -> None:
+    assert next_stack_name("train", {"train"}) == "train.2"
+    assert next_stack_name("train", {"train.2", "train.5", "trainer.9"}) == "train.6"
+    assert job_of_stack("train.6") == "train" and job_of_stack("train") == "train"
+
+
+def test_leases_exclude_a_second_holder_until_expiry_or_the_holders_death(tmp_path: Path) -> None:
+    records = FileJobRecords(tmp_path)
+    me = holder_id("a")
+    other = "elsewhere:1:1:b"
+    assert records.acquire("train", me, 60, NOW) is not None
+    assert records.acquire("train", other, 60, NOW) is None
+    assert records.acquire("train", me, 60, NOW) is not None  # renewal
+    assert records.acquire("train", other, 60, NOW + timedelta(seconds=61)) is not None
+    # a holder on this host whose process is gone loses its lease at once
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    dead = f"{os.uname().nodename}:{proc.pid}:1:c"
+    assert holder_dead(dead)
+    assert records.acquire("job2", dead, 600, NOW) is not None
+    assert records.acquire("job2", me, 600, NOW) is not None
+    records.release("job2", me, NOW, ran=True)
+    lease = records.current("job2")
+    assert lease is not None and lease.last_run_at == NOW and lease.holder == ""
+
+
+def test_journals_close_into_the_archive_and_decisions_append(tmp_path: Path) -> None:
+    records = job_records_for(f"file://{tmp_path}")
+    j = _journal().begin("intent", NOW)
+    records.write_journal(j)
+    assert records.open_journal("train") == j
+    records.write_journal(j.rolled_back(NOW))
+    assert records.open_journal("train") is None
+    assert [x.outcome for x in records.closed_journals("train")] == ["rolled-back"]
+    records.append_decision("train", {"action": "stay", "reason": "$1 < $2"})
+    assert records.decisions("train") == [{"action": "stay", "reason": "$1 < $2"}]
+    with pytest.raises(OperationFailed, match="only file:// backends"):
+        job_records_for("s3://bucket/state")
+
+
+def _save(directory: Path, step: int, request: str | None = None, torn: bool = False) -> None:
+    d = directory / f"step-{step:012d}"
+    d.mkdir(parents=True)
+    blob = b'{"w": 7}'
+    (d / "state.json").write_bytes(blob[:-1] if torn else blob)
+    manifest = {"format": ckpt.FORMAT, "step": step, "time": NOW.isoformat(), "world_size": 1,
+                "job_id": "train", "mode": "files",
+                "files": [{"path": "state.json", "size": len(blob),
+                           "crc32": f"{zlib.crc32(blob):08x}"}],
+                "extra": {"request": request}}  # fmt: skip
+    (d / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_only_verified_checkpoints_count_and_requests_are_answered(tmp_path: Path) -> None:
+    _save(tmp_path, 4)
+    _save(tmp_path, 8, request="m-1")
+    _save(tmp_path, 12, torn=True)  # newest, but its file does not match the manifest
+    latest = ckpt.latest_checkpoint(tmp_path)
+    assert latest is not None and latest.step == 8
+    found = ckpt.answered(tmp_path, "m-1")
+    assert found is not None and found.step == 8
+    ckpt.request_save(tmp_path, "m-2", "train", NOW)
+    ckpt.withdraw_request(tmp_path, "m-1")  # not ours: stays
+    assert json.loads((tmp_path / ckpt.REQUEST_NAME).read_text())["id"] == "m-2"
+    ckpt.withdraw_request(tmp_path, "m-2")
+    assert not (tmp_path / ckpt.REQUEST_NAME).exists()
+    with pytest.raises(OperationFailed, match="only file://"):
+        ckpt.checkpoint_dir("s3://b/k/")
+
+
+def _trainer(directory: Path, placement: str, steps: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SPOTROUTE_CHECKPOINT_DIR": str(directory), "STEPS": str(steps),
+           "STEP_S": "0.01", "CHECKPOINT_EVERY": "3", "SPOTROUTE_PLACEMENT_ID": placement}
+    return subprocess.Popen([sys.executable, str(TRAIN)], env=env, stdout=subprocess.DEVNULL)
+
+
+def _wait(predicate: object, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_the_example_trainer_holds_for_a_hand_over_and_ends_as_an_uninterrupted_run(
+    tmp_path: Path,
+) -> None:
+    straight = tmp_path / "straight"
+    straight.mkdir()
+    assert _trainer(straight, "a", 60).wait(30) == 0
+    expected = json.loads((straight / ckpt.FINISHED_NAME).read_text())
+
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    first = _trainer(moved, "a", 60)
+    _wait(lambda: ckpt.latest_checkpoint(moved) is not None)
+    ckpt.request_save(moved, "m-1", "a", NOW)
+    _wait(lambda: ckpt.answered(moved, "m-1") is not None)
+    held = ckpt.answered(moved, "m-1")
+    assert held is not None
+    time.sleep(0.2)
+    assert ckpt.latest_checkpoint(moved).step == held.step  # type: ignore[union-attr]
+    second = _trainer(moved, "b", 60)
+    _wait(lambda: (ckpt.resumed(moved) or {}).get("placement") == "b")
+    assert ckpt.resumed(moved)["step"] == held.step  # type: ignore[index]
+    first.terminate()
+    assert first.wait(10) == 0 and ckpt.marker(moved) is None  # handed over: no marker
+    assert second.wait(30) == 0
+    assert json.loads((moved / ckpt.FINISHED_NAME).read_text())["w"] == expected["w"]

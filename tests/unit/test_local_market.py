@@ -1,0 +1,94 @@
+"""The local market: a trace of prices and capacity per local region, over time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from router.config.local_market import load_local_market
+from router.config.org_file import parse_org_config
+from router.contract.local_market import LocalMarket, MarketError, parse_trace
+from router.core.errors import BadInput
+from router.core.job.model import Job
+from router.core.job.problems import parse_job
+from router.prices.local import local_offers
+
+START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+TRACE = """\
+# a small market
+at,region,market,price_per_hour,capacity
+0s,local-a,spot,0.90,2
+0s,local-a,on-demand,2.50,4
+0s,local-b,spot,1.20,2
+2h,local-b,spot,0.40,2   # local-b gets cheaper
+2026-12-01T13:00:00Z,local-a,spot,0.95,0
+"""
+
+
+def test_each_region_has_the_values_of_its_latest_row() -> None:
+    market = LocalMarket(parse_trace(TRACE, "t.csv"), START)
+    at_start = market.at(START)
+    assert at_start[("local-b", "spot")].price_per_hour == 1.20
+    assert market.at(START + timedelta(hours=2))[("local-b", "spot")].price_per_hour == 0.40
+    late = market.at(START + timedelta(hours=3))
+    assert late[("local-a", "spot")].capacity == 0
+    assert market.at(START - timedelta(seconds=1)) == {}
+    assert LocalMarket.from_env(market.to_env()) == market
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("at,region,market,price\n", "t.csv:1: header lacks price_per_hour, capacity"),
+        ("at,region,market,price_per_hour,capacity\n0s,eu-1,spot,1,1\n", "t.csv:2: region"),
+        ("at,region,market,price_per_hour,capacity\n0s,local-a,cheap,1,1\n", "t.csv:2: market"),
+        ("at,region,market,price_per_hour,capacity\n0s,local-a,spot,-1,1\n", "price_per_hour"),
+        ("at,region,market,price_per_hour,capacity\nsoon,local-a,spot,1,1\n", "t.csv:2: at"),
+        ("at,region,market,price_per_hour,capacity\n0s,local-a,spot,1,many\n", "capacity"),
+    ],
+)
+def test_bad_traces_name_file_line_and_column(text: str, message: str) -> None:
+    with pytest.raises(MarketError, match=message):
+        parse_trace(text, "t.csv")
+
+
+def _job() -> Job:
+    return parse_job(
+        {
+            "name": "m",
+            "resources": {"accelerators": "T4:1", "clouds": ["local"]},
+            "market": "spot",
+            "duration_hours": 1,
+            "checkpoint": {"interval": "1m"},
+            "run": {"command": ["/bin/true"]},
+        },
+        "m.yaml",
+    )
+
+
+def test_local_offers_follow_the_trace_and_the_org_config(tmp_path: Path) -> None:
+    (tmp_path / "market.csv").write_text(TRACE)
+    org = parse_org_config(f"local_market: {{trace: market.csv, start: '{START.isoformat()}'}}")
+    market = load_local_market(org, tmp_path)
+    assert market is not None
+    offers = local_offers(_job(), START + timedelta(hours=2), market)
+    by_place = {(o.region, o.market): o.price_per_hour for o in offers}
+    assert by_place == {
+        ("local-a", "on-demand"): 2.50,
+        ("local-a", "spot"): 0.90,
+        ("local-b", "spot"): 0.40,
+    }
+    inline = parse_org_config(
+        "local_market:\n  offers:\n    - {region: local-c, market: spot, price_per_hour: 0.3,"
+        " capacity: 1}\n"
+    )
+    market = load_local_market(inline, tmp_path)
+    assert market is not None and market.regions() == ("local-c",)
+
+
+def test_a_missing_trace_file_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    org = parse_org_config("local_market: {trace: nowhere.csv}")
+    with pytest.raises(BadInput, match=r"local_market\.trace: cannot read .*nowhere\.csv"):
+        load_local_market(org, tmp_path)

@@ -1,0 +1,106 @@
+"""route watch's observation feeds the shared decide(): deadline at risk → on-demand, ahead
+again → back to spot, a dead process → re-place, a finished job → stay (no engine involved)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import zlib
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from router.config.project import Project
+from router.core.decide import History, decide
+from router.flows.watch import observe
+
+TRACE = (
+    "at,region,market,price_per_hour,capacity\n"
+    "0s,local-a,spot,1.00,4\n0s,local-a,on-demand,3.00,4\n0s,local-b,spot,1.05,4\n"
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
+    monkeypatch.setenv("SPOTROUTE_HOME", str(tmp_path / "home"))
+    (tmp_path / "Pulumi.yaml").write_text("name: spotroute\nruntime: python\n")
+    (tmp_path / "spotroute.yaml").write_text(
+        "clouds: [local]\nlocal_market: {trace: trace.csv, start: '2026-01-01T00:00:00Z'}\n"
+    )
+    (tmp_path / "trace.csv").write_text(TRACE)
+    return Project(tmp_path)
+
+
+@pytest.fixture
+def sleeper() -> Iterator[str]:
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    ticks = stat[stat.rindex(")") + 2 :].split()[19]
+    yield f"local-process:{proc.pid}:{ticks}"
+    proc.kill()
+    proc.wait()
+
+
+def _record(
+    project: Project, market: str, group: str, started: datetime, deadline: str,
+    checkpoint_at: datetime | None = None,
+) -> dict[str, object]:  # fmt: skip
+    job_file = project.root / "job.yaml"
+    job_file.write_text(
+        "name: dl\nresources: {accelerators: 'T4:1', clouds: [local]}\nmarket: auto\n"
+        f"duration_hours: 10\ndeadline: '{deadline}'\n"
+        "checkpoint: {interval: 30m, restore_overhead: 10m}\nrun: {command: [/bin/true]}\n"
+    )
+    ckpt = project.root / "ckpt"
+    d = ckpt / "step-000000000001"
+    d.mkdir(parents=True, exist_ok=True)
+    blob = b"{}"
+    (d / "state.json").write_bytes(blob)
+    crc = f"{zlib.crc32(blob):08x}"
+    (d / "manifest.json").write_text(json.dumps({
+        "format": "spotroute-checkpoint/1", "step": 1,
+        "time": (checkpoint_at or started).isoformat(), "world_size": 1, "job_id": "dl",
+        "mode": "files", "files": [{"path": "state.json", "size": 2, "crc32": crc}]}))  # fmt: skip
+    price = 3.0 if market == "on-demand" else 1.0
+    return {"job": "dl", "cloud": "local", "region": "local-a", "zone": None,
+            "instance_type": "local-process", "market": market, "price_per_hour": price,
+            "stack": "dl", "deployed_at": started.isoformat(), "submitted_at": started.isoformat(),
+            "run_h_before": 0.0, "job_file": str(job_file),
+            "outputs": {"groupId": group, "checkpointUrl": f"file://{ckpt}/"}}  # fmt: skip
+
+
+def test_a_deadline_at_risk_moves_spot_to_on_demand(project: Project, sleeper: str) -> None:
+    now = datetime.now(UTC)
+    started = now - timedelta(hours=1)
+    # 10 h of work, 1 h done, deadline in 9.5 h: hardly any slack left
+    record = _record(project, "spot", sleeper, started, (now + timedelta(hours=9.5)).isoformat())
+    seen = observe(project, record, now)
+    assert not seen.current.interrupted and seen.progress.total_h == 10
+    d = decide(seen.rules, seen.progress, seen.current, seen.candidates, History(), now)
+    assert d.action == "switch-market" and d.target is not None
+    assert d.target.market == "on-demand" and d.numbers.slack_h is not None
+
+
+def test_ahead_of_the_deadline_on_demand_goes_back_to_spot(project: Project, sleeper: str) -> None:
+    now = datetime.now(UTC)
+    started = now - timedelta(hours=2)
+    record = _record(project, "on-demand", sleeper, started, (now + timedelta(days=3)).isoformat())
+    seen = observe(project, record, now)
+    d = decide(seen.rules, seen.progress, seen.current, seen.candidates, History(), now)
+    assert d.action == "switch-market" and d.target is not None and d.target.market == "spot"
+    assert "back to spot" in d.reason
+
+
+def test_a_gone_process_is_re_placed_outside_its_zone(project: Project) -> None:
+    now = datetime.now(UTC)
+    # gone after an hour, with a checkpoint of that hour: ahead of the line, so spot again
+    record = _record(project, "spot", "local-process:999999:1", now - timedelta(hours=1),
+                     (now + timedelta(days=3)).isoformat(), checkpoint_at=now)  # fmt: skip
+    seen = observe(project, record, now)
+    assert seen.current.interrupted
+    d = decide(seen.rules, seen.progress, seen.current, seen.candidates, History(), now)
+    assert d.action == "replace" and d.target is not None and d.target.region == "local-b"
+    (project.root / "ckpt" / "finished.json").write_text('{"step": 9}')
+    assert observe(project, record, now).finished
