@@ -1,0 +1,572 @@
+"""The pure migration decision: where a running job should be now, and the numbers why.
+
+`decide(rules, progress, current, candidates, history, now)` is shared by `route watch` (one
+call per job per loop) and `route backtest` (one call per job per time step): the same code
+decides in both, so the backtest measures the policy that runs. No I/O and no clock: `now`,
+the candidates (placements available now, at today's prices) and the history are parameters.
+
+Actions, checked in this order (the first that applies wins):
+
+  0. finished      → stay.
+  1. deadline      (rules.deadline set) Uniform Progress, "Can't Be Late" (NSDI'24):
+                   the job should have done total_h × (now − started) / (deadline − started).
+     a. slack gone: hours left − work left − hours to get onto on-demand < risk (one restore,
+        one checkpoint interval of lost work and one decision period) → on-demand for good:
+        stay on on-demand, never move again.
+     b. behind the line → on-demand (switch-market from spot, re-place after an interruption).
+     c. on on-demand and ahead by ≥ 2 restore overheads → back to spot (switch-market).
+     d. interrupted or not placed, not behind, no spot available → wait (Uniform Progress
+        idles rather than pay on-demand while it is ahead).
+  2. interrupted   (or not placed yet) → re-place on the cheapest candidate by expected
+                   remaining cost, excluding zones lost within rules.zone_block_s.
+  3. cheaper elsewhere → move when
+        saving = remaining(current) − remaining(target) − migration cost
+                 ≥ min_savings_pct % × remaining(current)
+     and the last move is at least cooldown_s ago. A move to another market (on-demand → spot
+     once spot returns) is a switch-market; otherwise a move.
+  4. otherwise     → stay.
+
+Costs (USD; hours of work left W = total_h − done_h, node_count instances):
+  remaining(p)  = price_per_hour × node_count × W
+                  × (1 + interruptions_per_hour × (restore_h + interval_h / 2))
+                  — the planner's expected-interruption term, over the work left
+  migration     = restore_h × target price × node_count     (start and load the checkpoint)
+                + redo_h × target price × node_count        (done_h − checkpointed_h, lost)
+                + handover_h × current price × node_count   (both placements paid meanwhile)
+                + egress of the data set to the target region (router.egress model)
+                + egress of the checkpoint from the current region to the target region
+A re-placement after an interruption pays the restore and the egress terms (no handover: the
+old placement is gone; the lost work is already counted in W, which starts at checkpointed_h).
+
+Every Decision carries its Numbers (what was compared) and one line of reason in dollars, so
+`route status --history` can say why a job moved or stayed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from router.egress import EgressTable
+
+SPOT, ON_DEMAND = "spot", "on-demand"
+
+Action = Literal["stay", "move", "replace", "switch-market", "wait"]
+STAY: Action = "stay"
+MOVE: Action = "move"
+REPLACE: Action = "replace"
+SWITCH_MARKET: Action = "switch-market"
+WAIT: Action = "wait"
+
+
+class Capacity(Protocol):
+    """What decide() needs of a placement; router.planner.Placement has all of it."""
+
+    @property
+    def cloud(self) -> str: ...
+    @property
+    def region(self) -> str: ...
+    @property
+    def zone(self) -> str | None: ...
+    @property
+    def instance_type(self) -> str: ...
+    @property
+    def market(self) -> str: ...
+    @property
+    def price_per_hour(self) -> float: ...  # USD per instance-hour, now
+    @property
+    def interruptions_per_hour(self) -> float: ...  # per instance-hour, 0 unless spot
+
+
+def zone_key(p: Capacity) -> tuple[str, str, str]:
+    """The capacity pool a preemption takes out: cloud, region and zone (region if none)."""
+    return (p.cloud, p.region, p.zone or p.region)
+
+
+def same_capacity(a: Capacity, b: Capacity) -> bool:
+    """True when a and b are the same cloud, region, zone, instance type and market."""
+    return (a.cloud, a.region, a.zone, a.instance_type, a.market) == (
+        b.cloud,
+        b.region,
+        b.zone,
+        b.instance_type,
+        b.market,
+    )
+
+
+class TransferCosts:
+    """USD to move the job's data and checkpoint between regions (router.egress), memoised.
+
+    Pure: the memo only remembers answers of the immutable egress table.
+    """
+
+    __slots__ = ("_ckpt", "_data", "checkpoint_gb", "data_cloud", "data_gb", "data_region", "table")
+
+    def __init__(
+        self,
+        table: EgressTable | None,
+        *,
+        data_cloud: str | None = None,
+        data_region: str = "",
+        data_gb: float = 0.0,
+        checkpoint_gb: float = 0.0,
+    ) -> None:
+        self.table = table
+        self.data_cloud, self.data_region, self.data_gb = data_cloud, data_region, data_gb
+        self.checkpoint_gb = checkpoint_gb
+        self._data: dict[tuple[str, str], float] = {}
+        self._ckpt: dict[tuple[str, str, str, str], float] = {}
+
+    def data_to(self, cloud: str, region: str) -> float:
+        """USD to bring the data set from where it lives to (cloud, region), once."""
+        key = (cloud, region)
+        found = self._data.get(key)
+        if found is None:
+            if self.table is None or self.data_gb <= 0 or self.data_cloud is None:
+                found = 0.0
+            else:
+                found = self.table.cost(
+                    self.data_gb, self.data_cloud, self.data_region, cloud, region
+                ).usd
+            self._data[key] = found
+        return found
+
+    def checkpoint(self, src_cloud: str, src_region: str, cloud: str, region: str) -> float:
+        """USD to copy the latest checkpoint from the current region to (cloud, region)."""
+        key = (src_cloud, src_region, cloud, region)
+        found = self._ckpt.get(key)
+        if found is None:
+            if self.table is None or self.checkpoint_gb <= 0:
+                found = 0.0
+            else:
+                found = self.table.cost(
+                    self.checkpoint_gb, src_cloud, src_region, cloud, region
+                ).usd
+            self._ckpt[key] = found
+        return found
+
+
+NO_TRANSFERS = TransferCosts(None)
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The job's migration settings (job.yaml `migration`, `checkpoint`, `deadline`), seconds."""
+
+    node_count: int = 1
+    min_savings_pct: float = 20.0
+    cooldown_s: float = 3600.0
+    checkpoint_interval_s: float = 1800.0
+    restore_overhead_s: float = 600.0
+    handover_s: float = 300.0  # both placements run while the new one restores
+    zone_block_s: float = 3600.0  # a lost zone is not used again for this long
+    decision_period_s: float = 60.0  # time until decide() is called again (watch interval)
+    deadline: datetime | None = None
+    transfers: TransferCosts = NO_TRANSFERS
+
+    @property
+    def restore_h(self) -> float:
+        return self.restore_overhead_s / 3600.0
+
+    @property
+    def lost_h_per_interruption(self) -> float:
+        """Restore plus half a checkpoint interval: the planner's expected loss, hours."""
+        return (self.restore_overhead_s + self.checkpoint_interval_s / 2) / 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far the job is, in hours of work; started_at begins the Uniform Progress line."""
+
+    done_h: float  # useful work done so far
+    checkpointed_h: float  # work the last complete checkpoint holds (≤ done_h)
+    total_h: float  # expected work in all (job.yaml duration_hours)
+    started_at: datetime  # when the job was submitted
+
+    @property
+    def finished(self) -> bool:
+        return self.done_h >= self.total_h - 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Current:
+    """The placement the job is on (or was on, when interrupted) and since when."""
+
+    placement: Capacity
+    since: datetime
+    interrupted: bool = False  # preempted, capacity lost, process gone
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """What decide() must remember between calls: the last move and the zones lost lately."""
+
+    last_move_at: datetime | None = None
+    lost_zones: tuple[tuple[tuple[str, str, str], datetime], ...] = ()
+    committed_on_demand: bool = False  # deadline slack was gone at some call: stay there
+
+    def blocked(self, now: datetime, block_s: float) -> frozenset[tuple[str, str, str]]:
+        """Zones lost less than block_s ago."""
+        return frozenset(z for z, at in self.lost_zones if (now - at).total_seconds() < block_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Numbers:
+    """What was compared (USD, hours); None where a term did not apply."""
+
+    work_left_h: float
+    current_remaining_usd: float | None = None
+    target_remaining_usd: float | None = None
+    migration_usd: float | None = None
+    saving_usd: float | None = None
+    threshold_usd: float | None = None
+    hours_left: float | None = None  # until the deadline
+    slack_h: float | None = None  # hours left − work left − hours to get onto on-demand
+    ahead_h: float | None = None  # done − the Uniform Progress line
+    cooldown_left_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """stay / move / replace / switch-market / wait, to which placement, and why."""
+
+    action: Action
+    target: Capacity | None
+    reason: str
+    numbers: Numbers
+    commit_on_demand: bool = False  # record in History: deadline slack is gone
+    considered: int = field(default=0)  # candidates compared
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.target
+        return {
+            "action": self.action,
+            "target": None
+            if t is None
+            else {
+                "cloud": t.cloud,
+                "region": t.region,
+                "zone": t.zone,
+                "instance_type": t.instance_type,
+                "market": t.market,
+                "price_per_hour": t.price_per_hour,
+            },
+            "reason": self.reason,
+            "numbers": self.numbers.to_json(),
+            "commit_on_demand": self.commit_on_demand,
+            "considered": self.considered,
+        }
+
+
+def remaining_cost(rules: Rules, p: Capacity, work_left_h: float) -> float:
+    """Expected USD to finish work_left_h on p at today's price, interruptions included."""
+    return (
+        p.price_per_hour
+        * rules.node_count
+        * work_left_h
+        * (1.0 + p.interruptions_per_hour * rules.lost_h_per_interruption)
+    )
+
+
+def arrival_cost(rules: Rules, p: Capacity, src: Capacity | None, redo_h: float) -> float:
+    """USD to get the job running on p: restore, lost work, data and checkpoint egress."""
+    t = rules.transfers
+    usd = (rules.restore_h + redo_h) * p.price_per_hour * rules.node_count
+    usd += t.data_to(p.cloud, p.region)
+    if src is not None and (src.cloud, src.region) != (p.cloud, p.region):
+        usd += t.checkpoint(src.cloud, src.region, p.cloud, p.region)
+    return usd
+
+
+def _place(p: Capacity) -> str:
+    zone = f"/{p.zone}" if p.zone else ""
+    return f"{p.cloud} {p.region}{zone} {p.instance_type} {p.market} ${p.price_per_hour:,.2f}/h"
+
+
+def decide(
+    rules: Rules,
+    progress: Progress,
+    current: Current | None,
+    candidates: Sequence[Capacity],
+    history: History,
+    now: datetime,
+) -> Decision:
+    """Where the job should run now (stay, move, replace, switch-market or wait), with numbers."""
+    if now.tzinfo is None:
+        raise ValueError("decide(now=...) must be timezone-aware (UTC)")
+    interrupted = current is None or current.interrupted
+    done = progress.checkpointed_h if interrupted else progress.done_h
+    work_left = max(0.0, progress.total_h - done)
+    if progress.finished and not interrupted:
+        return Decision(STAY, None, "finished", Numbers(work_left_h=0.0))
+
+    blocked = history.blocked(now, rules.zone_block_s) if history.lost_zones else frozenset()
+    here = None if current is None else current.placement
+    if current is not None and current.interrupted:
+        blocked = blocked | {zone_key(current.placement)}
+    usable = [c for c in candidates if zone_key(c) not in blocked]
+
+    if rules.deadline is not None:
+        decision = _deadline(rules, progress, current, usable, history, now, work_left)
+        if decision is not None:
+            return decision
+
+    if interrupted:
+        return _replace(rules, here, usable, work_left, len(candidates), "")
+    assert current is not None and here is not None
+    return _maybe_move(rules, progress, current, usable, history, now, work_left, len(candidates))
+
+
+def _cheapest(
+    rules: Rules, src: Capacity | None, options: Sequence[Capacity], work_left: float, redo: float
+) -> tuple[Capacity, float, float] | None:
+    """The option with the least remaining + arrival cost: (option, remaining, arrival)."""
+    best: tuple[Capacity, float, float] | None = None
+    best_rank: tuple[float, tuple[str, ...]] = (0.0, ())
+    for p in options:
+        rem = remaining_cost(rules, p, work_left)
+        arrive = arrival_cost(rules, p, src, redo)
+        rank = (rem + arrive, _name(p))  # ties go by name: input order never matters
+        if best is None or rank < best_rank:
+            best, best_rank = (p, rem, arrive), rank
+    return best
+
+
+def _name(p: Capacity) -> tuple[str, ...]:
+    return (p.cloud, p.region, p.zone or "", p.instance_type, p.market)
+
+
+def _replace(
+    rules: Rules,
+    lost: Capacity | None,
+    usable: Sequence[Capacity],
+    work_left: float,
+    considered: int,
+    why: str,
+    *,
+    markets: tuple[str, ...] = (),
+    commit: bool = False,
+    extra: dict[str, float | None] | None = None,
+) -> Decision:
+    options = [c for c in usable if not markets or c.market in markets]
+    found = _cheapest(rules, lost, options, work_left, 0.0)
+    numbers = Numbers(work_left_h=work_left, **(extra or {}))
+    if found is None:
+        what = "/".join(markets) if markets else "any"
+        return Decision(
+            WAIT, None, f"{why}no {what} capacity available now: waiting", numbers, commit,
+            considered,
+        )  # fmt: skip
+    target, rem, arrive = found
+    numbers = Numbers(
+        work_left_h=work_left,
+        target_remaining_usd=rem,
+        migration_usd=arrive,
+        **(extra or {}),
+    )
+    head = "not placed yet" if lost is None else f"lost {_place(lost)}"
+    return Decision(
+        REPLACE,
+        target,
+        f"{why}{head}: re-place on {_place(target)} — ${rem:,.2f} for {work_left:.2f} h "
+        f"+ ${arrive:,.2f} to start there",
+        numbers,
+        commit,
+        considered,
+    )
+
+
+def _maybe_move(
+    rules: Rules,
+    progress: Progress,
+    current: Current,
+    usable: Sequence[Capacity],
+    history: History,
+    now: datetime,
+    work_left: float,
+    considered: int,
+    *,
+    markets: tuple[str, ...] = (),
+    extra: dict[str, float | None] | None = None,
+) -> Decision:
+    here = current.placement
+    redo = max(0.0, progress.done_h - progress.checkpointed_h)
+    mine = remaining_cost(rules, here, work_left)
+    threshold = rules.min_savings_pct / 100.0 * mine
+    handover = rules.handover_s / 3600.0 * here.price_per_hour * rules.node_count
+    best: tuple[Capacity, float, float, float] | None = None
+    for p in usable:
+        if same_capacity(p, here) or (markets and p.market not in markets):
+            continue
+        # Redo counts as extra work on the new placement, so it enters the arrival cost.
+        rem = remaining_cost(rules, p, work_left)
+        move = arrival_cost(rules, p, here, redo) + handover
+        saving = mine - rem - move
+        if best is None or (-saving, _name(p)) < (-best[3], _name(best[0])):
+            best = (p, rem, move, saving)
+    extra = extra or {}
+    if best is None:
+        return Decision(
+            STAY,
+            None,
+            f"stay on {_place(here)}: no other capacity to compare",
+            Numbers(work_left_h=work_left, current_remaining_usd=mine, **extra),
+            considered=considered,
+        )
+    target, rem, move, saving = best
+    cooldown_left = 0.0
+    if history.last_move_at is not None:
+        cooldown_left = max(0.0, rules.cooldown_s - (now - history.last_move_at).total_seconds())
+    numbers = Numbers(
+        work_left_h=work_left,
+        current_remaining_usd=mine,
+        target_remaining_usd=rem,
+        migration_usd=move,
+        saving_usd=saving,
+        threshold_usd=threshold,
+        cooldown_left_s=cooldown_left,
+        **extra,
+    )
+    compared = (
+        f"{_place(target)} saves ${saving:,.2f} (${mine:,.2f} here − ${rem:,.2f} there − "
+        f"${move:,.2f} to move) over {work_left:.2f} h"
+    )
+    if saving < threshold or saving <= 0:
+        return Decision(
+            STAY,
+            target,
+            f"stay: {compared}, under {rules.min_savings_pct:g} % (${threshold:,.2f})",
+            numbers,
+            considered=considered,
+        )
+    if cooldown_left > 0:
+        return Decision(
+            STAY,
+            target,
+            f"stay: {compared}, but the last move was {_hours(rules.cooldown_s - cooldown_left)} "
+            f"ago (cooldown {_hours(rules.cooldown_s)})",
+            numbers,
+            considered=considered,
+        )
+    action = SWITCH_MARKET if target.market != here.market else MOVE
+    return Decision(action, target, f"{action}: {compared}", numbers, considered=considered)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h"
+
+
+def _deadline(
+    rules: Rules,
+    progress: Progress,
+    current: Current | None,
+    usable: Sequence[Capacity],
+    history: History,
+    now: datetime,
+    work_left: float,
+) -> Decision | None:
+    """Uniform Progress; None when the deadline leaves the choice to the money rules."""
+    assert rules.deadline is not None
+    interrupted = current is None or current.interrupted
+    here = None if current is None else current.placement
+    on_demand_now = not interrupted and here is not None and here.market != SPOT
+    redo = 0.0 if interrupted else max(0.0, progress.done_h - progress.checkpointed_h)
+    hours_left = (rules.deadline - now).total_seconds() / 3600.0
+    to_on_demand_h = 0.0 if on_demand_now else rules.restore_h + redo
+    slack = hours_left - work_left - to_on_demand_h
+    risk = rules.restore_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
+    span_h = (rules.deadline - progress.started_at).total_seconds() / 3600.0
+    elapsed_h = (now - progress.started_at).total_seconds() / 3600.0
+    line = progress.total_h * min(1.0, elapsed_h / span_h) if span_h > 0 else progress.total_h
+    done = progress.checkpointed_h if interrupted else progress.done_h
+    ahead = done - line
+    extra: dict[str, float | None] = {"hours_left": hours_left, "slack_h": slack, "ahead_h": ahead}
+    n = len(usable)
+    on_demand = [c for c in usable if c.market != SPOT]
+    spot = [c for c in usable if c.market == SPOT]
+
+    if history.committed_on_demand or slack < risk:
+        why = f"deadline: slack {slack:.2f} h < risk {risk:.2f} h — on-demand for good; "
+        if on_demand_now:
+            assert here is not None
+            return Decision(
+                STAY, None, f"{why}stay on {_place(here)}", Numbers(work_left, **extra), True, n
+            )  # fmt: skip
+        return _switch(rules, current, on_demand, work_left, n, why, extra, redo=redo, commit=True)
+
+    if ahead < 0:
+        why = f"deadline: {-ahead:.2f} h behind the Uniform Progress line — on-demand; "
+        if on_demand_now:
+            assert current is not None
+            return _maybe_move(
+                rules, progress, current, on_demand, history, now, work_left, n,
+                markets=(ON_DEMAND, "reserved"), extra=extra,
+            )  # fmt: skip
+        return _switch(rules, current, on_demand, work_left, n, why, extra, redo=redo)
+
+    if on_demand_now:
+        assert current is not None
+        if ahead >= 2 * rules.restore_h and spot:
+            why = f"deadline: {ahead:.2f} h ahead (≥ 2 restores) — back to spot; "
+            return _switch(rules, current, spot, work_left, n, why, extra, redo=redo)
+        return _maybe_move(
+            rules, progress, current, on_demand, history, now, work_left, n,
+            markets=(ON_DEMAND, "reserved"), extra=extra,
+        )  # fmt: skip
+
+    if interrupted:
+        why = f"deadline: {ahead:.2f} h ahead — spot; "
+        return _replace(rules, here, usable, work_left, n, why, markets=(SPOT,), extra=extra)
+    assert current is not None
+    return _maybe_move(
+        rules, progress, current, spot, history, now, work_left, n, markets=(SPOT,), extra=extra
+    )
+
+
+def _switch(
+    rules: Rules,
+    current: Current | None,
+    options: Sequence[Capacity],
+    work_left: float,
+    considered: int,
+    why: str,
+    extra: dict[str, float | None],
+    *,
+    redo: float = 0.0,
+    commit: bool = False,
+) -> Decision:
+    """Go to the cheapest of options now: re-place when interrupted, else switch-market."""
+    if current is None or current.interrupted:
+        lost = None if current is None else current.placement
+        return _replace(
+            rules, lost, options, work_left, considered, why, commit=commit, extra=extra
+        )
+    here = current.placement
+    found = _cheapest(rules, here, options, work_left, redo)
+    if found is None:
+        return Decision(
+            STAY, None, f"{why}but no capacity of that market now: stay on {_place(here)}",
+            Numbers(work_left, **extra), commit, considered,
+        )  # fmt: skip
+    target, rem, arrive = found
+    handover = rules.handover_s / 3600.0 * here.price_per_hour * rules.node_count
+    return Decision(
+        SWITCH_MARKET,
+        target,
+        f"{why}switch to {_place(target)}: ${rem:,.2f} for {work_left:.2f} h + "
+        f"${arrive + handover:,.2f} to move",
+        Numbers(
+            work_left_h=work_left,
+            current_remaining_usd=remaining_cost(rules, here, work_left),
+            target_remaining_usd=rem,
+            migration_usd=arrive + handover,
+            **extra,
+        ),
+        commit,
+        considered,
+    )

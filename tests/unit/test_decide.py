@@ -1,0 +1,374 @@
+"""decide(): the migration rules of route watch and route backtest, in dollars and hours."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from router.core.decide import (
+    MOVE,
+    REPLACE,
+    STAY,
+    SWITCH_MARKET,
+    WAIT,
+    Current,
+    History,
+    Progress,
+    Rules,
+    TransferCosts,
+    decide,
+    remaining_cost,
+    same_capacity,
+    zone_key,
+)
+from router.egress import load_egress
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+H = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Cap:
+    cloud: str = "aws"
+    region: str = "us-east-1"
+    zone: str | None = "us-east-1a"
+    instance_type: str = "p4de.24xlarge"
+    market: str = "spot"
+    price_per_hour: float = 10.0
+    interruptions_per_hour: float = 0.0
+
+
+def spot(price: float, zone: str = "us-east-1a", **kw: object) -> Cap:
+    return Cap(zone=zone, price_per_hour=price, **kw)  # type: ignore[arg-type]
+
+
+def od(price: float, zone: str | None = None, **kw: object) -> Cap:
+    return Cap(zone=zone, market="on-demand", price_per_hour=price, **kw)  # type: ignore[arg-type]
+
+
+RULES = Rules(
+    min_savings_pct=20, cooldown_s=3600, checkpoint_interval_s=1800, restore_overhead_s=600,
+    handover_s=0,
+)  # fmt: skip
+
+
+def prog(
+    done: float = 2.0, ckpt: float | None = None, total: float = 10.0, **kw: object
+) -> Progress:
+    started = kw.pop("started_at", NOW - 2 * H)
+    return Progress(done, done if ckpt is None else ckpt, total, started)  # type: ignore[arg-type]
+
+
+def running(p: Cap, since: datetime = NOW - 2 * H) -> Current:
+    return Current(p, since)
+
+
+# --- placing and re-placing ----------------------------------------------------------------
+
+
+def test_finished_job_stays():
+    d = decide(RULES, prog(done=10.0), running(spot(10)), [spot(1, "us-east-1b")], History(), NOW)
+    assert d.action == STAY and d.reason == "finished"
+
+
+def test_unplaced_job_goes_to_the_cheapest_candidate():
+    d = decide(
+        RULES, prog(done=0.0), None, [spot(12), spot(9, "us-east-1b"), od(20)], History(), NOW
+    )
+    assert d.action == REPLACE and d.target == spot(9, "us-east-1b")
+    assert "not placed yet" in d.reason
+
+
+def test_interrupted_job_is_replaced_elsewhere_never_in_the_lost_zone():
+    lost = spot(5)
+    cands = [spot(5), spot(8, "us-east-1b")]
+    d = decide(RULES, prog(done=3.0, ckpt=2.5), Current(lost, NOW - H, True), cands, History(), NOW)
+    assert d.action == REPLACE and d.target == spot(8, "us-east-1b")
+    # The lost work (0.5 h since the checkpoint) is counted in the work left.
+    assert d.numbers.work_left_h == pytest.approx(7.5)
+    assert "lost aws us-east-1/us-east-1a" in d.reason
+
+
+def test_lost_zone_stays_blocked_for_the_block_time_then_returns():
+    hist = History(lost_zones=((zone_key(spot(5)), NOW - 0.5 * H),))
+    cands = [spot(5), spot(8, "us-east-1b")]
+    d = decide(RULES, prog(0.0), None, cands, hist, NOW)
+    assert d.target == spot(8, "us-east-1b")
+    d = decide(RULES, prog(0.0), None, cands, hist, NOW + H)
+    assert d.target == spot(5)
+
+
+def test_interrupted_with_nothing_available_waits():
+    lost = spot(5)
+    d = decide(RULES, prog(), Current(lost, NOW - H, True), [spot(5)], History(), NOW)
+    assert d.action == WAIT and d.target is None
+
+
+# --- moving for money ----------------------------------------------------------------------
+
+
+def test_price_drop_above_threshold_moves_with_the_numbers():
+    here = spot(10)
+    there = spot(6, "us-east-1b")
+    d = decide(RULES, prog(done=2.0), running(here), [here, there], History(), NOW)
+    assert d.action == MOVE and d.target == there
+    n = d.numbers
+    assert n.current_remaining_usd == pytest.approx(80.0)  # 8 h × $10
+    assert n.target_remaining_usd == pytest.approx(48.0)
+    assert n.migration_usd == pytest.approx(1.0)  # 10 min restore × $6
+    assert n.saving_usd == pytest.approx(80 - 48 - 1)
+    assert n.threshold_usd == pytest.approx(16.0)
+    assert "$31.00" in d.reason
+
+
+def test_price_drop_below_threshold_stays():
+    here = spot(10)
+    there = spot(8.5, "us-east-1b")  # saves $12 - $1.42 < 20 % of $80
+    d = decide(RULES, prog(done=2.0), running(here), [here, there], History(), NOW)
+    assert d.action == STAY and d.target == there
+    assert d.numbers.saving_usd is not None and d.numbers.saving_usd < d.numbers.threshold_usd  # type: ignore[operator]
+    assert "under 20 %" in d.reason
+
+
+def test_within_cooldown_stays_and_says_how_long_ago():
+    here, there = spot(10), spot(5, "us-east-1b")
+    hist = History(last_move_at=NOW - 0.5 * H)
+    d = decide(RULES, prog(), running(here), [here, there], hist, NOW)
+    assert d.action == STAY and "cooldown" in d.reason
+    assert d.numbers.cooldown_left_s == pytest.approx(1800)
+    d = decide(RULES, prog(), running(here), [here, there], hist, NOW + H)
+    assert d.action == MOVE
+
+
+def test_progress_since_last_checkpoint_is_a_migration_cost():
+    here, there = spot(10), spot(7, "us-east-1b")
+    fresh = decide(RULES, prog(done=2.0, ckpt=2.0), running(here), [here, there], History(), NOW)
+    stale = decide(RULES, prog(done=2.0, ckpt=0.5), running(here), [here, there], History(), NOW)
+    assert fresh.numbers.migration_usd is not None and stale.numbers.migration_usd is not None
+    assert stale.numbers.migration_usd - fresh.numbers.migration_usd == pytest.approx(1.5 * 7)
+
+
+def test_handover_overlap_is_paid_at_the_current_price():
+    rules = replace(RULES, handover_s=1800)
+    here, there = spot(10), spot(6, "us-east-1b")
+    d = decide(rules, prog(), running(here), [here, there], History(), NOW)
+    assert d.numbers.migration_usd == pytest.approx(1.0 + 5.0)
+
+
+def test_egress_of_data_and_checkpoint_can_make_a_cheaper_cloud_not_worth_it():
+    table = load_egress()
+    here = spot(10)
+    gcp = Cap("gcp", "us-central1", "us-central1-a", "a2-ultragpu-8g", "spot", 7.0)
+    no_data = replace(RULES, transfers=TransferCosts(table))
+    assert decide(no_data, prog(), running(here), [here, gcp], History(), NOW).action == MOVE
+    heavy = replace(
+        RULES,
+        transfers=TransferCosts(
+            table, data_cloud="aws", data_region="us-east-1", data_gb=2000, checkpoint_gb=500
+        ),
+    )
+    d = decide(heavy, prog(), running(here), [here, gcp], History(), NOW)
+    assert d.action == STAY
+    # 2000 GB + 500 GB out of AWS to the internet at $0.09/GB, plus the restore.
+    assert d.numbers.migration_usd == pytest.approx(2500 * 0.09 + 7.0 * 10 / 60)
+
+
+def test_on_demand_job_switches_back_to_spot_when_spot_returns():
+    here = od(20)
+    d = decide(RULES, prog(), running(here), [here, spot(8)], History(), NOW)
+    assert d.action == SWITCH_MARKET and d.target == spot(8)
+
+
+def test_spot_interruption_rate_is_priced_over_the_work_left():
+    risky = spot(9.0, "us-east-1b", interruptions_per_hour=0.5)
+    assert remaining_cost(RULES, risky, 8) == pytest.approx(9 * 8 * (1 + 0.5 * (10 + 15) / 60))
+
+
+def test_node_count_scales_every_term():
+    rules = replace(RULES, node_count=4)
+    here, there = spot(10), spot(6, "us-east-1b")
+    d = decide(rules, prog(), running(here), [here, there], History(), NOW)
+    assert d.numbers.current_remaining_usd == pytest.approx(320)
+    assert d.numbers.migration_usd == pytest.approx(4.0)
+
+
+def test_naive_now_is_refused():
+    with pytest.raises(ValueError, match="timezone-aware"):
+        decide(RULES, prog(), None, [], History(), datetime(2026, 12, 1))
+
+
+def test_decision_to_json_carries_target_and_numbers():
+    here, there = spot(10), spot(6, "us-east-1b")
+    data = decide(RULES, prog(), running(here), [here, there], History(), NOW).to_json()
+    assert data["action"] == "move" and data["target"]["zone"] == "us-east-1b"
+    assert data["numbers"]["saving_usd"] == pytest.approx(31.0)
+
+
+def test_planner_placements_are_accepted_as_candidates():
+    from router.orgconfig import OrgConfig
+    from router.planner import plan
+    from tests.unit.planner_factories import job, offer
+
+    result = plan(
+        job(market="spot"),
+        [offer(price=10.0, zone="us-east-1a"), offer(price=6.0, zone="us-east-1b")],
+        org=OrgConfig(),
+        egress=load_egress(),
+        now=NOW,
+    )
+    placements = result.placements
+    here = next(p for p in placements if p.zone == "us-east-1a")
+    d = decide(RULES, prog(), running(here), placements, History(), NOW)
+    assert d.action == MOVE and d.target is not None and d.target.zone == "us-east-1b"
+
+
+# --- deadlines: Uniform Progress -----------------------------------------------------------
+
+# A 10 h job submitted 2 h ago with a deadline 18 h from submission: the line wants
+# 10 × 2/18 = 1.11 h done now.
+DL = replace(RULES, deadline=NOW + 16 * H, decision_period_s=3600)
+
+
+def test_deadline_behind_the_line_switches_spot_to_on_demand():
+    here = spot(5)
+    d = decide(DL, prog(done=0.5), running(here), [here, od(20)], History(), NOW)
+    assert d.action == SWITCH_MARKET and d.target == od(20)
+    assert d.numbers.ahead_h == pytest.approx(0.5 - 10 * 2 / 18)
+
+
+def test_deadline_ahead_on_spot_follows_the_money_rules():
+    here = spot(10)
+    cands = [here, spot(5, "us-east-1b"), od(3)]  # on-demand is not a spot move while ahead
+    d = decide(DL, prog(done=2.0), running(here), cands, History(), NOW)
+    assert d.action == MOVE and d.target == spot(5, "us-east-1b")
+
+
+def test_deadline_on_demand_goes_back_to_spot_only_when_two_restores_ahead():
+    here = od(20)
+    line = 10 * 2 / 18
+    barely = decide(DL, prog(done=line + 0.2), running(here), [here, spot(5)], History(), NOW)
+    assert barely.action == STAY
+    ahead = decide(DL, prog(done=line + 0.34), running(here), [here, spot(5)], History(), NOW)
+    assert ahead.action == SWITCH_MARKET and ahead.target == spot(5)
+
+
+def test_deadline_interrupted_and_ahead_waits_when_no_spot_is_left():
+    lost = spot(5)
+    cur = Current(lost, NOW - H, True)
+    d = decide(DL, prog(done=3.0), cur, [lost, od(20)], History(), NOW)
+    assert d.action == WAIT
+
+
+def test_deadline_interrupted_and_behind_goes_on_demand():
+    lost = spot(5)
+    cur = Current(lost, NOW - H, True)
+    d = decide(
+        DL, prog(done=1.0, ckpt=0.5), cur, [lost, spot(4, "us-east-1b"), od(20)], History(), NOW
+    )
+    assert d.action == REPLACE and d.target == od(20)
+
+
+def test_deadline_without_slack_commits_to_on_demand_for_good():
+    rules = replace(DL, deadline=NOW + 8.5 * H)  # 8 h of work left, 0.5 h to spare
+    here = spot(5)
+    d = decide(rules, prog(done=2.0), running(here), [here, od(20)], History(), NOW)
+    assert d.action == SWITCH_MARKET and d.target == od(20) and d.commit_on_demand
+    # Once committed it stays on on-demand even when far ahead and spot is cheap.
+    hist = History(committed_on_demand=True)
+    d = decide(DL, prog(done=9.0), running(od(20)), [od(20), spot(1)], hist, NOW)
+    assert d.action == STAY and d.commit_on_demand
+
+
+# --- properties ----------------------------------------------------------------------------
+
+zones = st.sampled_from(["us-east-1a", "us-east-1b", "us-east-1c", None])
+caps = st.builds(
+    Cap,
+    cloud=st.sampled_from(["aws", "gcp"]),
+    region=st.sampled_from(["us-east-1", "us-central1"]),
+    zone=zones,
+    market=st.sampled_from(["spot", "on-demand"]),
+    price_per_hour=st.floats(0.5, 50),
+    interruptions_per_hour=st.floats(0, 0.2),
+)
+rules_st = st.builds(
+    Rules,
+    node_count=st.integers(1, 4),
+    min_savings_pct=st.floats(0, 60),
+    cooldown_s=st.floats(0, 7200),
+    checkpoint_interval_s=st.floats(60, 7200),
+    restore_overhead_s=st.floats(0, 3600),
+    handover_s=st.floats(0, 1800),
+)
+
+
+@st.composite
+def situations(draw: st.DrawFn) -> tuple[Rules, Progress, Current | None, list[Cap], History]:
+    rules = draw(rules_st)
+    total = draw(st.floats(0.5, 48))
+    done = draw(st.floats(0, total))
+    ckpt = draw(st.floats(0, done))
+    progress = Progress(done, ckpt, total, NOW - draw(st.floats(0, 24)) * H)
+    cands = draw(st.lists(caps, max_size=8))
+    current = None
+    if draw(st.booleans()):
+        current = Current(draw(caps), NOW - H, draw(st.booleans()))
+    last = draw(st.none() | st.floats(0, 4).map(lambda h: NOW - h * H))
+    lost = draw(st.lists(st.tuples(st.sampled_from(cands or [Cap()]), st.floats(0, 3)), max_size=3))
+    hist = History(last_move_at=last, lost_zones=tuple((zone_key(c), NOW - h * H) for c, h in lost))
+    if draw(st.booleans()):
+        rules = replace(rules, deadline=NOW + draw(st.floats(0, 60)) * H)
+    return rules, progress, current, cands, hist
+
+
+@settings(max_examples=300, deadline=None)
+@given(situations())
+def test_targets_are_usable_candidates_and_moves_clear_threshold_and_cooldown(s):
+    rules, progress, current, cands, hist = s
+    d = decide(rules, progress, current, cands, hist, NOW)
+    if d.action in (MOVE, SWITCH_MARKET, REPLACE):
+        assert d.target is not None and any(d.target is c for c in cands)
+        blocked = hist.blocked(NOW, rules.zone_block_s)
+        assert zone_key(d.target) not in blocked
+        if current is not None and current.interrupted:
+            assert zone_key(d.target) != zone_key(current.placement)
+    if d.action in (STAY, WAIT) and d.target is None:
+        pass
+    if current is None or current.interrupted:
+        assert d.action in (REPLACE, WAIT) or progress.finished
+    if rules.deadline is None and d.action in (MOVE, SWITCH_MARKET):
+        n = d.numbers
+        assert current is not None and not current.interrupted
+        assert not same_capacity(d.target, current.placement)  # type: ignore[arg-type]
+        assert n.saving_usd is not None and n.threshold_usd is not None
+        assert n.saving_usd >= n.threshold_usd and n.saving_usd > 0
+        assert (
+            hist.last_move_at is None
+            or (NOW - hist.last_move_at).total_seconds() >= rules.cooldown_s
+        )
+
+
+@settings(max_examples=200, deadline=None)
+@given(situations(), st.randoms(use_true_random=False))
+def test_decision_does_not_depend_on_candidate_order(s, rnd):
+    rules, progress, current, cands, hist = s
+    shuffled = list(cands)
+    rnd.shuffle(shuffled)
+    a = decide(rules, progress, current, cands, hist, NOW)
+    b = decide(rules, progress, current, shuffled, hist, NOW)
+    assert (a.action, a.target) == (b.action, b.target)
+
+
+@settings(max_examples=200, deadline=None)
+@given(situations())
+def test_deadline_slack_gone_never_leaves_on_demand(s):
+    rules, progress, current, cands, hist = s
+    hist = replace(hist, committed_on_demand=True)
+    rules = replace(rules, deadline=NOW + 10 * H)
+    d = decide(rules, progress, current, cands, hist, NOW)
+    if d.target is not None and d.action != STAY:
+        assert d.target.market != "spot"
