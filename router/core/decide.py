@@ -35,6 +35,7 @@ Costs (USD; hours of work left W = total_h − done_h, node_count instances):
                 + handover_h × current price × node_count   (both placements paid meanwhile)
                 + egress of the data set to the target region (router.egress model)
                 + egress of the checkpoint from the current region to the target region
+                  (both only when the region changes: a region keeps its staged data)
 A re-placement after an interruption pays the restore and the egress terms (no handover: the
 old placement is gone; the lost work is already counted in W, which starts at checkpointed_h).
 
@@ -277,8 +278,11 @@ def arrival_cost(rules: Rules, p: Capacity, src: Capacity | None, redo_h: float)
     """USD to get the job running on p: restore, lost work, data and checkpoint egress."""
     t = rules.transfers
     usd = (rules.restore_h + redo_h) * p.price_per_hour * rules.node_count
-    usd += t.data_to(p.cloud, p.region)
-    if src is not None and (src.cloud, src.region) != (p.cloud, p.region):
+    if src is None:
+        usd += t.data_to(p.cloud, p.region)
+    elif (src.cloud, src.region) != (p.cloud, p.region):
+        # A region keeps its staged copy of the data; a new region needs both moved in.
+        usd += t.data_to(p.cloud, p.region)
         usd += t.checkpoint(src.cloud, src.region, p.cloud, p.region)
     return usd
 
