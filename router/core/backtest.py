@@ -27,7 +27,7 @@ feasible pools at that step's prices.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -122,7 +122,7 @@ def trace_from_points(
     step_s: float,
     start: datetime | None = None,
     end: datetime | None = None,
-    available: dict[Pool, Sequence[bool]] | None = None,
+    available: Mapping[Pool, Sequence[bool]] | None = None,
 ) -> Trace:
     """A step trace from (time, pool, price) observations: each step holds the last price seen.
 
