@@ -226,6 +226,7 @@ class JobRun:
     deadline: datetime | None = None
     gpu_hours: float = 0.0
     segments: list[tuple[int, int, int, float]] = field(default_factory=list)  # (from, to, pool, $)
+    extras: list[tuple[int, float]] = field(default_factory=list)  # (step, $): egress, hand-over
     decisions: list[tuple[int, str, str]] = field(default_factory=list)  # (step, action, reason)
 
     @property
@@ -564,7 +565,9 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
         if target is not None and (cur is None or target.pool != cur.pool or state.interrupted):
             if cur is not None and not state.interrupted:
                 run.migrations += 1
-                run.cost += rules.handover_s / 3600.0 * cur.price_per_hour * nodes
+                handover = rules.handover_s / 3600.0 * cur.price_per_hour * nodes
+                run.cost += handover
+                run.extras.append((step, handover))
                 run.recomputed_h += state.done_h - state.checkpointed_h
                 state.done_h = state.checkpointed_h
                 state.history = History(
@@ -581,6 +584,8 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
                 moved = 0.0
             run.cost += moved
             run.egress_cost += moved
+            if moved:
+                run.extras.append((step, moved))
             state.overhead_h = restore_h if state.started else 0.0
             state.current, state.since, state.interrupted = target, now, False
             state.started = True
@@ -753,7 +758,7 @@ def run_backtest(
     on_progress: Progressed | None = None,
 ) -> BacktestResult:
     """Every policy (and the hindsight optimum) over the same workload and traces."""
-    from router.core.hindsight import optimum_cost
+    from router.core.hindsight import optimum_cost, price_matrix
 
     chosen = tuple(policy_set) if policy_set is not None else policies(workload.home_cloud)
     if plan_feasible is None:
@@ -762,6 +767,7 @@ def run_backtest(
     best: list[JobRun] = []
     unplaceable: list[str] = []
     total = len(workload.jobs)
+    matrix = price_matrix(trace) if with_optimum else None
     for n, job in enumerate(workload.jobs):
         first = max(0, math.ceil((job.arrival - trace.start).total_seconds() / trace.step_s))
         if first >= trace.steps:
@@ -777,7 +783,7 @@ def run_backtest(
             _merge_segments(run)
             runs[policy.name].append(run)
         if with_optimum:
-            best.append(optimum_cost(ctx))
+            best.append(optimum_cost(ctx, matrix))
         if on_progress is not None:
             on_progress(n + 1, total)
     results = [_total(p.name, p.label, runs[p.name]) for p in chosen]

@@ -81,6 +81,8 @@ def backtest_chart(report: BacktestReport, path: Path) -> Path:
                 share = usd / max(1, end - start)
                 for s in range(start, min(end, steps)):
                     daily[s + 1] += share
+            for s, usd in run.extras:
+                daily[min(s, steps - 1) + 1] += usd
         total, series = 0.0, []
         for usd in daily:
             total += usd
