@@ -518,6 +518,45 @@ class DecidePolicy:
         return d.action, target, d.reason
 
 
+class GreedyDeadline:
+    """Can't Be Late's greedy baseline: spot when there is some, else wait; on-demand for good
+    at the last safe moment (the same slack test as decide())."""
+
+    name = "greedy-deadline"
+    label = "greedy (spot or wait, on-demand at the last moment)"
+
+    def choose(
+        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
+    ) -> tuple[Action, Slot | None, str]:
+        running = state.current is not None and not state.interrupted
+        if ctx.job.deadline is None:
+            if running:
+                return STAY, None, ""
+            usable = _usable(ctx, state, cands, now)
+            target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
+            return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
+        current = None
+        if state.current is not None:
+            assert state.since is not None
+            current = Current(state.current, state.since, state.interrupted)
+        progress = Progress(state.done_h, state.checkpointed_h, ctx.job.duration_h, ctx.job.arrival)
+        _, slack, risk = decision.deadline_slack(ctx.deadline_rules, progress, current, now)
+        if state.history.committed_on_demand or slack < risk:
+            if not state.history.committed_on_demand:
+                h = state.history
+                state.history = History(h.last_move_at, h.lost_zones, True)
+            if running and state.current is not None and state.current.market != SPOT:
+                return STAY, None, ""
+            target = _cheapest(ctx, state, _usable(ctx, state, cands, now), (ON_DEMAND,))
+            if target is not None:
+                kind = SWITCH_MARKET if running else REPLACE
+                return kind, target, "slack gone: on-demand for good"
+        if running:
+            return STAY, None, ""
+        target = _cheapest(ctx, state, _usable(ctx, state, cands, now), (SPOT,))
+        return (REPLACE, target, "spot") if target else (WAIT, None, "no spot: waiting")
+
+
 def policies(home_cloud: str) -> tuple[Policy, ...]:
     """The replayed policies, baseline first (the optimum is computed separately)."""
     return (

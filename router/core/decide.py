@@ -465,6 +465,29 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
+def deadline_slack(
+    rules: Rules, progress: Progress, current: Current | None, now: datetime
+) -> tuple[float, float, float]:
+    """(hours to the deadline, slack, risk), hours: on-demand for good once slack < risk.
+
+    slack = hours left − work left − hours to get onto on-demand (restore + redo unless on it);
+    risk  = what staying off on-demand one more decision period can cost: a restore, a
+            checkpoint interval of lost work and the period itself.
+    """
+    assert rules.deadline is not None
+    interrupted = current is None or current.interrupted
+    here = None if current is None else current.placement
+    on_demand_now = not interrupted and here is not None and here.market != SPOT
+    done = progress.checkpointed_h if interrupted else progress.done_h
+    work_left = max(0.0, progress.total_h - done)
+    redo = 0.0 if interrupted else max(0.0, progress.done_h - progress.checkpointed_h)
+    hours_left = (rules.deadline - now).total_seconds() / 3600.0
+    to_on_demand_h = 0.0 if on_demand_now else rules.restore_h + redo
+    slack = hours_left - work_left - to_on_demand_h
+    risk = rules.restore_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
+    return hours_left, slack, risk
+
+
 def _deadline(
     rules: Rules,
     progress: Progress,
@@ -480,10 +503,7 @@ def _deadline(
     here = None if current is None else current.placement
     on_demand_now = not interrupted and here is not None and here.market != SPOT
     redo = 0.0 if interrupted else max(0.0, progress.done_h - progress.checkpointed_h)
-    hours_left = (rules.deadline - now).total_seconds() / 3600.0
-    to_on_demand_h = 0.0 if on_demand_now else rules.restore_h + redo
-    slack = hours_left - work_left - to_on_demand_h
-    risk = rules.restore_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
+    hours_left, slack, risk = deadline_slack(rules, progress, current, now)
     span_h = (rules.deadline - progress.started_at).total_seconds() / 3600.0
     elapsed_h = (now - progress.started_at).total_seconds() / 3600.0
     line = progress.total_h * min(1.0, elapsed_h / span_h) if span_h > 0 else progress.total_h

@@ -8,7 +8,15 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router.core.backtest import Pool, Trace, Workload, WorkloadJob, run_backtest
+from router.core.backtest import (
+    GreedyDeadline,
+    Pool,
+    Trace,
+    Workload,
+    WorkloadJob,
+    policies,
+    run_backtest,
+)
 from router.egress import load_egress
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -95,10 +103,12 @@ def test_optimum_is_never_above_any_policy_that_kept_its_deadline(s):
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
-def test_deadline_aware_never_misses_a_deadline_on_demand_could_keep(s):
+def test_deadline_aware_and_greedy_never_miss_a_deadline_on_demand_could_keep(s):
     workload, trace = s
-    result = run_backtest(workload, trace, egress=EGRESS, with_optimum=False)
-    for run, job in zip(result.policy("deadline-aware").runs, workload.jobs, strict=True):
+    chosen = (*policies(workload.home_cloud), GreedyDeadline())
+    result = run_backtest(workload, trace, egress=EGRESS, with_optimum=False, policy_set=chosen)
+    runs = [*result.policy("deadline-aware").runs, *result.policy("greedy-deadline").runs]
+    for run, job in zip(runs, workload.jobs * 2, strict=True):
         first = trace.start + timedelta(
             seconds=-(-(job.arrival - trace.start).total_seconds() // trace.step_s) * trace.step_s
         )
