@@ -45,6 +45,7 @@ Every Decision carries its Numbers (what was compared) and one line of reason in
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -97,6 +98,24 @@ def same_capacity(a: Capacity, b: Capacity) -> bool:
     )
 
 
+# Answers of an (immutable) egress table, shared by every job that uses it: a backtest asks
+# the same (size, from, to) questions for thousands of jobs.
+_MOVES: weakref.WeakKeyDictionary[EgressTable, dict[tuple[float, str, str, str, str], float]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _moved_usd(table: EgressTable, gb: float, sc: str, sr: str, dc: str, dr: str) -> float:
+    memo = _MOVES.get(table)
+    if memo is None:
+        memo = _MOVES[table] = {}
+    key = (gb, sc, sr, dc, dr)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = table.cost(gb, sc, sr, dc, dr).usd
+    return found
+
+
 class TransferCosts:
     """USD to move the job's data and checkpoint between regions (router.egress), memoised.
 
@@ -128,9 +147,9 @@ class TransferCosts:
             if self.table is None or self.data_gb <= 0 or self.data_cloud is None:
                 found = 0.0
             else:
-                found = self.table.cost(
-                    self.data_gb, self.data_cloud, self.data_region, cloud, region
-                ).usd
+                found = _moved_usd(
+                    self.table, self.data_gb, self.data_cloud, self.data_region, cloud, region
+                )
             self._data[key] = found
         return found
 
@@ -142,9 +161,9 @@ class TransferCosts:
             if self.table is None or self.checkpoint_gb <= 0:
                 found = 0.0
             else:
-                found = self.table.cost(
-                    self.checkpoint_gb, src_cloud, src_region, cloud, region
-                ).usd
+                found = _moved_usd(
+                    self.table, self.checkpoint_gb, src_cloud, src_region, cloud, region
+                )
             self._ckpt[key] = found
         return found
 

@@ -25,12 +25,15 @@ regions (moves are priced region to region), in numpy.
 from __future__ import annotations
 
 import math
+import weakref
 from datetime import timedelta
 
 import numpy as np
 import numpy.typing as npt
 
 from router.core.backtest import JobContext, JobRun, Trace
+from router.core.decide import TransferCosts
+from router.egress import EgressTable
 
 Array = npt.NDArray[np.float64]
 
@@ -76,15 +79,7 @@ def optimum_cost(ctx: JobContext, matrix: Array | None = None) -> JobRun:
     restore_usd = rules.restore_overhead_s / 3600.0 * cheapest * nodes
     transfers = rules.transfers
     data_in = np.array([transfers.data_to(c, r) for c, r in regions])
-    cross = np.array(
-        [
-            [
-                np.inf if x == y else transfers.checkpoint(*regions[x], *regions[y])
-                for y in range(len(regions))
-            ]
-            for x in range(len(regions))
-        ]
-    ).reshape(len(regions), len(regions))
+    cross = _cross(transfers, tuple(regions))
     model = _Moves(np.array(region_of, dtype=np.int64), firsts, restore_usd, data_in, cross)
 
     steps = price.shape[0]
@@ -118,6 +113,36 @@ def optimum_cost(ctx: JobContext, matrix: Array | None = None) -> JobRun:
         previous = j
         run.segments.append((a + t, a + t + 1, placed_at[j], usd))
     return run
+
+
+_CROSS: weakref.WeakKeyDictionary[
+    EgressTable, dict[tuple[float, tuple[tuple[str, str], ...]], Array]
+] = weakref.WeakKeyDictionary()
+
+
+def _cross(transfers: TransferCosts, regions: tuple[tuple[str, str], ...]) -> Array:
+    """Checkpoint egress region → region (inf on the diagonal), shared by jobs alike."""
+    table = transfers.table
+    memo = None
+    if table is not None:
+        memo = _CROSS.get(table)
+        if memo is None:
+            memo = _CROSS[table] = {}
+        found = memo.get((transfers.checkpoint_gb, regions))
+        if found is not None:
+            return found
+    made = np.array(
+        [
+            [
+                np.inf if x == y else transfers.checkpoint(*regions[x], *regions[y])
+                for y in range(len(regions))
+            ]
+            for x in range(len(regions))
+        ]
+    ).reshape(len(regions), len(regions))
+    if memo is not None:
+        memo[(transfers.checkpoint_gb, regions)] = made
+    return made
 
 
 class _Moves:
