@@ -13,10 +13,14 @@ Actions, checked in this order (the first that applies wins):
      a. slack gone: hours left − work left − hours to get onto on-demand < risk (one restore,
         one checkpoint interval of lost work and one decision period) → on-demand for good:
         stay on on-demand, never move again.
-     b. behind the line → on-demand (switch-market from spot, re-place after an interruption).
-     c. on on-demand and ahead by ≥ 2 restore overheads → back to spot (switch-market).
-     d. interrupted or not placed, not behind, no spot available → wait (Uniform Progress
-        idles rather than pay on-demand while it is ahead).
+     b. on on-demand: back to spot (switch-market) only when ahead of the line by ≥ 2
+        restore overheads and spot is there; otherwise stay on on-demand.
+     c. interrupted or not placed: spot if any (spot progresses as fast as on-demand); no spot
+        and behind the line → on-demand; no spot and ahead → wait (Uniform Progress idles
+        rather than pay on-demand while it is ahead).
+     d. running on spot, even behind the line: stay on spot (it catches up as fast as
+        on-demand would; the money rules may still move it to cheaper spot); the slack test
+        (a) guards the deadline.
   2. interrupted   (or not placed yet) → re-place on the cheapest candidate by expected
                    remaining cost, excluding zones lost within rules.zone_block_s.
   3. cheaper elsewhere → move when
@@ -542,16 +546,6 @@ def _deadline(
             )  # fmt: skip
         return _switch(rules, current, on_demand, work_left, n, why, extra, redo=redo, commit=True)
 
-    if ahead < 0:
-        why = f"deadline: {-ahead:.2f} h behind the Uniform Progress line — on-demand; "
-        if on_demand_now:
-            assert current is not None
-            return _maybe_move(
-                rules, progress, current, on_demand, history, now, work_left, n,
-                markets=(ON_DEMAND, "reserved"), extra=extra,
-            )  # fmt: skip
-        return _switch(rules, current, on_demand, work_left, n, why, extra, redo=redo)
-
     if on_demand_now:
         assert current is not None
         if ahead >= 2 * rules.restore_h and spot:
@@ -563,8 +557,15 @@ def _deadline(
         )  # fmt: skip
 
     if interrupted:
-        why = f"deadline: {ahead:.2f} h ahead — spot; "
-        return _replace(rules, here, usable, work_left, n, why, markets=(SPOT,), extra=extra)
+        # Spot progresses as fast as on-demand: on-demand only when there is no spot to run on.
+        if spot:
+            why = f"deadline: {ahead:+.2f} h against the line, spot available — spot; "
+            return _replace(rules, here, spot, work_left, n, why, extra=extra)
+        if ahead < 0:
+            why = f"deadline: {-ahead:.2f} h behind the line and no spot — on-demand; "
+            return _replace(rules, here, on_demand, work_left, n, why, extra=extra)
+        why = f"deadline: {ahead:.2f} h ahead of the line — "
+        return _replace(rules, here, (), work_left, n, why, markets=(SPOT,), extra=extra)
     assert current is not None
     return _maybe_move(
         rules, progress, current, spot, history, now, work_left, n, markets=(SPOT,), extra=extra

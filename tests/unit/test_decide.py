@@ -233,10 +233,10 @@ def test_planner_placements_are_accepted_as_candidates():
 DL = replace(RULES, deadline=NOW + 16 * H, decision_period_s=3600)
 
 
-def test_deadline_behind_the_line_switches_spot_to_on_demand():
+def test_deadline_behind_the_line_on_running_spot_stays_on_spot():
     here = spot(5)
     d = decide(DL, prog(done=0.5), running(here), [here, od(20)], History(), NOW)
-    assert d.action == SWITCH_MARKET and d.target == od(20)
+    assert d.action == STAY
     assert d.numbers.ahead_h == pytest.approx(0.5 - 10 * 2 / 18)
 
 
@@ -263,13 +263,14 @@ def test_deadline_interrupted_and_ahead_waits_when_no_spot_is_left():
     assert d.action == WAIT
 
 
-def test_deadline_interrupted_and_behind_goes_on_demand():
+def test_deadline_interrupted_and_behind_goes_on_demand_only_without_spot():
     lost = spot(5)
     cur = Current(lost, NOW - H, True)
-    d = decide(
-        DL, prog(done=1.0, ckpt=0.5), cur, [lost, spot(4, "us-east-1b"), od(20)], History(), NOW
-    )
-    assert d.action == REPLACE and d.target == od(20)
+    behind = prog(done=1.0, ckpt=0.5)
+    d = decide(DL, behind, cur, [lost, spot(4, "us-east-1b"), od(20)], History(), NOW)
+    assert d.action == REPLACE and d.target == spot(4, "us-east-1b")
+    d = decide(DL, behind, cur, [lost, od(20)], History(), NOW)
+    assert d.action == REPLACE and d.target == od(20) and "behind" in d.reason
 
 
 def test_deadline_without_slack_commits_to_on_demand_for_good():
