@@ -69,7 +69,7 @@ def backtest_chart(report: BacktestReport, path: Path) -> Path:
             text += f"  −{r.savings_pct(p.name):.0f} %"
         if p.deadline_misses:
             text += f"  ({p.deadline_misses} late)"
-        bars.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, text, va="center")
+        bars.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, _plain(text), va="center")
     bars.set_xlim(0, max(values) * 1.45 if values else 1)
 
     step_h = r.step_s / 3600.0
@@ -90,7 +90,7 @@ def backtest_chart(report: BacktestReport, path: Path) -> Path:
         lines.plot(
             [s * step_h / 24 for s in range(steps + 1)],
             series,
-            label=f"{p.label}: ${p.total_cost:,.0f}",
+            label=_plain(f"{p.label}: ${p.total_cost:,.0f}"),
             color=COLORS.get(p.name, "#333333"),
             linestyle="--" if p.name == r.optimum else "-",
         )
@@ -139,8 +139,10 @@ def report_chart(report: SpendReport, path: Path) -> Path:
     days.set_xticks(xs, labels, rotation=45, ha="right", fontsize=8)
     days.set_ylabel("USD")
     days.set_title(
-        f"Realised ${report.total_cost:,.2f} vs on-demand ${report.total_baseline:,.2f} "
-        f"(saved {report.savings_pct:.0f} %)"
+        _plain(
+            f"Realised ${report.total_cost:,.2f} vs on-demand ${report.total_baseline:,.2f} "
+            f"(saved {report.savings_pct:.0f} %)"
+        )
     )
     days.legend()
     names = [j.job for j in report.by_job]
@@ -171,6 +173,11 @@ def report_chart(report: SpendReport, path: Path) -> Path:
     notes += list(report.notes)
     path.write_text(_html("spotroute report", png, headers, rows, notes), encoding="utf-8")
     return path
+
+
+def _plain(text: str) -> str:
+    """Dollar signs as text: matplotlib reads a pair of them as mathematics."""
+    return text.replace("$", r"\$")
 
 
 def _png(plt: Any, fig: Any) -> bytes:
