@@ -76,3 +76,29 @@ def test_noisy_history_that_rarely_bore_it_out_is_not_suggested():
 def test_naive_now_is_refused():
     with pytest.raises(ValueError):
         suggest_start(diurnal(), now=datetime(2026, 12, 1), duration_h=1, latest_start=NOW)
+
+
+def test_later_start_reads_the_price_cache_history(tmp_path):
+    from router.egress import load_egress
+    from router.flows.timeshift import later_start
+    from router.offers import Quote
+    from router.orgconfig import OrgConfig
+    from router.planner import plan
+    from router.prices.cache import QuoteCache
+    from tests.unit.planner_factories import job, offer
+
+    cache = tmp_path / "prices.sqlite"
+    with QuoteCache(cache) as qc:
+        qc.add(
+            Quote("aws", "us-east-1", "us-east-1a", "p4de.24xlarge", "spot", p, "aws-api", t)
+            for t, p in diurnal()
+            if t <= NOW
+        )
+    spec = job(market="spot", duration_hours=3, deadline=NOW + timedelta(hours=19))
+    placement = plan(
+        spec, [offer(price=10.0, zone="us-east-1a")], org=OrgConfig(), egress=load_egress(), now=NOW
+    ).placements[0]
+    s = later_start(spec, placement, now=NOW, cache=cache)
+    assert s is not None and 12 <= s.delay_h <= 16 and s.bore_out == 1.0
+    no_deadline = job(market="spot", duration_hours=3)
+    assert later_start(no_deadline, placement, now=NOW, cache=cache) is None
