@@ -469,7 +469,10 @@ class SpotFallback:
     ) -> tuple[Action, Slot | None, str]:
         if state.current is not None and not state.interrupted:
             return STAY, None, ""
-        usable = [c for c in _usable(ctx, state, cands, now) if c.cloud == self.home]
+        usable = _usable(ctx, state, cands, now)
+        if any(c.cloud == self.home for c in cands):
+            usable = [c for c in usable if c.cloud == self.home]
+        # (a job whose GPU the home cloud does not sell at all uses the other clouds)
         target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
         return (REPLACE, target, "fallback") if target else (WAIT, None, "nothing in home cloud")
 
