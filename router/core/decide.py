@@ -56,6 +56,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from router.egress import EgressTable
+from router.jobspec import Job, cloud_of_url
 
 SPOT, ON_DEMAND = "spot", "on-demand"
 
@@ -198,6 +199,42 @@ class Rules:
     def lost_h_per_interruption(self) -> float:
         """Restore plus half a checkpoint interval: the planner's expected loss, hours."""
         return (self.restore_overhead_s + self.checkpoint_interval_s / 2) / 3600.0
+
+
+def rules_for_job(
+    job: Job,
+    *,
+    egress: EgressTable | None,
+    checkpoint_gb: float = 0.0,
+    handover_s: float = 300.0,
+    zone_block_s: float = 3600.0,
+    decision_period_s: float = 60.0,
+) -> Rules:
+    """decide()'s rules from job.yaml (migration, checkpoint, deadline, data, node_count).
+
+    checkpoint_gb: size of the latest checkpoint (the checkpoint library's manifest says);
+    decision_period_s: how often `route watch` calls decide() (its --interval).
+    """
+    ckpt = job.checkpoint
+    data = job.data
+    return Rules(
+        node_count=job.node_count,
+        min_savings_pct=job.migration.min_savings_pct,
+        cooldown_s=job.migration.cooldown_s,
+        checkpoint_interval_s=ckpt.interval_s if ckpt is not None else 0.0,
+        restore_overhead_s=ckpt.restore_overhead_s if ckpt is not None else 0.0,
+        handover_s=handover_s,
+        zone_block_s=zone_block_s,
+        decision_period_s=decision_period_s,
+        deadline=job.deadline,
+        transfers=TransferCosts(
+            egress,
+            data_cloud=(data.cloud or cloud_of_url(data.url)) if data is not None else None,
+            data_region=data.region if data is not None else "",
+            data_gb=data.size_gb if data is not None else 0.0,
+            checkpoint_gb=checkpoint_gb,
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -373,3 +373,25 @@ def test_deadline_slack_gone_never_leaves_on_demand(s):
     d = decide(rules, progress, current, cands, hist, NOW)
     if d.target is not None and d.action != STAY:
         assert d.target.market != "spot"
+
+
+def test_rules_for_job_read_migration_checkpoint_deadline_and_data():
+    from router.core.decide import rules_for_job
+    from tests.unit.planner_factories import job
+
+    spec = job(
+        market="spot",
+        node_count=2,
+        deadline=NOW + 10 * H,
+        migration={"min_savings_pct": 15, "cooldown": "2h"},
+        data={"url": "s3://bucket/data", "region": "us-east-1", "size_gb": 1000},
+    )
+    rules = rules_for_job(spec, egress=load_egress(), checkpoint_gb=200, decision_period_s=60)
+    assert (rules.node_count, rules.min_savings_pct, rules.cooldown_s) == (2, 15, 7200)
+    assert rules.deadline == NOW + 10 * H
+    assert spec.checkpoint is not None
+    assert rules.checkpoint_interval_s == spec.checkpoint.interval_s
+    assert rules.transfers.data_to("gcp", "us-central1") == pytest.approx(1000 * 0.09)
+    assert rules.transfers.checkpoint("aws", "us-east-1", "gcp", "us-central1") == pytest.approx(
+        200 * 0.09
+    )
