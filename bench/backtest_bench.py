@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from router.config.datafiles import load_egress, load_interruption_model
 from router.config.traces import read_availability
 from router.config.workload import load_workload
 from router.core.backtest import (
@@ -50,8 +51,6 @@ from router.core.synthetic import (
     synthetic_trace,
     synthetic_workload,
 )
-from router.egress import load_egress
-from router.interruption import load_interruption_model
 
 ROOT = Path(__file__).resolve().parent.parent
 EGRESS = load_egress()

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from router.config.datafiles import load_egress
 from router.core.decide import Current, History, Progress, Rules, TransferCosts, decide
-from router.egress import load_egress
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 REGIONS = {

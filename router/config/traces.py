@@ -8,8 +8,8 @@ and the field:
                         zone, instance_type, market, price_per_hour [, available,
                         interruption_bucket]
 - `read_aws_spot_history`  the JSON `aws ec2 describe-spot-price-history` prints
-- `read_skypilot_series`   dated SkyPilot catalog files (vms.csv), one per date in its path
-- `points_from_quotes`  the price cache's history (router.prices.cache.QuoteCache.history)
+- `points_from_quotes`  the price cache's history (router.prices.cache.QuoteCache.history) or
+                        an import (dated SkyPilot series: router.flows.backtest)
 - `read_availability`   the "Can't Be Late" (NSDI'24) availability JSON:
                         {"metadata": {"gap_seconds": N, …}, "data": [0|1, …], "prices": […]}
                         where 1 means spot was unavailable or preempted at that step.
@@ -23,16 +23,17 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from router.catalog import Catalog, load_catalog
+from router.config.datafiles import load_catalog
 from router.core.backtest import Pool
-from router.errors import BadInput
-from router.offers import INTERRUPTION_BUCKETS, Quote
+from router.core.catalog import Catalog
+from router.core.errors import BadInput
+from router.core.offers import INTERRUPTION_BUCKETS, Quote
 
 Point = tuple[datetime, Pool, float]
 CSV_COLUMNS = ("time", "cloud", "region", "zone", "instance_type", "market", "price_per_hour")
@@ -171,7 +172,7 @@ def read_price_csv(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
             if flag not in ("0", "1"):
                 raise BadInput(f"{where}: available {flag!r} must be 1 (usable) or 0")
             available.setdefault(pool, []).append((at, flag == "1"))
-    return _trace(path, points, available, maker)
+    return price_trace(path, points, available, maker)
 
 
 def read_aws_spot_history(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
@@ -201,33 +202,7 @@ def read_aws_spot_history(path: Path, *, pools: PoolMaker | None = None) -> Pric
         pool = maker.pool("aws", region, zone, item["InstanceType"], "spot")
         if pool is not None:
             points.append((at, pool, price))
-    return _trace(path, points, {}, maker)
-
-
-_DATE = re.compile(r"(\d{4})-?(\d{2})-?(\d{2})")
-
-
-def read_skypilot_series(paths: Sequence[Path], *, catalog: Catalog | None = None) -> PriceTrace:
-    """Points from SkyPilot vms.csv files, each dated by a YYYY-MM-DD (or YYYYMMDD) in its path."""
-    from router.prices.imports import import_skypilot
-
-    maker = PoolMaker(catalog)
-    points: list[Point] = []
-    for path in paths:
-        found = _DATE.search(str(path))
-        if found is None:
-            raise BadInput(
-                f"{path}: no date in the path — name each catalog by the day it was taken, "
-                "e.g. 2026-11-01/aws/vms.csv"
-            )
-        try:
-            year, month, day = (int(g) for g in found.groups())
-            at = datetime(year, month, day, tzinfo=UTC)
-        except ValueError:
-            raise BadInput(f"{path}: {found.group(0)} is not a date") from None
-        result = import_skypilot(path, now=at, catalog=maker.catalog)
-        points.extend(points_from_quotes(result.quotes, pools=maker))
-    return _trace(paths[0] if paths else Path("."), points, {}, maker)
+    return price_trace(path, points, {}, maker)
 
 
 def points_from_quotes(quotes: Iterable[Quote], *, pools: PoolMaker | None = None) -> list[Point]:
@@ -275,12 +250,13 @@ def read_availability(path: Path) -> Availability:
     return Availability(float(gap), tuple(usable), price_series, dict(meta))
 
 
-def _trace(
+def price_trace(
     path: Path,
     points: list[Point],
     available: dict[Pool, list[tuple[datetime, bool]]],
     maker: PoolMaker,
 ) -> PriceTrace:
+    """The points read from `path`; BadInput when none was usable."""
     if not points:
         unknown = ", ".join(f"{c} {t}" for c, t in sorted(maker.unknown)[:3])
         hint = f" (instance types not in the catalog: {unknown})" if unknown else ""

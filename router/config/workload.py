@@ -13,13 +13,14 @@ from typing import Any
 
 import yaml
 
-from router.catalog import Catalog, load_catalog
+from router.config.datafiles import load_catalog
 from router.core.backtest import Workload, WorkloadJob
+from router.core.catalog import Catalog
+from router.core.durations import parse_duration_s
+from router.core.errors import BadInput
+from router.core.gpus import UnknownGpu, canonical_gpu
+from router.core.offers import INTERRUPTION_BUCKETS
 from router.core.synthetic import CloudOffer, JobMix, MarketModel, Shape, synthetic_workload
-from router.errors import BadInput
-from router.gpus import UnknownGpu, canonical_gpu
-from router.jobspec import parse_duration_s
-from router.offers import INTERRUPTION_BUCKETS
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ The simulation, per job and policy, one step [t, t + step) at a time:
   2. the policy chooses: stay, move / switch-market / re-place onto a candidate, or wait.
      A voluntary move pays the hand-over overlap at the old price and loses the work since the
      last checkpoint; every (re)start but the first pays the restore overhead as paid time
-     without progress; a new region pays data and checkpoint egress (router.egress);
+     without progress; a new region pays data and checkpoint egress (router.core.egress);
   3. the placement runs: price × node_count per hour used; the last step is paid only up to
      the moment the work is done. Checkpoints complete every checkpoint interval of work.
 Jobs are independent (no capacity contention between them) and on-demand never runs out.
@@ -19,7 +19,7 @@ Policies (POLICIES): single-cloud on-demand (the baseline), single-cloud spot wi
 fallback, multi-cloud spot placed once, multi-cloud with recovery and migration, deadline-aware.
 The last two call router.core.decide.decide — the function `route watch` calls.
 
-Candidates at each step come from the planner: router.planner.plan ranks the job's offers once
+Candidates at each step come from the planner: router.core.planner.plan ranks the job's offers once
 (filters, egress, interruption rates; see `feasible_pools`), and each step re-prices the
 feasible pools at that step's prices.
 """
@@ -48,12 +48,14 @@ from router.core.decide import (
     TransferCosts,
     zone_key,
 )
-from router.egress import EgressTable
-from router.interruption import InterruptionModel
-from router.jobspec import Job, parse_job
-from router.offers import Offer
-from router.orgconfig import OrgConfig
-from router.planner import Placement, plan
+from router.core.egress import EgressTable
+from router.core.interruption import InterruptionModel
+from router.core.job.model import Job
+from router.core.job.problems import parse_job
+from router.core.offers import Offer
+from router.core.org import OrgConfig
+from router.core.placement import Placement
+from router.core.planner import plan
 
 ON_DEMAND = "on-demand"
 Progressed = Callable[[int, int], None]  # (jobs done, jobs in all)
@@ -772,7 +774,7 @@ _URL_SCHEME = {"aws": "s3://", "gcp": "gs://", "azure": "az://", "local": "file:
 
 
 def planner_ranking(
-    org: OrgConfig, egress: EgressTable, interruption: InterruptionModel | None = None
+    org: OrgConfig, egress: EgressTable, interruption: InterruptionModel
 ) -> PlanFeasible:
     """The one place the backtest calls the planner: feasible placements of a job at a moment."""
     specs: dict[str, Job] = {}
@@ -793,8 +795,8 @@ def run_backtest(
     trace: Trace,
     *,
     egress: EgressTable,
+    interruption: InterruptionModel,
     plan_feasible: PlanFeasible | None = None,
-    interruption: InterruptionModel | None = None,
     policy_set: Sequence[Policy] | None = None,
     with_optimum: bool = True,
     on_progress: Progressed | None = None,

@@ -37,7 +37,7 @@ Costs (USD; hours of work left W = total_h − done_h, node_count instances):
   migration     = restore_h × target price × node_count     (start and load the checkpoint)
                 + redo_h × target price × node_count        (done_h − checkpointed_h, lost)
                 + handover_h × current price × node_count   (both placements paid meanwhile)
-                + egress of the data set to the target region (router.egress model)
+                + egress of the data set to the target region (router.core.egress model)
                 + egress of the checkpoint from the current region to the target region
                   (both only when the region changes: a region keeps its staged data)
 A re-placement after an interruption pays the restore and the egress terms (no handover: the
@@ -55,8 +55,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from router.egress import EgressTable
-from router.jobspec import Job, cloud_of_url
+from router.core.egress import EgressTable
+from router.core.job.model import Job, cloud_of_url
 
 SPOT, ON_DEMAND = "spot", "on-demand"
 
@@ -69,7 +69,7 @@ WAIT: Action = "wait"
 
 
 class Capacity(Protocol):
-    """What decide() needs of a placement; router.planner.Placement has all of it."""
+    """What decide() needs of a placement; router.core.placement.Placement has all of it."""
 
     @property
     def cloud(self) -> str: ...
@@ -122,7 +122,7 @@ def _moved_usd(table: EgressTable, gb: float, sc: str, sr: str, dc: str, dr: str
 
 
 class TransferCosts:
-    """USD to move the job's data and checkpoint between regions (router.egress), memoised.
+    """USD to move the job's data and checkpoint between regions (router.core.egress), memoised.
 
     Pure: the memo only remembers answers of the immutable egress table.
     """

@@ -6,7 +6,7 @@ simplifications can only make the optimum cheaper:
 
 - it is never interrupted: it may run on a pool only at steps where the pool is available, so
   it never recomputes lost work, and it needs no hand-over overlap;
-- a change of pool pays the data and checkpoint egress of router.egress exactly as a policy
+- a change of pool pays the data and checkpoint egress of router.core.egress exactly as a policy
   does, plus the restore overhead as money only — restore_h × the cheapest price the job could
   pay anywhere in the window × node_count — and no time (a policy pays those hours at least at
   that price and finishes later);
@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from router.core.backtest import JobContext, JobRun, Trace
 from router.core.decide import TransferCosts
-from router.egress import EgressTable
+from router.core.egress import EgressTable
 
 Array = npt.NDArray[np.float64]
 

@@ -11,19 +11,21 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from router.config.traces import (
     Availability,
     PoolMaker,
     PriceTrace,
+    points_from_quotes,
+    price_trace,
     read_availability,
     read_aws_spot_history,
     read_price_csv,
-    read_skypilot_series,
 )
 from router.config.workload import WorkloadFile, load_workload
 from router.core.backtest import (
@@ -34,8 +36,9 @@ from router.core.backtest import (
     run_backtest,
     trace_from_points,
 )
+from router.core.catalog import Catalog
+from router.core.errors import BadInput
 from router.core.synthetic import synthetic_trace
-from router.errors import BadInput
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,7 @@ def backtest(
     on_progress: Progressed | None = None,
 ) -> BacktestReport:
     """Replay the workload's jobs under every policy on the given (or synthetic) traces."""
-    from router.egress import load_egress
-    from router.interruption import load_interruption_model
+    from router.config.datafiles import load_egress, load_interruption_model
 
     wf = load_workload(workload_path)
     if prices:
@@ -108,6 +110,32 @@ def _price_trace(wf: WorkloadFile, paths: Sequence[Path]) -> tuple[Trace, tuple[
         available=available,
     )
     return trace, tuple(sources)
+
+
+_DATE = re.compile(r"(\d{4})-?(\d{2})-?(\d{2})")
+
+
+def read_skypilot_series(paths: Sequence[Path], *, catalog: Catalog | None = None) -> PriceTrace:
+    """Points from SkyPilot vms.csv files, each dated by a YYYY-MM-DD (or YYYYMMDD) in its path."""
+    from router.prices.imports import import_skypilot
+
+    maker = PoolMaker(catalog)
+    points: list[tuple[datetime, Pool, float]] = []
+    for path in paths:
+        found = _DATE.search(str(path))
+        if found is None:
+            raise BadInput(
+                f"{path}: no date in the path — name each catalog by the day it was taken, "
+                "e.g. 2026-11-01/aws/vms.csv"
+            )
+        try:
+            year, month, day = (int(g) for g in found.groups())
+            at = datetime(year, month, day, tzinfo=UTC)
+        except ValueError:
+            raise BadInput(f"{path}: {found.group(0)} is not a date") from None
+        result = import_skypilot(path, now=at, catalog=maker.catalog)
+        points.extend(points_from_quotes(result.quotes, pools=maker))
+    return price_trace(paths[0] if paths else Path("."), points, {}, maker)
 
 
 def read_prices(path: Path, maker: PoolMaker | None = None) -> PriceTrace:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from router.errors import BadInput, OperationFailed
+from router.core.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
     from router.flows.backtest import BacktestReport

@@ -1,6 +1,6 @@
 """`route report`: realised spend and savings against on-demand, from the placements made.
 
-Reads SPOTROUTE_HOME/placements/*.json (written by `route deploy`, router/jobs.py
+Reads SPOTROUTE_HOME/placements/*.json (written by `route deploy`, router/flows/jobs.py
 record_placement) and placements/ended/*.json (kept records of finished jobs). Each record is
 the job's current placement from `deployed_at` until `ended_at` (or now); its optional
 `history` list holds the earlier placements of the same job — one entry per recovery or
@@ -27,7 +27,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from router.errors import BadInput
+from router.core.errors import BadInput
 
 OnDemandPrice = Callable[[str, str, str], float | None]  # (cloud, region, instance_type) → $/h
 
@@ -266,7 +266,7 @@ def on_demand_lookup(quotes: Sequence[Any]) -> OnDemandPrice:
 
 def report(*, now: datetime, days: float | None = None, home: Path | None = None) -> SpendReport:
     """The spend report of this machine's SPOTROUTE_HOME over the last `days`."""
-    from router.home import cache_path, spotroute_home
+    from router.config.home import cache_path, spotroute_home
     from router.prices.cache import QuoteCache
     from router.prices.snapshot import load_snapshot
 

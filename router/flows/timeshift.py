@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from router.core.job.model import Job
+from router.core.placement import Placement
 from router.core.timeshift import ShiftSuggestion, suggest_start
-from router.jobspec import Job
-from router.planner import Placement
 
 
 def later_start(
@@ -24,7 +24,7 @@ def later_start(
     lookback_days: int = 14,
 ) -> ShiftSuggestion | None:
     """A later start for `placement` inside the job's deadline, from the cache's price history."""
-    from router.home import cache_path
+    from router.config.home import cache_path
     from router.prices.cache import QuoteCache
 
     if job.deadline is None:

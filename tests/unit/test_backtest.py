@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import router.core.decide as decide_module
+from router.config.datafiles import load_egress, load_interruption_model
 from router.core.backtest import (
     Pool,
     Trace,
@@ -23,10 +24,10 @@ from router.core.synthetic import (
     synthetic_trace,
     synthetic_workload,
 )
-from router.egress import load_egress
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 EGRESS = load_egress()
+INTERRUPTION = load_interruption_model()
 
 
 def pool(cloud: str, region: str, market: str, zone: str | None = None) -> Pool:
@@ -69,6 +70,7 @@ def run(t: Trace, *jobs: WorkloadJob, home: str = "aws", handover_s: float = 0.0
         Workload("w", tuple(jobs) or (job(),), home_cloud=home, handover_s=handover_s),
         t,
         egress=EGRESS,
+        interruption=INTERRUPTION,
     )
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from router.config.datafiles import load_egress, load_interruption_model
 from router.core.backtest import (
     GreedyDeadline,
     Pool,
@@ -17,10 +18,10 @@ from router.core.backtest import (
     policies,
     run_backtest,
 )
-from router.egress import load_egress
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 EGRESS = load_egress()
+INTERRUPTION = load_interruption_model()
 PLACES = [
     ("aws", "us-east-1", "p4de.24xlarge", 1152.0),
     ("aws", "us-west-2", "p4de.24xlarge", 1152.0),
@@ -92,7 +93,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Workload, Trace]:
 @given(scenarios())
 def test_optimum_is_never_above_any_policy_that_kept_its_deadline(s):
     workload, trace = s
-    result = run_backtest(workload, trace, egress=EGRESS)
+    result = run_backtest(workload, trace, egress=EGRESS, interruption=INTERRUPTION)
     best = {r.job: r for r in result.policy("optimum").runs}
     for policy in result.policies:
         for run in policy.runs:
@@ -106,7 +107,14 @@ def test_optimum_is_never_above_any_policy_that_kept_its_deadline(s):
 def test_deadline_aware_and_greedy_never_miss_a_deadline_on_demand_could_keep(s):
     workload, trace = s
     chosen = (*policies(workload.home_cloud), GreedyDeadline())
-    result = run_backtest(workload, trace, egress=EGRESS, with_optimum=False, policy_set=chosen)
+    result = run_backtest(
+        workload,
+        trace,
+        egress=EGRESS,
+        interruption=INTERRUPTION,
+        with_optimum=False,
+        policy_set=chosen,
+    )
     runs = [*result.policy("deadline-aware").runs, *result.policy("greedy-deadline").runs]
     for run, job in zip(runs, workload.jobs * 2, strict=True):
         first = trace.start + timedelta(

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from router.config.datafiles import load_egress, load_interruption_model
 from router.core.decide import (
     MOVE,
     REPLACE,
@@ -25,7 +26,6 @@ from router.core.decide import (
     same_capacity,
     zone_key,
 )
-from router.egress import load_egress
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -209,8 +209,8 @@ def test_decision_to_json_carries_target_and_numbers():
 
 
 def test_planner_placements_are_accepted_as_candidates():
-    from router.orgconfig import OrgConfig
-    from router.planner import plan
+    from router.core.org import OrgConfig
+    from router.core.planner import plan
     from tests.unit.planner_factories import job, offer
 
     result = plan(
@@ -219,6 +219,7 @@ def test_planner_placements_are_accepted_as_candidates():
         org=OrgConfig(),
         egress=load_egress(),
         now=NOW,
+        interruption=load_interruption_model(),
     )
     placements = result.placements
     here = next(p for p in placements if p.zone == "us-east-1a")

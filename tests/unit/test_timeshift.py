@@ -79,11 +79,11 @@ def test_naive_now_is_refused():
 
 
 def test_later_start_reads_the_price_cache_history(tmp_path):
-    from router.egress import load_egress
+    from router.config.datafiles import load_egress, load_interruption_model
+    from router.core.offers import Quote
+    from router.core.org import OrgConfig
+    from router.core.planner import plan
     from router.flows.timeshift import later_start
-    from router.offers import Quote
-    from router.orgconfig import OrgConfig
-    from router.planner import plan
     from router.prices.cache import QuoteCache
     from tests.unit.planner_factories import job, offer
 
@@ -96,9 +96,15 @@ def test_later_start_reads_the_price_cache_history(tmp_path):
         )
     spec = job(market="spot", duration_hours=3, deadline=NOW + timedelta(hours=19))
     placement = plan(
-        spec, [offer(price=10.0, zone="us-east-1a")], org=OrgConfig(), egress=load_egress(), now=NOW
+        spec,
+        [offer(price=10.0, zone="us-east-1a")],
+        org=OrgConfig(),
+        egress=load_egress(),
+        now=NOW,
+        interruption=load_interruption_model(),
     ).placements[0]
     s = later_start(spec, placement, now=NOW, cache=cache)
     assert s is not None and 12 <= s.delay_h <= 16 and s.bore_out == 1.0
     no_deadline = job(market="spot", duration_hours=3)
     assert later_start(no_deadline, placement, now=NOW, cache=cache) is None
+

@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 
-import click
 import pytest
 from click.testing import CliRunner
 
+from router.cli.commands import cli
 from router.config.traces import (
     read_availability,
     read_aws_spot_history,
     read_price_csv,
-    read_skypilot_series,
 )
 from router.config.workload import load_workload
-from router.errors import BadInput, RouteError
-from router.flows.backtest import backtest
+from router.core.errors import BadInput, RouteError
+from router.flows.backtest import backtest, read_skypilot_series
 from router.flows.report import Segment, read_segments, summarise
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,36 +26,10 @@ SMALL = ROOT / "examples" / "backtest-small.yaml"
 THIRTY_DAYS = ROOT / "examples" / "backtest-30d.yaml"
 
 
-def commands() -> ModuleType:
-    """router.cli.backtest_commands, also while router/cli.py is still a module."""
-    try:
-        return importlib.import_module("router.cli.backtest_commands")
-    except ModuleNotFoundError:
-        path = ROOT / "router" / "cli" / "backtest_commands.py"
-        spec = importlib.util.spec_from_file_location("backtest_commands", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["backtest_commands"] = module
-        spec.loader.exec_module(module)
-        return module
-
-
-def group() -> click.Group:
-    mod = commands()
-
-    @click.group()
-    def route() -> None:
-        pass
-
-    route.add_command(mod.backtest)
-    route.add_command(mod.report)
-    return route
-
-
 def invoke(*args: str) -> tuple[int, str, str]:
     """Run like router.cli main does: RouteError → one line on stderr and its exit code."""
     runner = CliRunner()
-    result = runner.invoke(group(), list(args))
+    result = runner.invoke(cli, list(args))
     if isinstance(result.exception, RouteError):
         return result.exception.exit_code, result.stdout, f"error: {result.exception.message}"
     if result.exception is not None and not isinstance(result.exception, SystemExit):
