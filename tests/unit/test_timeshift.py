@@ -108,3 +108,36 @@ def test_later_start_reads_the_price_cache_history(tmp_path):
     no_deadline = job(market="spot", duration_hours=3)
     assert later_start(no_deadline, placement, now=NOW, cache=cache) is None
 
+
+def test_route_plan_shows_the_later_start_in_the_table_and_the_json(monkeypatch, tmp_path):
+    from router.core.offers import Quote
+    from router.prices.cache import QuoteCache
+    from tests.unit.cli_harness import FIXED_NOW, invoke, isolate, write_job
+
+    home = isolate(monkeypatch, tmp_path)
+    home.mkdir(parents=True)
+    shift = FIXED_NOW - NOW  # the diurnal history, moved to the CLI's pinned clock
+    p4de = "p4de.24xlarge"
+    with QuoteCache(home / "prices.sqlite3") as qc:
+        qc.add(
+            Quote("aws", "us-east-1", "us-east-1a", p4de, "spot", p / 10, "aws-api", t + shift)
+            for t, p in diurnal()
+            if t <= NOW
+        )
+    text = (
+        "name: night-owl\nresources:\n  accelerators: A100-80GB:8\n  clouds: [aws]\n"
+        "  regions: [us-east-1]\nmarket: spot\nduration_hours: 3\ncheckpoint:\n  interval: 30m\n"
+        f"deadline: {(FIXED_NOW + timedelta(hours=19)).isoformat()}\n"
+        "run:\n  image: ghcr.io/acme/trainer:1.0\n  command: [python, train.py]\n"
+    )
+    job = write_job(tmp_path / "job.yaml", text)
+
+    data = invoke("plan", job, "--json").json()
+    best = data["placements"][0]
+    assert (best["zone"], best["instance_type"]) == ("us-east-1a", "p4de.24xlarge")
+    assert data["time_shift"] is not None and 12 <= data["time_shift"]["delay_h"] <= 16
+    table = invoke("plan", job).out
+    assert "later start: starting" in table and data["time_shift"]["reason"][:30] in table
+
+    no_deadline = write_job(tmp_path / "plain.yaml", text.replace("deadline:", "# deadline:"))
+    assert invoke("plan", no_deadline, "--json").json()["time_shift"] is None
