@@ -234,6 +234,7 @@ def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> d
         "offers_considered": report.offers_considered,
         "placements_total": len(placements),  # placements + rejected = offers considered
         "placements": [placement_json(p) for p in placements[:top]],
+        "time_shift": report.time_shift.to_json() if report.time_shift else None,
     }
     if explain:
         out["rejected"] = [
@@ -308,6 +309,8 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
         best = result.placements[0]
         for reason in best.reasons:
             console.print(f"  #1: {reason}")
+        if report.time_shift is not None:
+            console.print(f"  later start: {report.time_shift.reason}")
         if any(p.stale for p in result.placements):
             console.print(
                 "[yellow]some prices are stale[/]: run `route prices refresh`, or "

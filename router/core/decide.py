@@ -13,10 +13,14 @@ Actions, checked in this order (the first that applies wins):
      a. slack gone: hours left − work left − hours to get onto on-demand < risk (one restore,
         one checkpoint interval of lost work and one decision period) → on-demand for good:
         stay on on-demand, never move again.
-     b. behind the line → on-demand (switch-market from spot, re-place after an interruption).
-     c. on on-demand and ahead by ≥ 2 restore overheads → back to spot (switch-market).
-     d. interrupted or not placed, not behind, no spot available → wait (Uniform Progress
-        idles rather than pay on-demand while it is ahead).
+     b. on on-demand: back to spot (switch-market) only when ahead of the line by ≥ 2
+        restore overheads and spot is there; otherwise stay on on-demand.
+     c. interrupted or not placed: spot if any (spot progresses as fast as on-demand); no spot
+        and behind the line → on-demand; no spot and ahead → wait (Uniform Progress idles
+        rather than pay on-demand while it is ahead).
+     d. running on spot, even behind the line: stay on spot (it catches up as fast as
+        on-demand would; the money rules may still move it to cheaper spot); the slack test
+        (a) guards the deadline.
   2. interrupted   (or not placed yet) → re-place on the cheapest candidate by expected
                    remaining cost, excluding zones lost within rules.zone_block_s.
   3. cheaper elsewhere → move when
@@ -33,8 +37,9 @@ Costs (USD; hours of work left W = total_h − done_h, node_count instances):
   migration     = restore_h × target price × node_count     (start and load the checkpoint)
                 + redo_h × target price × node_count        (done_h − checkpointed_h, lost)
                 + handover_h × current price × node_count   (both placements paid meanwhile)
-                + egress of the data set to the target region (router.egress model)
+                + egress of the data set to the target region (router.core.egress model)
                 + egress of the checkpoint from the current region to the target region
+                  (both only when the region changes: a region keeps its staged data)
 A re-placement after an interruption pays the restore and the egress terms (no handover: the
 old placement is gone; the lost work is already counted in W, which starts at checkpointed_h).
 
@@ -44,12 +49,14 @@ Every Decision carries its Numbers (what was compared) and one line of reason in
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from router.core.egress import EgressTable
+from router.core.job.model import Job, cloud_of_url
 
 SPOT, ON_DEMAND = "spot", "on-demand"
 
@@ -62,7 +69,7 @@ WAIT: Action = "wait"
 
 
 class Capacity(Protocol):
-    """What decide() needs of a placement; router.planner.Placement has all of it."""
+    """What decide() needs of a placement; router.core.placement.Placement has all of it."""
 
     @property
     def cloud(self) -> str: ...
@@ -96,8 +103,26 @@ def same_capacity(a: Capacity, b: Capacity) -> bool:
     )
 
 
+# Answers of an (immutable) egress table, shared by every job that uses it: a backtest asks
+# the same (size, from, to) questions for thousands of jobs.
+_MOVES: weakref.WeakKeyDictionary[EgressTable, dict[tuple[float, str, str, str, str], float]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _moved_usd(table: EgressTable, gb: float, sc: str, sr: str, dc: str, dr: str) -> float:
+    memo = _MOVES.get(table)
+    if memo is None:
+        memo = _MOVES[table] = {}
+    key = (gb, sc, sr, dc, dr)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = table.cost(gb, sc, sr, dc, dr).usd
+    return found
+
+
 class TransferCosts:
-    """USD to move the job's data and checkpoint between regions (router.egress), memoised.
+    """USD to move the job's data and checkpoint between regions (router.core.egress), memoised.
 
     Pure: the memo only remembers answers of the immutable egress table.
     """
@@ -127,9 +152,9 @@ class TransferCosts:
             if self.table is None or self.data_gb <= 0 or self.data_cloud is None:
                 found = 0.0
             else:
-                found = self.table.cost(
-                    self.data_gb, self.data_cloud, self.data_region, cloud, region
-                ).usd
+                found = _moved_usd(
+                    self.table, self.data_gb, self.data_cloud, self.data_region, cloud, region
+                )
             self._data[key] = found
         return found
 
@@ -141,9 +166,9 @@ class TransferCosts:
             if self.table is None or self.checkpoint_gb <= 0:
                 found = 0.0
             else:
-                found = self.table.cost(
-                    self.checkpoint_gb, src_cloud, src_region, cloud, region
-                ).usd
+                found = _moved_usd(
+                    self.table, self.checkpoint_gb, src_cloud, src_region, cloud, region
+                )
             self._ckpt[key] = found
         return found
 
@@ -174,6 +199,42 @@ class Rules:
     def lost_h_per_interruption(self) -> float:
         """Restore plus half a checkpoint interval: the planner's expected loss, hours."""
         return (self.restore_overhead_s + self.checkpoint_interval_s / 2) / 3600.0
+
+
+def rules_for_job(
+    job: Job,
+    *,
+    egress: EgressTable | None,
+    checkpoint_gb: float = 0.0,
+    handover_s: float = 300.0,
+    zone_block_s: float = 3600.0,
+    decision_period_s: float = 60.0,
+) -> Rules:
+    """decide()'s rules from job.yaml (migration, checkpoint, deadline, data, node_count).
+
+    checkpoint_gb: size of the latest checkpoint (the checkpoint library's manifest says);
+    decision_period_s: how often `route watch` calls decide() (its --interval).
+    """
+    ckpt = job.checkpoint
+    data = job.data
+    return Rules(
+        node_count=job.node_count,
+        min_savings_pct=job.migration.min_savings_pct,
+        cooldown_s=job.migration.cooldown_s,
+        checkpoint_interval_s=ckpt.interval_s if ckpt is not None else 0.0,
+        restore_overhead_s=ckpt.restore_overhead_s if ckpt is not None else 0.0,
+        handover_s=handover_s,
+        zone_block_s=zone_block_s,
+        decision_period_s=decision_period_s,
+        deadline=job.deadline,
+        transfers=TransferCosts(
+            egress,
+            data_cloud=(data.cloud or cloud_of_url(data.url)) if data is not None else None,
+            data_region=data.region if data is not None else "",
+            data_gb=data.size_gb if data is not None else 0.0,
+            checkpoint_gb=checkpoint_gb,
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,8 +338,11 @@ def arrival_cost(rules: Rules, p: Capacity, src: Capacity | None, redo_h: float)
     """USD to get the job running on p: restore, lost work, data and checkpoint egress."""
     t = rules.transfers
     usd = (rules.restore_h + redo_h) * p.price_per_hour * rules.node_count
-    usd += t.data_to(p.cloud, p.region)
-    if src is not None and (src.cloud, src.region) != (p.cloud, p.region):
+    if src is None:
+        usd += t.data_to(p.cloud, p.region)
+    elif (src.cloud, src.region) != (p.cloud, p.region):
+        # A region keeps its staged copy of the data; a new region needs both moved in.
+        usd += t.data_to(p.cloud, p.region)
         usd += t.checkpoint(src.cloud, src.region, p.cloud, p.region)
     return usd
 
@@ -461,6 +525,29 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
+def deadline_slack(
+    rules: Rules, progress: Progress, current: Current | None, now: datetime
+) -> tuple[float, float, float]:
+    """(hours to the deadline, slack, risk), hours: on-demand for good once slack < risk.
+
+    slack = hours left − work left − hours to get onto on-demand (restore + redo unless on it);
+    risk  = what staying off on-demand one more decision period can cost: a restore, a
+            checkpoint interval of lost work and the period itself.
+    """
+    assert rules.deadline is not None
+    interrupted = current is None or current.interrupted
+    here = None if current is None else current.placement
+    on_demand_now = not interrupted and here is not None and here.market != SPOT
+    done = progress.checkpointed_h if interrupted else progress.done_h
+    work_left = max(0.0, progress.total_h - done)
+    redo = 0.0 if interrupted else max(0.0, progress.done_h - progress.checkpointed_h)
+    hours_left = (rules.deadline - now).total_seconds() / 3600.0
+    to_on_demand_h = 0.0 if on_demand_now else rules.restore_h + redo
+    slack = hours_left - work_left - to_on_demand_h
+    risk = rules.restore_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
+    return hours_left, slack, risk
+
+
 def _deadline(
     rules: Rules,
     progress: Progress,
@@ -476,10 +563,7 @@ def _deadline(
     here = None if current is None else current.placement
     on_demand_now = not interrupted and here is not None and here.market != SPOT
     redo = 0.0 if interrupted else max(0.0, progress.done_h - progress.checkpointed_h)
-    hours_left = (rules.deadline - now).total_seconds() / 3600.0
-    to_on_demand_h = 0.0 if on_demand_now else rules.restore_h + redo
-    slack = hours_left - work_left - to_on_demand_h
-    risk = rules.restore_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
+    hours_left, slack, risk = deadline_slack(rules, progress, current, now)
     span_h = (rules.deadline - progress.started_at).total_seconds() / 3600.0
     elapsed_h = (now - progress.started_at).total_seconds() / 3600.0
     line = progress.total_h * min(1.0, elapsed_h / span_h) if span_h > 0 else progress.total_h
@@ -499,16 +583,6 @@ def _deadline(
             )  # fmt: skip
         return _switch(rules, current, on_demand, work_left, n, why, extra, redo=redo, commit=True)
 
-    if ahead < 0:
-        why = f"deadline: {-ahead:.2f} h behind the Uniform Progress line — on-demand; "
-        if on_demand_now:
-            assert current is not None
-            return _maybe_move(
-                rules, progress, current, on_demand, history, now, work_left, n,
-                markets=(ON_DEMAND, "reserved"), extra=extra,
-            )  # fmt: skip
-        return _switch(rules, current, on_demand, work_left, n, why, extra, redo=redo)
-
     if on_demand_now:
         assert current is not None
         if ahead >= 2 * rules.restore_h and spot:
@@ -520,8 +594,15 @@ def _deadline(
         )  # fmt: skip
 
     if interrupted:
-        why = f"deadline: {ahead:.2f} h ahead — spot; "
-        return _replace(rules, here, usable, work_left, n, why, markets=(SPOT,), extra=extra)
+        # Spot progresses as fast as on-demand: on-demand only when there is no spot to run on.
+        if spot:
+            why = f"deadline: {ahead:+.2f} h against the line, spot available — spot; "
+            return _replace(rules, here, spot, work_left, n, why, extra=extra)
+        if ahead < 0:
+            why = f"deadline: {-ahead:.2f} h behind the line and no spot — on-demand; "
+            return _replace(rules, here, on_demand, work_left, n, why, extra=extra)
+        why = f"deadline: {ahead:.2f} h ahead of the line — "
+        return _replace(rules, here, (), work_left, n, why, markets=(SPOT,), extra=extra)
     assert current is not None
     return _maybe_move(
         rules, progress, current, spot, history, now, work_left, n, markets=(SPOT,), extra=extra

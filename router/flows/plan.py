@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from router.config.datafiles import load_egress, load_interruption_model
 from router.config.home import spotroute_home
@@ -22,6 +23,9 @@ from router.prices.local import local_offers
 from router.prices.quotas.book import open_book_if_cached
 from router.prices.quotas.cache import default_path as quota_cache_path
 
+if TYPE_CHECKING:
+    from router.core.timeshift import ShiftSuggestion
+
 
 @dataclass(frozen=True)
 class PlanReport:
@@ -31,6 +35,9 @@ class PlanReport:
     org: OrgConfig
     result: PlanResult
     offers_considered: int
+    # A later, historically cheaper start of the best placement inside the job's deadline
+    # (router.flows.timeshift); None without a deadline, price history or a saving.
+    time_shift: ShiftSuggestion | None = None
 
 
 def current_offers(
@@ -76,4 +83,11 @@ def plan_job(
         top=top,
         quotas=quotas,
     )
-    return PlanReport(job=job, org=org, result=result, offers_considered=len(offers))
+    shift = None
+    if result.placements and job.deadline is not None:  # only a deadline leaves room to wait
+        from router.flows.timeshift import later_start
+
+        shift = later_start(job, result.placements[0], now=now)
+    return PlanReport(
+        job=job, org=org, result=result, offers_considered=len(offers), time_shift=shift
+    )

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.config.datafiles import load_egress
+from router.config.datafiles import load_egress, load_interruption_model
 from router.core.decide import (
     MOVE,
     REPLACE,
@@ -209,7 +209,6 @@ def test_decision_to_json_carries_target_and_numbers():
 
 
 def test_planner_placements_are_accepted_as_candidates():
-    from router.config.datafiles import load_interruption_model
     from router.core.org import OrgConfig
     from router.core.planner import plan
     from tests.unit.planner_factories import job, offer
@@ -235,10 +234,10 @@ def test_planner_placements_are_accepted_as_candidates():
 DL = replace(RULES, deadline=NOW + 16 * H, decision_period_s=3600)
 
 
-def test_deadline_behind_the_line_switches_spot_to_on_demand():
+def test_deadline_behind_the_line_on_running_spot_stays_on_spot():
     here = spot(5)
     d = decide(DL, prog(done=0.5), running(here), [here, od(20)], History(), NOW)
-    assert d.action == SWITCH_MARKET and d.target == od(20)
+    assert d.action == STAY
     assert d.numbers.ahead_h == pytest.approx(0.5 - 10 * 2 / 18)
 
 
@@ -265,13 +264,14 @@ def test_deadline_interrupted_and_ahead_waits_when_no_spot_is_left():
     assert d.action == WAIT
 
 
-def test_deadline_interrupted_and_behind_goes_on_demand():
+def test_deadline_interrupted_and_behind_goes_on_demand_only_without_spot():
     lost = spot(5)
     cur = Current(lost, NOW - H, True)
-    d = decide(
-        DL, prog(done=1.0, ckpt=0.5), cur, [lost, spot(4, "us-east-1b"), od(20)], History(), NOW
-    )
-    assert d.action == REPLACE and d.target == od(20)
+    behind = prog(done=1.0, ckpt=0.5)
+    d = decide(DL, behind, cur, [lost, spot(4, "us-east-1b"), od(20)], History(), NOW)
+    assert d.action == REPLACE and d.target == spot(4, "us-east-1b")
+    d = decide(DL, behind, cur, [lost, od(20)], History(), NOW)
+    assert d.action == REPLACE and d.target == od(20) and "behind" in d.reason
 
 
 def test_deadline_without_slack_commits_to_on_demand_for_good():
@@ -374,3 +374,25 @@ def test_deadline_slack_gone_never_leaves_on_demand(s):
     d = decide(rules, progress, current, cands, hist, NOW)
     if d.target is not None and d.action != STAY:
         assert d.target.market != "spot"
+
+
+def test_rules_for_job_read_migration_checkpoint_deadline_and_data():
+    from router.core.decide import rules_for_job
+    from tests.unit.planner_factories import job
+
+    spec = job(
+        market="spot",
+        node_count=2,
+        deadline=NOW + 10 * H,
+        migration={"min_savings_pct": 15, "cooldown": "2h"},
+        data={"url": "s3://bucket/data", "region": "us-east-1", "size_gb": 1000},
+    )
+    rules = rules_for_job(spec, egress=load_egress(), checkpoint_gb=200, decision_period_s=60)
+    assert (rules.node_count, rules.min_savings_pct, rules.cooldown_s) == (2, 15, 7200)
+    assert rules.deadline == NOW + 10 * H
+    assert spec.checkpoint is not None
+    assert rules.checkpoint_interval_s == spec.checkpoint.interval_s
+    assert rules.transfers.data_to("gcp", "us-central1") == pytest.approx(1000 * 0.09)
+    assert rules.transfers.checkpoint("aws", "us-east-1", "gcp", "us-central1") == pytest.approx(
+        200 * 0.09
+    )

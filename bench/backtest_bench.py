@@ -1,0 +1,259 @@
+"""Backtest benchmarks (docs/benchmarks.md): the 30-day scenario, deadlines on availability
+traces, and speed.
+
+Run: .venv/bin/python bench/backtest_bench.py [--part scenario|deadlines|speed|all]
+
+1. scenario   examples/backtest-30d.yaml: the policy table, and the migration policy again at
+              lower min_savings_pct. Goal: multi-cloud with migration ≥ 45 % below single-cloud
+              on-demand and within 5 % of the hindsight optimum.
+2. deadlines  one spot pool and on-demand (the Can't Be Late setting), availability traces in
+              the Can't-Be-Late JSON format (written, then read back by router.config.traces),
+              60 jobs with deadlines per trace (1.2-2x the duration; 1.1-1.6x on the last two).
+              Goal: deadline-aware meets 100 % of deadlines at lower cost than greedy.
+3. speed      30 days × ~1,000 pools (offers) × 100 jobs, every policy and the optimum.
+              Goal: under 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from router.config.datafiles import load_egress, load_interruption_model
+from router.config.traces import read_availability
+from router.config.workload import load_workload
+from router.core.backtest import (
+    BacktestResult,
+    GreedyDeadline,
+    Pool,
+    Trace,
+    Workload,
+    WorkloadJob,
+    policies,
+    run_backtest,
+)
+from router.core.synthetic import (
+    CloudOffer,
+    JobMix,
+    MarketModel,
+    Shape,
+    _alternating,
+    synthetic_trace,
+    synthetic_workload,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+EGRESS = load_egress()
+MODEL = load_interruption_model()
+
+
+def table(r: BacktestResult) -> None:
+    print(
+        "| policy | total $ | $/GPU-h | savings vs on-demand | gap to optimum | interruptions "
+        "| migrations | recomputed h | deadline misses |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for p in r.policies:
+        print(
+            f"| {p.label} | {p.total_cost:,.0f} | {p.cost_per_gpu_hour:.2f} | "
+            f"{r.savings_pct(p.name):.1f} % | {r.gap_to_optimum_pct(p.name):.1f} % | "
+            f"{p.interruptions} | {p.migrations} | {p.recomputed_h:.1f} | {p.deadline_misses}"
+            + (f" (+{p.unfinished} unfinished)" if p.unfinished else "")
+            + " |"
+        )
+
+
+def scenario() -> None:
+    wf = load_workload(ROOT / "examples" / "backtest-30d.yaml")
+    assert wf.market is not None
+    trace = synthetic_trace(
+        wf.market, start=wf.start, days=wf.days, step_s=wf.step_s, seed=wf.market_seed
+    )
+    t0 = time.perf_counter()
+    r = run_backtest(wf.workload, trace, egress=EGRESS, interruption=MODEL)
+    took = time.perf_counter() - t0
+    hours = r.policy("on-demand").gpu_hours
+    print(
+        f"## scenario: {len(wf.workload.jobs)} jobs, {hours:,.0f} GPU-hours "
+        f"({hours / wf.days:.0f}/day), {len(trace.pools)} pools, {took:.2f} s\n"
+    )
+    table(r)
+    print()
+    for pct in (10.0, 5.0, 0.0):
+        jobs = tuple(replace(j, min_savings_pct=pct) for j in wf.workload.jobs)
+        again = run_backtest(
+            replace(wf.workload, jobs=jobs), trace, egress=EGRESS, interruption=MODEL
+        )
+        m = again.policy("migrate")
+        print(
+            f"- min_savings_pct {pct:g}: migration policy ${m.total_cost:,.0f}, "
+            f"{again.savings_pct('migrate'):.1f} % below on-demand, "
+            f"{again.gap_to_optimum_pct('migrate'):.1f} % above the optimum, "
+            f"{m.migrations} migrations"
+        )
+    print()
+
+
+POOL_OD = Pool("aws", "us-east-1", None, "p4de.24xlarge", "on-demand", "A100-80GB", 8, 80, 96, 1152)
+POOL_SPOT = Pool(
+    "aws", "us-east-1", "us-east-1a", "p4de.24xlarge", "spot", "A100-80GB", 8, 80, 96, 1152, ">20%"
+)
+
+
+def deadlines() -> None:
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    gap_s, days = 600.0, 14
+    steps = int(days * 86400 / gap_s)
+    # name: (mean up h, mean down h, deadline as a multiple of the duration)
+    settings = {
+        "mostly up (up 24 h / down 3 h)": (24.0, 3.0, (1.2, 2.0)),
+        "churning (up 6 h / down 4 h)": (6.0, 4.0, (1.2, 2.0)),
+        "scarce (up 3 h / down 6 h)": (3.0, 6.0, (1.2, 2.0)),
+        "long outages, tight deadlines (up 12 h / down 12 h, 1.1-1.5x)": (12.0, 12.0, (1.1, 1.5)),
+        "rare long outages, tight deadlines (up 48 h / down 12 h, 1.1-1.6x)": (
+            48.0,
+            12.0,
+            (1.1, 1.6),
+        ),
+    }
+    print("## deadlines on availability traces (Can't Be Late format, 10-min steps, 14 days)\n")
+    print(
+        "| trace | spot available | policy | total $ | deadlines met | cost vs greedy | "
+        "gap to optimum |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    folder = Path(tempfile.mkdtemp(prefix="cbl-"))
+    for n, (name, (up_h, down_h, slack)) in enumerate(settings.items()):
+        rng = random.Random(100 + n)
+        usable = _alternating(rng, steps, gap_s / 3600, up_h, down_h)
+        path = folder / f"trace-{n}.json"
+        path.write_text(
+            json.dumps(
+                {
+                    "metadata": {"gap_seconds": gap_s, "name": name},
+                    "data": [0 if u else 1 for u in usable],
+                }
+            )
+        )
+        cbl = read_availability(path)  # the file goes through the real reader
+        trace = Trace(
+            start,
+            gap_s,
+            (POOL_OD, POOL_SPOT),
+            ((40.97,) * steps, (13.5,) * steps),
+            ((True,) * steps, cbl.usable[:steps]),
+        )
+        jobs = []
+        for j in range(60):
+            hours = round(rng.uniform(6, 30), 2)
+            arrival = start + timedelta(hours=round(rng.uniform(0, (days - 3) * 24 - hours), 1))
+            jobs.append(
+                WorkloadJob(
+                    name=f"j{j:02d}",
+                    arrival=arrival,
+                    duration_h=hours,
+                    gpu="A100-80GB",
+                    gpu_count=8,
+                    checkpoint_interval_s=1800,
+                    restore_overhead_s=600,
+                    deadline=arrival + timedelta(hours=hours * rng.uniform(*slack)),
+                    clouds=("aws",),
+                )
+            )
+        chosen = (*policies("aws"), GreedyDeadline())
+        r = run_backtest(
+            Workload("cbl", tuple(jobs), home_cloud="aws", zone_block_s=0),
+            trace,
+            egress=EGRESS,
+            interruption=MODEL,
+            policy_set=chosen,
+        )
+        greedy = r.policy("greedy-deadline").total_cost
+        share = sum(cbl.usable[:steps]) / steps
+        for key in ("greedy-deadline", "deadline-aware", "migrate", "on-demand", "optimum"):
+            p = r.policy(key)
+            met = len(p.runs) - p.deadline_misses
+            print(
+                f"| {name} | {share:.0%} | {p.label} | {p.total_cost:,.0f} | "
+                f"{met}/{len(p.runs)} | {100 * (p.total_cost / greedy - 1):+.1f} % | "
+                f"{r.gap_to_optimum_pct(key):.1f} % |"
+            )
+    print()
+
+
+def speed() -> None:
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    regions = {
+        "aws": [f"us-east-{i}" for i in range(1, 15)] + [f"eu-west-{i}" for i in range(1, 15)],
+        "gcp": [f"us-central{i}" for i in range(1, 15)] + [f"europe-west{i}" for i in range(1, 15)],
+        "azure": [f"eastus{i}" for i in range(1, 15)] + [f"westeurope{i}" for i in range(1, 15)],
+    }
+    a100 = Shape(
+        "A100-80GB", 8, 80,
+        (
+            CloudOffer("aws", "p4de.24xlarge", 40.97, 0.342, tuple(regions["aws"]), 5),
+            CloudOffer("gcp", "a2-ultragpu-8g", 40.44, 0.346, tuple(regions["gcp"]), 5),
+            CloudOffer("azure", "Standard_ND96amsr_A100_v4", 32.77, 0.427,
+                       tuple(regions["azure"]), 5),
+        ),
+    )  # fmt: skip
+    h100 = Shape(
+        "H100-80GB", 8, 80,
+        (
+            CloudOffer("aws", "p5.48xlarge", 98.32, 0.35, tuple(regions["aws"]), 5),
+            CloudOffer("gcp", "a3-highgpu-8g", 87.83, 0.392, tuple(regions["gcp"]), 5),
+            CloudOffer("azure", "Standard_ND96isr_H100_v5", 98.32, 0.35,
+                       tuple(regions["azure"]), 5),
+        ),
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    trace = synthetic_trace(MarketModel((a100, h100)), start=start, days=30, step_s=3600, seed=3)
+    gen = time.perf_counter() - t0
+    mix = (JobMix("A100-80GB", 8, weight=7, node_counts=(1, 1, 2)), JobMix("H100-80GB", 8, 3))
+    workload = synthetic_workload(
+        name="speed", start=start, days=30, gpu_hours_per_day=400, mix=mix, seed=5
+    )
+    workload = replace(workload, jobs=workload.jobs[:100])
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = run_backtest(workload, trace, egress=EGRESS, interruption=MODEL, with_optimum=False)
+    policies_s, policies_cpu = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = run_backtest(workload, trace, egress=EGRESS, interruption=MODEL)
+    total_s, total_cpu = time.perf_counter() - t0, time.process_time() - c0
+    print("## speed\n")
+    print(
+        f"- {len(trace.pools)} pools × {trace.steps} hourly steps × {len(workload.jobs)} jobs "
+        f"(~{len(trace.pools) // 2} feasible pools per job): trace generated in {gen:.2f} s"
+    )
+    print(
+        f"- five policies: {policies_s:.2f} s wall ({policies_cpu:.2f} s CPU); five policies + "
+        f"hindsight optimum: {total_s:.2f} s wall ({total_cpu:.2f} s CPU); load "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    print(f"- (migration policy {r.savings_pct('migrate'):.1f} % below on-demand)\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--part", choices=["scenario", "deadlines", "speed", "all"], default="all")
+    part = ap.parse_args().part
+    if part in ("scenario", "all"):
+        scenario()
+    if part in ("deadlines", "all"):
+        deadlines()
+    if part in ("speed", "all"):
+        speed()
+
+
+if __name__ == "__main__":
+    main()

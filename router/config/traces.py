@@ -1,0 +1,292 @@
+"""Trace files → price points and availability series for router.core.backtest.
+
+Readers, each returning (time, Pool, USD per instance-hour) points or availability series;
+every malformed input raises BadInput with one line naming the file, the line (or JSON item)
+and the field:
+
+- `read_price_csv`      spotroute's price-trace CSV (docs/backtest.md): time, cloud, region,
+                        zone, instance_type, market, price_per_hour [, available,
+                        interruption_bucket]
+- `read_aws_spot_history`  the JSON `aws ec2 describe-spot-price-history` prints
+- `points_from_quotes`  the price cache's history (router.prices.cache.QuoteCache.history) or
+                        an import (dated SkyPilot series: router.flows.backtest)
+- `read_availability`   the "Can't Be Late" (NSDI'24) availability JSON:
+                        {"metadata": {"gap_seconds": N, …}, "data": [0|1, …], "prices": […]}
+                        where 1 means spot was unavailable or preempted at that step.
+Hardware (GPU model and count, vCPUs, memory) comes from the instance catalog.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from router.config.datafiles import load_catalog
+from router.core.backtest import Pool
+from router.core.catalog import Catalog
+from router.core.errors import BadInput
+from router.core.offers import INTERRUPTION_BUCKETS, Quote
+
+Point = tuple[datetime, Pool, float]
+CSV_COLUMNS = ("time", "cloud", "region", "zone", "instance_type", "market", "price_per_hour")
+OPTIONAL_COLUMNS = ("available", "interruption_bucket")
+MARKETS = ("spot", "on-demand")
+
+
+@dataclass(frozen=True)
+class PriceTrace:
+    """Points read from price files, availability series where a file gave them, what was left."""
+
+    points: tuple[Point, ...]
+    available: dict[Pool, tuple[tuple[datetime, bool], ...]]
+    skipped_types: tuple[tuple[str, str], ...]  # (cloud, instance_type) not in the catalog
+
+
+@dataclass(frozen=True)
+class Availability:
+    """A Can't-Be-Late availability trace: step length and, per step, True = spot usable."""
+
+    gap_s: float
+    usable: tuple[bool, ...]
+    prices: tuple[float, ...] | None
+    metadata: dict[str, Any]
+
+
+class PoolMaker:
+    """Pools with the catalog's hardware; remembers the instance types it does not know."""
+
+    def __init__(self, catalog: Catalog | None = None) -> None:
+        self.catalog = catalog if catalog is not None else load_catalog()
+        self.unknown: set[tuple[str, str]] = set()
+        self._made: dict[tuple[str, str, str | None, str, str, str | None], Pool] = {}
+
+    def pool(
+        self,
+        cloud: str,
+        region: str,
+        zone: str | None,
+        instance_type: str,
+        market: str,
+        bucket: str | None = None,
+    ) -> Pool | None:
+        key = (cloud, region, zone, instance_type, market, bucket)
+        found = self._made.get(key)
+        if found is not None:
+            return found
+        it = self.catalog.get(cloud, instance_type)
+        if it is None:
+            self.unknown.add((cloud, instance_type))
+            return None
+        made = self._made[key] = Pool(
+            cloud,
+            region,
+            zone,
+            instance_type,
+            market,
+            it.gpu,
+            it.gpu_count,
+            it.gpu_memory_gb,
+            it.vcpus,
+            it.memory_gb,
+            bucket,
+        )
+        return made
+
+
+def _time(text: str, where: str, field: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(
+            f"{where}: {field} {text!r} is not an ISO 8601 time — write e.g. 2026-11-01T00:00:00Z"
+        ) from None
+    if at.tzinfo is None:
+        raise BadInput(f"{where}: {field} {text!r} has no timezone — add Z or +00:00")
+    return at.astimezone(UTC)
+
+
+def _price(text: object, where: str, field: str) -> float:
+    try:
+        value = float(str(text))
+    except ValueError:
+        raise BadInput(f"{where}: {field} {text!r} is not a number (USD per hour)") from None
+    if not math.isfinite(value) or value < 0:
+        raise BadInput(f"{where}: {field} {text!r} must be a finite price ≥ 0")
+    return value
+
+
+def read_price_csv(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
+    """Points from spotroute's price-trace CSV (lines starting with # are comments)."""
+    maker = pools or PoolMaker()
+    text = _read_text(path)
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    offset = {i: n for i, n in enumerate(_line_numbers(text), start=1)}
+    reader = csv.DictReader(io.StringIO("\n".join(lines)))
+    header = tuple(h.strip() for h in (reader.fieldnames or ()))
+    missing = [c for c in CSV_COLUMNS if c not in header]
+    if missing:
+        raise BadInput(
+            f"{path}: line {offset.get(1, 1)}: header is missing {', '.join(missing)} — "
+            f"the columns are {','.join(CSV_COLUMNS)}[,{','.join(OPTIONAL_COLUMNS)}]"
+        )
+    points: list[Point] = []
+    available: dict[Pool, list[tuple[datetime, bool]]] = {}
+    for row in reader:
+        where = f"{path}: line {offset.get(reader.line_num, reader.line_num)}"
+        cells = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+        at = _time(cells["time"], where, "time")
+        market = cells["market"]
+        if market not in MARKETS:
+            raise BadInput(f"{where}: market {market!r} is not spot or on-demand")
+        for field in ("cloud", "region", "instance_type"):
+            if not cells[field]:
+                raise BadInput(f"{where}: {field} is empty")
+        bucket = cells.get("interruption_bucket") or None
+        if bucket is not None and bucket not in INTERRUPTION_BUCKETS:
+            raise BadInput(
+                f"{where}: interruption_bucket {bucket!r} is not one of "
+                f"{', '.join(INTERRUPTION_BUCKETS)}"
+            )
+        price = _price(cells["price_per_hour"], where, "price_per_hour")
+        pool = maker.pool(
+            cells["cloud"],
+            cells["region"],
+            cells["zone"] or None,
+            cells["instance_type"],
+            market,
+            bucket,
+        )
+        if pool is None:
+            continue
+        points.append((at, pool, price))
+        flag = cells.get("available", "")
+        if flag:
+            if flag not in ("0", "1"):
+                raise BadInput(f"{where}: available {flag!r} must be 1 (usable) or 0")
+            available.setdefault(pool, []).append((at, flag == "1"))
+    return price_trace(path, points, available, maker)
+
+
+def read_aws_spot_history(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
+    """Points from `aws ec2 describe-spot-price-history` JSON (Linux/UNIX rows; zone → region)."""
+    maker = pools or PoolMaker()
+    data = _read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("SpotPriceHistory"), list):
+        raise BadInput(
+            f"{path}: SpotPriceHistory: missing — expected the JSON that "
+            "`aws ec2 describe-spot-price-history` prints"
+        )
+    points: list[Point] = []
+    for i, item in enumerate(data["SpotPriceHistory"]):
+        where = f"{path}: SpotPriceHistory[{i}]"
+        if not isinstance(item, dict):
+            raise BadInput(f"{where}: is not an object")
+        for field in ("AvailabilityZone", "InstanceType", "SpotPrice", "Timestamp"):
+            if not isinstance(item.get(field), str) or not item[field]:
+                raise BadInput(f"{where}.{field}: missing or not a string")
+        product = str(item.get("ProductDescription", "Linux/UNIX"))
+        if not product.startswith("Linux/UNIX"):
+            continue  # Windows, SUSE, RHEL prices carry licence costs
+        zone = item["AvailabilityZone"]
+        region = re.sub(r"[a-z]$", "", zone)
+        at = _time(item["Timestamp"], where, "Timestamp")
+        price = _price(item["SpotPrice"], where, "SpotPrice")
+        pool = maker.pool("aws", region, zone, item["InstanceType"], "spot")
+        if pool is not None:
+            points.append((at, pool, price))
+    return price_trace(path, points, {}, maker)
+
+
+def points_from_quotes(quotes: Iterable[Quote], *, pools: PoolMaker | None = None) -> list[Point]:
+    """Points from price quotes (the price cache's history, or an import)."""
+    maker = pools or PoolMaker()
+    out: list[Point] = []
+    for q in quotes:
+        if q.market not in MARKETS:
+            continue
+        pool = maker.pool(
+            q.cloud, q.region, q.zone, q.instance_type, q.market, q.interruption_bucket
+        )
+        if pool is not None:
+            out.append((q.observed_at, pool, q.price_per_hour))
+    return out
+
+
+def read_availability(path: Path) -> Availability:
+    """A Can't-Be-Late availability JSON: gap_seconds, data (1 = unavailable), optional prices."""
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: expected an object with metadata and data")
+    meta = data.get("metadata")
+    if not isinstance(meta, dict):
+        raise BadInput(f'{path}: metadata: missing — expected {{"gap_seconds": N, …}}')
+    gap = meta.get("gap_seconds")
+    if isinstance(gap, bool) or not isinstance(gap, int | float) or gap <= 0:
+        raise BadInput(f"{path}: metadata.gap_seconds: {gap!r} must be a positive number")
+    series = data.get("data")
+    if not isinstance(series, list) or not series:
+        raise BadInput(f"{path}: data: missing or empty — expected a list of 0 and 1 per step")
+    usable = []
+    for i, v in enumerate(series):
+        if v not in (0, 1) or isinstance(v, bool):
+            raise BadInput(f"{path}: data[{i}]: {v!r} must be 0 (available) or 1 (unavailable)")
+        usable.append(v == 0)
+    prices = data.get("prices")
+    price_series = None
+    if prices is not None:
+        if not isinstance(prices, list) or len(prices) != len(series):
+            raise BadInput(f"{path}: prices: must be a list as long as data ({len(series)})")
+        price_series = tuple(
+            _price(p, f"{path}: prices[{i}]", "price") for i, p in enumerate(prices)
+        )
+    return Availability(float(gap), tuple(usable), price_series, dict(meta))
+
+
+def price_trace(
+    path: Path,
+    points: list[Point],
+    available: dict[Pool, list[tuple[datetime, bool]]],
+    maker: PoolMaker,
+) -> PriceTrace:
+    """The points read from `path`; BadInput when none was usable."""
+    if not points:
+        unknown = ", ".join(f"{c} {t}" for c, t in sorted(maker.unknown)[:3])
+        hint = f" (instance types not in the catalog: {unknown})" if unknown else ""
+        raise BadInput(f"{path}: no usable prices{hint}")
+    return PriceTrace(
+        tuple(points),
+        {p: tuple(sorted(v)) for p, v in available.items()},
+        tuple(sorted(maker.unknown)),
+    )
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except UnicodeDecodeError as err:
+        raise BadInput(f"{path}: not UTF-8 text (bad byte at offset {err.start})") from None
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read ({err.strerror or err})") from None
+
+
+def _read_json(path: Path) -> Any:
+    text = _read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise BadInput(f"{path}: line {err.lineno}: not valid JSON ({err.msg})") from None
+
+
+def _line_numbers(text: str) -> list[int]:
+    """File line number of each non-comment line (so CSV errors point at the real line)."""
+    return [n for n, ln in enumerate(text.splitlines(), start=1) if not ln.lstrip().startswith("#")]

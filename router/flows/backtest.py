@@ -1,0 +1,232 @@
+"""`route backtest`: load a workload and traces, replay every policy, return the result.
+
+Traces: `--prices` files (spotroute CSV, `aws ec2 describe-spot-price-history` JSON, SkyPilot
+vms.csv files dated by their path, or a directory of them) or, without them, the workload's
+synthetic market; `--availability [SELECTOR=]FILE` Can't-Be-Late files that take spot pools
+down (all spot pools, or those whose cloud/region/zone/type/market label matches SELECTOR).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from router.config.traces import (
+    Availability,
+    PoolMaker,
+    PriceTrace,
+    points_from_quotes,
+    price_trace,
+    read_availability,
+    read_aws_spot_history,
+    read_price_csv,
+)
+from router.config.workload import WorkloadFile, load_workload
+from router.core.backtest import (
+    BacktestResult,
+    Pool,
+    Progressed,
+    Trace,
+    run_backtest,
+    trace_from_points,
+)
+from router.core.catalog import Catalog
+from router.core.errors import BadInput
+from router.core.synthetic import synthetic_trace
+
+
+@dataclass(frozen=True)
+class BacktestReport:
+    """The result and what it was computed from (for rendering and charts)."""
+
+    result: BacktestResult
+    workload: WorkloadFile
+    trace: Trace
+    sources: tuple[str, ...]  # what the prices came from, in words
+
+
+def backtest(
+    workload_path: Path,
+    *,
+    prices: Sequence[Path] = (),
+    availability: Sequence[str] = (),
+    on_progress: Progressed | None = None,
+) -> BacktestReport:
+    """Replay the workload's jobs under every policy on the given (or synthetic) traces."""
+    from router.config.datafiles import load_egress, load_interruption_model
+
+    wf = load_workload(workload_path)
+    if prices:
+        trace, sources = _price_trace(wf, prices)
+    elif wf.market is not None:
+        trace = synthetic_trace(
+            wf.market, start=wf.start, days=wf.days, step_s=wf.step_s, seed=wf.market_seed
+        )
+        sources = (f"synthetic market of {workload_path.name} (seed {wf.market_seed})",)
+    else:
+        raise BadInput(
+            f"{workload_path}: market: missing — give --prices FILE or a synthetic market section"
+        )
+    for spec in availability:
+        trace = _apply_availability(trace, spec)
+        sources = (*sources, f"availability {spec}")
+    result = run_backtest(
+        wf.workload,
+        trace,
+        egress=load_egress(),
+        interruption=load_interruption_model(),
+        on_progress=on_progress,
+    )
+    return BacktestReport(result, wf, trace, sources)
+
+
+def _price_trace(wf: WorkloadFile, paths: Sequence[Path]) -> tuple[Trace, tuple[str, ...]]:
+    maker = PoolMaker()
+    points: list[tuple[datetime, Pool, float]] = []
+    flags: dict[Pool, list[tuple[datetime, bool]]] = {}
+    sources: list[str] = []
+    for path in paths:
+        got = read_prices(path, maker)
+        points.extend(got.points)
+        for pool, seen in got.available.items():
+            flags.setdefault(pool, []).extend(seen)
+        sources.append(f"{path} ({len(got.points)} prices)")
+    points.extend(_on_demand_from_snapshot(points, wf.start, maker))
+    steps = max(1, math.ceil(wf.days * 86400 / wf.step_s))
+    available = {
+        pool: _step_flags(sorted(seen), wf.start, wf.step_s, steps) for pool, seen in flags.items()
+    }
+    trace = trace_from_points(
+        points,
+        step_s=wf.step_s,
+        start=wf.start,
+        end=wf.start + timedelta(seconds=steps * wf.step_s),
+        available=available,
+    )
+    return trace, tuple(sources)
+
+
+_DATE = re.compile(r"(\d{4})-?(\d{2})-?(\d{2})")
+
+
+def read_skypilot_series(paths: Sequence[Path], *, catalog: Catalog | None = None) -> PriceTrace:
+    """Points from SkyPilot vms.csv files, each dated by a YYYY-MM-DD (or YYYYMMDD) in its path."""
+    from router.prices.imports import import_skypilot
+
+    maker = PoolMaker(catalog)
+    points: list[tuple[datetime, Pool, float]] = []
+    for path in paths:
+        found = _DATE.search(str(path))
+        if found is None:
+            raise BadInput(
+                f"{path}: no date in the path — name each catalog by the day it was taken, "
+                "e.g. 2026-11-01/aws/vms.csv"
+            )
+        try:
+            year, month, day = (int(g) for g in found.groups())
+            at = datetime(year, month, day, tzinfo=UTC)
+        except ValueError:
+            raise BadInput(f"{path}: {found.group(0)} is not a date") from None
+        result = import_skypilot(path, now=at, catalog=maker.catalog)
+        points.extend(points_from_quotes(result.quotes, pools=maker))
+    return price_trace(paths[0] if paths else Path("."), points, {}, maker)
+
+
+def read_prices(path: Path, maker: PoolMaker | None = None) -> PriceTrace:
+    """Any supported price file (or a directory of dated SkyPilot vms.csv files)."""
+    maker = maker or PoolMaker()
+    if path.is_dir():
+        files = sorted(path.rglob("*.csv"))
+        if not files:
+            raise BadInput(f"{path}: no .csv files — expected dated SkyPilot vms.csv files")
+        return read_skypilot_series(files, catalog=maker.catalog)
+    if path.suffix.lower() == ".json":
+        try:
+            head = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            head = None  # the reader below words the error with the line
+        if isinstance(head, dict) and "data" in head and "metadata" in head:
+            raise BadInput(
+                f"{path}: this is an availability trace (Can't Be Late format) — "
+                "pass it with --availability"
+            )
+        return read_aws_spot_history(path, pools=maker)
+    if path.suffix.lower() == ".parquet":
+        raise BadInput(f"{path}: Parquet is not supported yet — convert it to the CSV format")
+    first = ""
+    try:
+        with path.open(encoding="utf-8-sig") as handle:
+            for line in handle:
+                if line.strip() and not line.lstrip().startswith("#"):
+                    first = line
+                    break
+    except OSError:
+        pass  # read_price_csv reports it
+    if "InstanceType" in first:
+        return read_skypilot_series([path], catalog=maker.catalog)
+    return read_price_csv(path, pools=maker)
+
+
+def _on_demand_from_snapshot(
+    points: Sequence[tuple[datetime, Pool, float]], start: datetime, maker: PoolMaker
+) -> list[tuple[datetime, Pool, float]]:
+    """On-demand list prices from the bundled snapshot where the trace has only spot prices."""
+    from router.prices.snapshot import load_snapshot
+
+    have = {(p.cloud, p.region, p.instance_type) for _, p, _ in points if p.market == "on-demand"}
+    want = {(p.cloud, p.region, p.instance_type) for _, p, _ in points if p.market == "spot"}
+    missing = want - have
+    out = []
+    for q in load_snapshot():
+        key = (q.cloud, q.region, q.instance_type)
+        if q.market == "on-demand" and key in missing:
+            pool = maker.pool(q.cloud, q.region, None, q.instance_type, "on-demand")
+            if pool is not None:
+                out.append((start, pool, q.price_per_hour))
+                missing.discard(key)
+    return out
+
+
+def _step_flags(
+    seen: Sequence[tuple[datetime, bool]], start: datetime, step_s: float, steps: int
+) -> tuple[bool, ...]:
+    out: list[bool] = []
+    i, flag = 0, seen[0][1] if seen else True
+    for s in range(steps):
+        edge = start + timedelta(seconds=(s + 1) * step_s)
+        while i < len(seen) and seen[i][0] < edge:
+            flag = seen[i][1]
+            i += 1
+        out.append(flag)
+    return tuple(out)
+
+
+def _apply_availability(trace: Trace, spec: str) -> Trace:
+    selector, _, file = spec.rpartition("=")
+    path = Path(file)
+    cbl: Availability = read_availability(path)
+    chosen = [
+        i
+        for i, p in enumerate(trace.pools)
+        if p.market == "spot" and (not selector or fnmatch.fnmatch(p.label, selector + "*"))
+    ]
+    if not chosen:
+        raise BadInput(
+            f"--availability {spec}: no spot pool matches {selector!r} — pools are named "
+            "cloud/region/zone/instance_type/market, e.g. aws/us-east-1/us-east-1a"
+        )
+    prices = list(trace.prices)
+    available = list(trace.available)
+    n = len(cbl.usable)
+    for i in chosen:
+        index = [int(s * trace.step_s // cbl.gap_s) % n for s in range(trace.steps)]
+        available[i] = tuple(a and cbl.usable[j] for a, j in zip(available[i], index, strict=True))
+        if cbl.prices is not None:
+            prices[i] = tuple(cbl.prices[j] for j in index)
+    return replace(trace, prices=tuple(prices), available=tuple(available))

@@ -1,0 +1,294 @@
+"""`route report`: realised spend and savings against on-demand, from the placements made.
+
+Reads SPOTROUTE_HOME/placements/*.json (written by `route deploy`, router/flows/jobs.py
+record_placement) and placements/ended/*.json (kept records of finished jobs). Each record is
+the job's current placement from `deployed_at` until `ended_at` (or now); its optional
+`history` list holds the earlier placements of the same job — one entry per recovery or
+migration, with the same fields plus `started_at`, `ended_at` and `reason`:
+
+    {"job": "llm", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+     "instance_type": "p4de.24xlarge", "market": "spot", "node_count": 1,
+     "price_per_hour": 12.3, "deployed_at": "2026-11-30T10:00:00+00:00",
+     "on_demand_price_per_hour": 40.97,                    # optional: the baseline to use
+     "history": [{"cloud": "gcp", …, "started_at": "…", "ended_at": "…", "reason": "preempted"}]}
+
+The baseline of a placement is the on-demand price of the same instance type in the same
+cloud (same region first, else the cheapest region), from the record, else the price cache,
+else the bundled snapshot; a placement with no known on-demand price counts at its own price
+(no saving claimed) and the report says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from router.core.errors import BadInput
+
+OnDemandPrice = Callable[[str, str, str], float | None]  # (cloud, region, instance_type) → $/h
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One placement of one job over a time span (USD per instance-hour)."""
+
+    job: str
+    cloud: str
+    region: str
+    instance_type: str
+    market: str
+    node_count: int
+    price_per_hour: float
+    started_at: datetime
+    ended_at: datetime | None
+    reason: str = ""
+    on_demand_price_per_hour: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpend:
+    job: str
+    placements: int
+    hours: float
+    cost: float
+    baseline: float
+
+    @property
+    def savings_pct(self) -> float:
+        return 100.0 * (1 - self.cost / self.baseline) if self.baseline else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CloudSpend:
+    cloud: str
+    hours: float
+    cost: float
+    baseline: float
+
+
+@dataclass(frozen=True, slots=True)
+class DaySpend:
+    day: date
+    cost: float
+    baseline: float
+
+
+@dataclass(frozen=True)
+class SpendReport:
+    """Realised spend and the on-demand baseline, by job, cloud and day (USD)."""
+
+    since: datetime
+    until: datetime
+    total_cost: float
+    total_baseline: float
+    by_job: tuple[JobSpend, ...]
+    by_cloud: tuple[CloudSpend, ...]
+    by_day: tuple[DaySpend, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def savings_pct(self) -> float:
+        return 100.0 * (1 - self.total_cost / self.total_baseline) if self.total_baseline else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "since": self.since.isoformat(),
+            "until": self.until.isoformat(),
+            "total_cost": self.total_cost,
+            "total_on_demand_baseline": self.total_baseline,
+            "savings_pct": self.savings_pct,
+            "by_job": [
+                {
+                    "job": j.job,
+                    "placements": j.placements,
+                    "hours": j.hours,
+                    "cost": j.cost,
+                    "on_demand_baseline": j.baseline,
+                    "savings_pct": j.savings_pct,
+                }
+                for j in self.by_job
+            ],
+            "by_cloud": [
+                {
+                    "cloud": c.cloud,
+                    "hours": c.hours,
+                    "cost": c.cost,
+                    "on_demand_baseline": c.baseline,
+                }
+                for c in self.by_cloud
+            ],
+            "by_day": [
+                {"day": d.day.isoformat(), "cost": d.cost, "on_demand_baseline": d.baseline}
+                for d in self.by_day
+            ],
+            "notes": list(self.notes),
+        }
+
+
+def summarise(
+    segments: Iterable[Segment], *, now: datetime, days: float | None, on_demand: OnDemandPrice
+) -> SpendReport:
+    """Spend over the last `days` (all time when None), split by job, cloud and UTC day (pure)."""
+    until = now
+    all_segments = list(segments)
+    earliest = min((s.started_at for s in all_segments), default=now)
+    since = now - timedelta(days=days) if days is not None else earliest
+    jobs: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    clouds: dict[str, list[float]] = {}
+    per_day: dict[date, list[float]] = {}
+    notes: list[str] = []
+    unknown: set[tuple[str, str]] = set()
+    for s in all_segments:
+        start = max(s.started_at, since)
+        end = min(s.ended_at or now, until)
+        if end <= start:
+            continue
+        base_price = s.on_demand_price_per_hour
+        if base_price is None:
+            base_price = s.price_per_hour if s.market == "on-demand" else None
+        if base_price is None:
+            base_price = on_demand(s.cloud, s.region, s.instance_type)
+        if base_price is None:
+            unknown.add((s.cloud, s.instance_type))
+            base_price = s.price_per_hour
+        counts[s.job] = counts.get(s.job, 0) + 1
+        cursor = start
+        while cursor < end:
+            day_end = datetime.combine(cursor.date() + timedelta(days=1), datetime.min.time(), UTC)
+            piece_end = min(end, day_end)
+            hours = (piece_end - cursor).total_seconds() / 3600
+            cost = s.price_per_hour * s.node_count * hours
+            base = base_price * s.node_count * hours
+            for table, key in ((jobs, s.job), (clouds, s.cloud)):
+                row = table.setdefault(key, [0.0, 0.0, 0.0])
+                row[0] += hours
+                row[1] += cost
+                row[2] += base
+            day = per_day.setdefault(cursor.date(), [0.0, 0.0])
+            day[0] += cost
+            day[1] += base
+            cursor = piece_end
+    for cloud, itype in sorted(unknown):
+        notes.append(
+            f"no on-demand price known for {cloud} {itype}: counted at its own price "
+            "(run `route prices refresh`)"
+        )
+    by_job = tuple(JobSpend(job, counts[job], v[0], v[1], v[2]) for job, v in sorted(jobs.items()))
+    return SpendReport(
+        since=since,
+        until=until,
+        total_cost=sum(j.cost for j in by_job),
+        total_baseline=sum(j.baseline for j in by_job),
+        by_job=by_job,
+        by_cloud=tuple(CloudSpend(c, v[0], v[1], v[2]) for c, v in sorted(clouds.items())),
+        by_day=tuple(DaySpend(d, v[0], v[1]) for d, v in sorted(per_day.items())),
+        notes=tuple(notes),
+    )
+
+
+def read_segments(home: Path) -> list[Segment]:
+    """Every placement recorded under home/placements (current, history, ended)."""
+    folder = home / "placements"
+    files = sorted(folder.glob("*.json")) + sorted((folder / "ended").glob("*.json"))
+    out: list[Segment] = []
+    for path in files:
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise BadInput(f"{path}: not a placement record ({err})") from None
+        if not isinstance(record, dict):
+            raise BadInput(f"{path}: not a placement record (expected an object)")
+        job = str(record.get("job") or path.stem)
+        for i, item in enumerate(record.get("history") or []):
+            out.append(_segment(path, f"history[{i}]", job, item, "started_at"))
+        out.append(_segment(path, "", job, record, "deployed_at"))
+    return out
+
+
+def _segment(path: Path, where: str, job: str, item: Any, start_key: str) -> Segment:
+    at = f"{path}: {where}." if where else f"{path}: "
+    if not isinstance(item, dict):
+        raise BadInput(f"{at[:-1]}: expected an object")
+
+    def time(key: str, required: bool) -> datetime | None:
+        raw = item.get(key)
+        if raw is None and not required:
+            return None
+        try:
+            value = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+        except ValueError:
+            raise BadInput(f"{at}{key}: {raw!r} is not an ISO 8601 time") from None
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+    price = item.get("price_per_hour")
+    if isinstance(price, bool) or not isinstance(price, int | float):
+        raise BadInput(f"{at}price_per_hour: {price!r} is not a number")
+    base = item.get("on_demand_price_per_hour")
+    started = time(start_key, True)
+    assert started is not None
+    return Segment(
+        job=job,
+        cloud=str(item.get("cloud", "")),
+        region=str(item.get("region", "")),
+        instance_type=str(item.get("instance_type", "")),
+        market=str(item.get("market", "")),
+        node_count=int(item.get("node_count") or 1),
+        price_per_hour=float(price),
+        started_at=started,
+        ended_at=time("ended_at", False),
+        reason=str(item.get("reason", "")),
+        on_demand_price_per_hour=float(base) if isinstance(base, int | float) else None,
+    )
+
+
+def on_demand_lookup(quotes: Sequence[Any]) -> OnDemandPrice:
+    """Same-region on-demand price of an instance type, else its cheapest region's."""
+    exact: dict[tuple[str, str, str], float] = {}
+    cheapest: dict[tuple[str, str], float] = {}
+    for q in quotes:
+        if q.market != "on-demand":
+            continue
+        key = (q.cloud, q.region, q.instance_type)
+        exact[key] = min(exact.get(key, q.price_per_hour), q.price_per_hour)
+        k2 = (q.cloud, q.instance_type)
+        cheapest[k2] = min(cheapest.get(k2, q.price_per_hour), q.price_per_hour)
+
+    def lookup(cloud: str, region: str, instance_type: str) -> float | None:
+        return exact.get((cloud, region, instance_type), cheapest.get((cloud, instance_type)))
+
+    return lookup
+
+
+def report(*, now: datetime, days: float | None = None, home: Path | None = None) -> SpendReport:
+    """The spend report of this machine's SPOTROUTE_HOME over the last `days`."""
+    from router.config.home import cache_path, spotroute_home
+    from router.prices.cache import QuoteCache
+    from router.prices.snapshot import load_snapshot
+
+    if days is not None and days <= 0:
+        raise BadInput(f"--days must be above 0, got {days:g}")
+    home = home or spotroute_home()
+    segments = read_segments(home)
+    quotes: list[Any] = list(load_snapshot())
+    cache = cache_path()
+    if cache.exists():
+        with QuoteCache(cache) as qc:
+            quotes.extend(qc.latest())
+    result = summarise(segments, now=now, days=days, on_demand=on_demand_lookup(quotes))
+    if not segments:
+        return SpendReport(
+            result.since,
+            result.until,
+            0.0,
+            0.0,
+            (),
+            (),
+            (),
+            (f"no placements recorded under {home / 'placements'} — deploy a job first",),
+        )
+    return result

@@ -1,0 +1,249 @@
+"""The backtest simulation, the hindsight optimum and the synthetic market, on small traces."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import router.core.decide as decide_module
+from router.config.datafiles import load_egress, load_interruption_model
+from router.core.backtest import (
+    Pool,
+    Trace,
+    Workload,
+    WorkloadJob,
+    run_backtest,
+    trace_from_points,
+)
+from router.core.synthetic import (
+    CloudOffer,
+    JobMix,
+    MarketModel,
+    Shape,
+    synthetic_trace,
+    synthetic_workload,
+)
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+EGRESS = load_egress()
+INTERRUPTION = load_interruption_model()
+
+
+def pool(cloud: str, region: str, market: str, zone: str | None = None) -> Pool:
+    itype = {"aws": "p4de.24xlarge", "gcp": "a2-ultragpu-8g"}[cloud]
+    return Pool(cloud, region, zone, itype, market, "A100-80GB", 8, 80, 96, 1152.0, None)
+
+
+AWS_OD = pool("aws", "us-east-1", "on-demand")
+AWS_SPOT = pool("aws", "us-east-1", "spot", "us-east-1a")
+GCP_SPOT = pool("gcp", "us-central1", "spot", "us-central1-a")
+
+
+def trace(series: dict[Pool, tuple[list[float], list[bool]]]) -> Trace:
+    pools = tuple(series)
+    return Trace(
+        START,
+        3600.0,
+        pools,
+        tuple(tuple(series[p][0]) for p in pools),
+        tuple(tuple(series[p][1]) for p in pools),
+    )
+
+
+def job(**kw: object) -> WorkloadJob:
+    fields: dict[str, object] = {
+        "name": "train",
+        "arrival": START,
+        "duration_h": 4.0,
+        "gpu": "A100-80GB",
+        "gpu_count": 8,
+        "checkpoint_interval_s": 3600.0,
+        "restore_overhead_s": 0.0,
+    }
+    fields.update(kw)
+    return WorkloadJob(**fields)  # type: ignore[arg-type]
+
+
+def run(t: Trace, *jobs: WorkloadJob, home: str = "aws", handover_s: float = 0.0):  # type: ignore[no-untyped-def]
+    return run_backtest(
+        Workload("w", tuple(jobs) or (job(),), home_cloud=home, handover_s=handover_s),
+        t,
+        egress=EGRESS,
+        interruption=INTERRUPTION,
+    )
+
+
+UP = [True] * 10
+
+
+def test_baseline_pays_on_demand_list_price_for_the_work_only():
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([12.0] * 10, UP)})
+    r = run(t, job(duration_h=3.5))
+    base = r.policy("on-demand")
+    assert base.total_cost == pytest.approx(40.0 * 3.5)
+    assert base.cost_per_gpu_hour == pytest.approx(5.0)
+    assert r.policy("spot-once").total_cost == pytest.approx(12.0 * 3.5)
+    assert r.savings_pct("spot-once") == pytest.approx(70.0)
+
+
+def test_interruption_rolls_back_to_the_checkpoint_and_is_counted():
+    # Spot is lost at step 2 for the rest of the trace; checkpoints every hour of work.
+    spot_up = [True, True, False, False, False, False, False, False, False, False]
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([10.0] * 10, spot_up)})
+    r = run(t, job(duration_h=4.0, checkpoint_interval_s=5400.0, restore_overhead_s=600.0))
+    fallback = r.policy("spot-fallback")
+    assert fallback.interruptions == 1
+    # 2 h done, last checkpoint at 1.5 h: 0.5 h recomputed.
+    assert fallback.recomputed_h == pytest.approx(0.5)
+    # 2 h spot + (2.5 h work + 10 min restore) on-demand.
+    assert fallback.total_cost == pytest.approx(2 * 10 + (2.5 + 1 / 6) * 40)
+
+
+def test_multi_cloud_migrates_when_another_cloud_becomes_much_cheaper():
+    t = trace(
+        {
+            AWS_OD: ([40.0] * 10, UP),
+            AWS_SPOT: ([12.0] * 10, UP),
+            GCP_SPOT: ([20.0, 20.0] + [5.0] * 8, UP),
+        }
+    )
+    r = run(t, job(duration_h=6.0, min_savings_pct=20, cooldown_s=0))
+    migrate = r.policy("migrate")
+    assert migrate.migrations == 1
+    assert migrate.total_cost < r.policy("spot-once").total_cost
+    assert r.policy("optimum").total_cost <= migrate.total_cost
+
+
+def test_migration_policy_runs_the_watch_loops_decide(monkeypatch):
+    calls = []
+    real = decide_module.decide
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decide_module, "decide", spy)
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([12.0] * 10, UP)})
+    r = run(t, job(duration_h=3.0, deadline=START + timedelta(hours=8)))
+    # One call per running step for each of migrate and deadline-aware.
+    assert len(calls) == 6
+    assert r.policy("migrate").total_cost == pytest.approx(36.0)
+
+
+def test_diverging_decide_changes_the_backtest(monkeypatch):
+    """If the backtest had its own copy of the rules, patching decide() would change nothing."""
+    from router.core.decide import WAIT, Decision, Numbers
+
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([12.0] * 10, UP)})
+    before = run(t).policy("migrate").total_cost
+    monkeypatch.setattr(
+        decide_module, "decide", lambda *a, **k: Decision(WAIT, None, "never", Numbers(0.0))
+    )
+    after = run(t).policy("migrate")
+    assert before > 0 and after.total_cost == 0 and after.unfinished == 1
+
+
+def test_optimum_dodges_outages_and_picks_cheap_hours():
+    spot_up = [True, False, True, True, True, True, True, True, True, True]
+    t = trace(
+        {
+            AWS_OD: ([40.0] * 10, UP),
+            AWS_SPOT: ([10.0, 10.0, 6.0, 6.0] + [10.0] * 6, spot_up),
+        }
+    )
+    r = run(t, job(duration_h=3.0))
+    best = r.policy("optimum")
+    # Step 0 on spot $10, step 1 spot is down: on-demand $40, then spot at $6.
+    assert best.total_cost == pytest.approx(10 + 40 + 6)
+    assert best.runs[0].migrations == 2
+
+
+def test_deadline_job_optimum_may_wait_for_a_cheaper_window():
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([20.0, 20.0, 20.0] + [5.0] * 7, UP)})
+    r = run(t, job(duration_h=2.0, deadline=START + timedelta(hours=8)))
+    assert r.policy("optimum").total_cost == pytest.approx(10.0)
+    no_deadline = run(t, job(duration_h=2.0))
+    assert no_deadline.policy("optimum").total_cost == pytest.approx(40.0)
+
+
+def test_unplaceable_job_is_reported_not_counted():
+    t = trace({AWS_OD: ([40.0] * 10, UP)})
+    r = run(t, job(), job(name="big", gpu="H100-80GB"))
+    assert r.unplaceable == ("big",)
+    assert r.policy("on-demand").total_cost == pytest.approx(160.0)
+
+
+def test_result_json_has_every_policy_with_savings_and_gap():
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([12.0] * 10, UP)})
+    data = run(t).to_json()
+    names = [p["name"] for p in data["policies"]]
+    assert names == [
+        "on-demand", "spot-fallback", "spot-once", "migrate", "deadline-aware", "optimum",
+    ]  # fmt: skip
+    assert data["policies"][0]["savings_vs_baseline_pct"] == 0
+    assert data["policies"][-1]["gap_to_optimum_pct"] == 0
+
+
+def test_trace_from_points_holds_the_last_price_per_step():
+    points = [
+        (START, AWS_SPOT, 10.0),
+        (START + timedelta(minutes=90), AWS_SPOT, 12.0),
+        (START + timedelta(hours=3, minutes=5), AWS_SPOT, 8.0),
+    ]
+    t = trace_from_points(points, step_s=3600.0, end=START + timedelta(hours=5))
+    assert t.prices[0] == (10.0, 12.0, 12.0, 8.0, 8.0)
+    assert t.available[0] == (True,) * 5
+
+
+# --- synthetic market ----------------------------------------------------------------------
+
+A100 = Shape(
+    "A100-80GB",
+    8,
+    80,
+    (
+        CloudOffer("aws", "p4de.24xlarge", 40.97, 0.4, ("us-east-1", "us-west-2", "eu-west-1")),
+        CloudOffer("gcp", "a2-ultragpu-8g", 40.44, 0.4, ("us-central1", "europe-west4")),
+        CloudOffer("azure", "Standard_ND96amsr_A100_v4", 32.77, 0.45, ("eastus", "westeurope")),
+    ),
+)
+
+
+def test_synthetic_trace_is_pure_given_its_seed():
+    a = synthetic_trace(MarketModel((A100,)), start=START, days=2, step_s=3600, seed=3)
+    b = synthetic_trace(MarketModel((A100,)), start=START, days=2, step_s=3600, seed=3)
+    c = synthetic_trace(MarketModel((A100,)), start=START, days=2, step_s=3600, seed=4)
+    assert a == b and a.prices != c.prices
+
+
+def test_synthetic_spreads_match_the_calibration():
+    t = synthetic_trace(
+        MarketModel((A100,), diurnal_amplitude=0, noise=0), start=START, days=1, step_s=3600, seed=5
+    )
+    spot = {
+        p: t.prices[i][0] / next(
+            t.prices[j][0] for j, q in enumerate(t.pools)
+            if q.market == "on-demand" and q.cloud == p.cloud and q.region == p.region
+        ) for i, p in enumerate(t.pools) if p.market == "spot"
+    }  # fmt: skip
+    by_region: dict[tuple[str, str], list[float]] = {}
+    for p, ratio in spot.items():
+        by_region.setdefault((p.cloud, p.region), []).append(ratio)
+    zone_spread = [max(v) / min(v) - 1 for v in by_region.values()]
+    assert max(zone_spread) <= 2 * 0.03 / 0.97 + 1e-9
+    assert all(0 < r <= 1 for r in spot.values())
+
+
+def test_synthetic_workload_meets_its_gpu_hours_per_day():
+    w = synthetic_workload(
+        name="team", start=START, days=30, gpu_hours_per_day=200,
+        mix=(JobMix("A100-80GB", 8),), seed=1,
+    )  # fmt: skip
+    total = sum(j.gpu_hours for j in w.jobs)
+    assert 6000 <= total <= 6000 + 36 * 8
+    assert all(j.deadline is None or j.deadline > j.arrival for j in w.jobs)
+    assert w == synthetic_workload(
+        name="team", start=START, days=30, gpu_hours_per_day=200,
+        mix=(JobMix("A100-80GB", 8),), seed=1,
+    )  # fmt: skip

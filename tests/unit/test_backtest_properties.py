@@ -1,0 +1,127 @@
+"""Backtest properties on random workloads and traces: the optimum bounds every policy below,
+deadline-aware never misses a feasible deadline, and the migration policy runs decide()."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from router.config.datafiles import load_egress, load_interruption_model
+from router.core.backtest import (
+    GreedyDeadline,
+    Pool,
+    Trace,
+    Workload,
+    WorkloadJob,
+    policies,
+    run_backtest,
+)
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+EGRESS = load_egress()
+INTERRUPTION = load_interruption_model()
+PLACES = [
+    ("aws", "us-east-1", "p4de.24xlarge", 1152.0),
+    ("aws", "us-west-2", "p4de.24xlarge", 1152.0),
+    ("gcp", "us-central1", "a2-ultragpu-8g", 1360.0),
+    ("azure", "eastus", "Standard_ND96amsr_A100_v4", 1900.0),
+]
+
+
+def pool(place: int, market: str, zone: int = 0) -> Pool:
+    cloud, region, itype, memory = PLACES[place]
+    return Pool(
+        cloud, region, f"{region}-{'abc'[zone]}" if market == "spot" else None, itype, market,
+        "A100-80GB", 8, 80, 96, memory, ">20%" if market == "spot" else None,
+    )  # fmt: skip
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[Workload, Trace]:
+    steps = draw(st.integers(12, 40))
+    step_s = draw(st.sampled_from([1800.0, 3600.0]))
+    places = draw(st.lists(st.integers(0, 3), min_size=1, max_size=3, unique=True))
+    pools: list[Pool] = []
+    prices: list[tuple[float, ...]] = []
+    available: list[tuple[bool, ...]] = []
+    for place in places:
+        od_price = draw(st.floats(20, 45))
+        pools.append(pool(place, "on-demand"))
+        prices.append((od_price,) * steps)
+        available.append((True,) * steps)
+        for zone in range(draw(st.integers(1, 2))):
+            pools.append(pool(place, "spot", zone))
+            base = draw(st.floats(5, 25))
+            factors = draw(st.lists(st.floats(0.6, 1.4), min_size=steps, max_size=steps))
+            prices.append(tuple(round(base * f, 3) for f in factors))
+            available.append(tuple(draw(st.lists(st.booleans(), min_size=steps, max_size=steps))))
+    trace = Trace(START, step_s, tuple(pools), tuple(prices), tuple(available))
+    jobs = []
+    for n in range(draw(st.integers(1, 3))):
+        arrival = START + timedelta(seconds=draw(st.integers(0, steps // 3)) * step_s)
+        hours = draw(st.floats(0.5, steps * step_s / 3600 / 3))
+        deadline = None
+        if draw(st.booleans()):
+            deadline = arrival + timedelta(hours=hours * draw(st.floats(0.8, 2.5)))
+        jobs.append(
+            WorkloadJob(
+                name=f"job-{n}",
+                arrival=arrival,
+                duration_h=round(hours, 2),
+                gpu="A100-80GB",
+                gpu_count=8,
+                node_count=draw(st.integers(1, 2)),
+                checkpoint_interval_s=draw(st.sampled_from([600.0, 1800.0, 3600.0])),
+                restore_overhead_s=draw(st.sampled_from([0.0, 300.0, 600.0, 1200.0])),
+                checkpoint_gb=draw(st.sampled_from([0.0, 50.0, 300.0])),
+                data_cloud="aws",
+                data_region="us-east-1",
+                data_gb=draw(st.sampled_from([0.0, 200.0, 2000.0])),
+                deadline=deadline,
+                min_savings_pct=draw(st.sampled_from([0.0, 10.0, 20.0])),
+                cooldown_s=draw(st.sampled_from([0.0, 3600.0])),
+                clouds=("aws", "gcp", "azure"),
+            )
+        )
+    home = draw(st.sampled_from(sorted({p.cloud for p in pools})))
+    return Workload("random", tuple(jobs), home_cloud=home), trace
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_optimum_is_never_above_any_policy_that_kept_its_deadline(s):
+    workload, trace = s
+    result = run_backtest(workload, trace, egress=EGRESS, interruption=INTERRUPTION)
+    best = {r.job: r for r in result.policy("optimum").runs}
+    for policy in result.policies:
+        for run in policy.runs:
+            if not run.finished or run.deadline_missed:
+                continue
+            assert best[run.job].cost <= run.cost + 1e-6, (policy.name, run.job)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_deadline_aware_and_greedy_never_miss_a_deadline_on_demand_could_keep(s):
+    workload, trace = s
+    chosen = (*policies(workload.home_cloud), GreedyDeadline())
+    result = run_backtest(
+        workload,
+        trace,
+        egress=EGRESS,
+        interruption=INTERRUPTION,
+        with_optimum=False,
+        policy_set=chosen,
+    )
+    runs = [*result.policy("deadline-aware").runs, *result.policy("greedy-deadline").runs]
+    for run, job in zip(runs, workload.jobs * 2, strict=True):
+        first = trace.start + timedelta(
+            seconds=-(-(job.arrival - trace.start).total_seconds() // trace.step_s) * trace.step_s
+        )
+        feasible = job.deadline is not None and first + timedelta(hours=job.duration_h) <= (
+            job.deadline
+        )
+        if feasible and first + timedelta(hours=job.duration_h) <= trace.end:
+            assert not run.deadline_missed, (job, run.finished_at)
