@@ -15,6 +15,7 @@ from router.core.catalog import Catalog, parse_catalog
 from router.core.egress import EgressTable, parse_egress_csv
 from router.core.errors import BadInput
 from router.core.interruption import InterruptionModel, parse_interruption_csv
+from router.core.storage_prices import StoragePrices, parse_storage_csv
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
@@ -47,3 +48,10 @@ def load_interruption_model(path: Path | None = None) -> InterruptionModel:
     """Spot interruption buckets and per-cloud defaults (interruption.csv)."""
     text, name = read_data_file("interruption.csv", path, "interruption data")
     return parse_interruption_csv(text, name=name)
+
+
+@lru_cache(maxsize=8)
+def load_storage_prices(path: Path | None = None) -> StoragePrices:
+    """Standard object-storage list prices at copy destinations (storage.csv)."""
+    text, name = read_data_file("storage.csv", path, "storage prices")
+    return parse_storage_csv(text, name=name)

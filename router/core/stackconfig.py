@@ -87,7 +87,7 @@ def stack_config(
             },
             "checkpointing": job.checkpoint is not None,
             "checkpointUrl": checkpoint_url,
-            "dataUrl": job.data.url if job.data else "",
+            "dataUrl": job.data[0].url if job.data else "",
             "sshCidrs": [],
             "labels": dict(sorted(job.labels.items())),
             # Always written (empty elsewhere) so moving a job between clouds leaves no stale key.

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from router.config.datafiles import load_egress, load_interruption_model
+from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.config.job_file import load_job
 from router.config.org_file import org_config_for
 from router.config.project import Project
@@ -56,6 +56,7 @@ def plan_job(
         org=org,
         egress=load_egress(),
         interruption=load_interruption_model(),
+        storage=load_storage_prices(),
         now=now,
         require_fresh=require_fresh,
         top=top,

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.data_access import (
+from router.config.datafiles import load_egress, load_storage_prices
+from router.core.data_access import (
     COPY,
     STREAM,
     DataAccess,
@@ -24,10 +25,9 @@ from router.data_access import (
     move_cost,
     transfer_hours,
 )
-from router.egress import load_egress
-from router.errors import BadInput
-from router.jobspec import Data
-from router.storage_prices import HOURS_PER_MONTH, load_storage_prices, parse_storage_csv
+from router.core.errors import BadInput
+from router.core.job.model import Data
+from router.core.storage_prices import HOURS_PER_MONTH, parse_storage_csv
 
 EGRESS = load_egress()
 STORAGE = load_storage_prices()

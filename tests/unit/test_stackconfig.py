@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from router.config.datafiles import load_catalog, load_egress, load_interruption_model
+from router.config.datafiles import (
+    load_catalog,
+    load_egress,
+    load_interruption_model,
+    load_storage_prices,
+)
 from router.config.stack_files import read_stack_file
 from router.contract.stack_config import KEY_NAMES
 from router.core.catalog import gcp_accelerator_type
@@ -29,6 +34,7 @@ def _placements(*offers: object, **job_overrides: object) -> tuple[Placement, ..
         egress=load_egress(),
         now=NOW,
         interruption=load_interruption_model(),
+        storage=load_storage_prices(),
     )
     return result.placements
 

@@ -21,11 +21,11 @@ mode above is `move_cost` plus storage, so the migration decision and the planne
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from router.egress import EgressCost, EgressTable
-from router.jobspec import DEFAULT_COPY_GBPS, Data, DataLocation
-from router.storage_prices import StorageCost, StoragePrices
+from router.core.egress import EgressCost, EgressTable
+from router.core.job.model import DEFAULT_COPY_GBPS, Data, DataLocation
+from router.core.storage_prices import StorageCost, StoragePrices
 
 Access = Literal["stream", "copy"]
 STREAM: Access = "stream"
@@ -156,42 +156,6 @@ class DataAccess:
         return (
             f"data {d.url} ({d.size_gb:g} GB, {passes}) from {where}: {stream}; {copy} → {verdict}"
         )
-
-    def to_json(self) -> dict[str, Any]:
-        """The `data` entry of a placement in `route plan --json` (unrounded USD, hours)."""
-        r, d = self.route, self.route.data
-        return {
-            "url": d.url,
-            "size_gb": d.size_gb,
-            "passes": d.passes,
-            "source": {
-                "url": r.source.url,
-                "cloud": r.source.cloud,
-                "region": r.source.region,
-                "replica": r.source_index,
-            },
-            "access": self.access,
-            "chosen_by": self.chosen_by,
-            "stream": {
-                "egress_per_pass": r.once.usd,
-                "passes": d.passes,
-                "cost": self.stream_usd,
-            },
-            "copy": {
-                "egress_cost": r.once.usd,
-                "storage_cost": r.storage.usd,
-                "storage_hours": r.storage_hours,
-                "staging_hours": r.staging_hours,
-                "staging_overlapped": r.overlapped,
-                "staging_cost": self.staging_usd,
-                "cost": self.copy_usd,
-            },
-            "egress_cost": self.egress_usd,
-            "storage_cost": self.storage_usd,
-            "staging_cost": self.chosen_staging_usd,
-            "cost": self.usd,
-            "summary": self.summary(),
-        }
 
 
 def route_data(

@@ -1,5 +1,7 @@
 """Standard object-storage list prices (router/data/storage.csv): what a staged copy costs to keep.
 
+Pure: `parse_storage_csv(text)`; router/config/datafiles.py loads the bundled file.
+
 A copy-mode data set is copied into a bucket or container in the placement's region and kept
 there while the job runs; this table prices those GB-hours. Each row names its provider page.
 """
@@ -10,13 +12,10 @@ import fnmatch
 import math
 import re
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
-from router.datafiles import csv_rows
-from router.errors import BadInput
+from router.core.csv_rows import csv_rows
+from router.core.errors import BadInput
 
-DEFAULT_STORAGE_CSV = Path(__file__).parent / "data" / "storage.csv"
 HOURS_PER_MONTH = 730.0  # the providers' calculator month; storage is billed pro rata
 LOCAL = "local"
 
@@ -77,22 +76,6 @@ class StoragePrices:
             f"{cloud} {region} standard storage {_num(size_gb)} GB × ${rate.usd_per_gb_month:g}"
             f"/GB-month × {hours:.1f} h / {HOURS_PER_MONTH:g} h = ${usd:,.2f}",
         )
-
-
-def load_storage_prices(path: Path | None = None) -> StoragePrices:
-    """Load storage prices from storage.csv (the packaged file when path is None)."""
-    if path is None:
-        return _packaged()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read storage prices ({exc.strerror})") from exc
-    return parse_storage_csv(text, name=path.name)
-
-
-@cache
-def _packaged() -> StoragePrices:
-    return parse_storage_csv(DEFAULT_STORAGE_CSV.read_text(encoding="utf-8"), name="storage.csv")
 
 
 def parse_storage_csv(text: str, *, name: str = "storage.csv") -> StoragePrices:
