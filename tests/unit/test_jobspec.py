@@ -12,7 +12,15 @@ import pytest
 from router.config.job_file import load_job, validate_job_file
 from router.core.durations import parse_duration_s
 from router.core.errors import EXIT_BAD_INPUT, BadInput
-from router.core.job.model import AcceleratorRequest, Checkpoint, Job, Resources, Run, cloud_of_url
+from router.core.job.model import (
+    AcceleratorRequest,
+    Checkpoint,
+    Data,
+    Job,
+    Resources,
+    Run,
+    cloud_of_url,
+)
 from router.core.job.problems import parse_job
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -710,6 +718,19 @@ def test_python_code_builds_models_by_field_name() -> None:
     )
     assert job.resources.accelerators[0].gpu == "A100-80GB"
     assert job.checkpoint is not None and job.checkpoint.interval_s == 1800
+
+
+def test_python_code_may_pass_one_data_set_or_several() -> None:
+    corpus = Data(url="s3://corpus/x", region="us-east-1", size_gb=10)
+    base = {
+        "name": "py",
+        "resources": Resources(accelerators=(AcceleratorRequest(gpu="T4"),)),
+        "duration_hours": 1,
+        "run": Run(command=("python",)),
+    }
+    assert Job(**base, data=corpus).data == (corpus,)
+    assert Job(**base, data=(corpus, corpus)).data == (corpus, corpus)
+    assert corpus.cloud == "aws"
 
 
 def test_jobs_are_immutable() -> None:

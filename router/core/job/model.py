@@ -488,7 +488,7 @@ class Job(Strict):
         # One mapping is one data set (the original form of `data:`); null is none.
         if value is None:
             return []
-        return [value] if isinstance(value, Mapping) else value
+        return [value] if isinstance(value, Mapping | Data) else value
 
     @field_validator("duration_hours", mode="before", json_schema_input_type=PositiveDurationInput)
     @classmethod
