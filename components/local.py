@@ -296,6 +296,7 @@ class JobIdentity(pulumi.ComponentResource):
         args: JobIdentityArgs,
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
+        staging: CheckpointBucket | None = None,  # never given: the local target stages nothing
     ):
         super().__init__("spotroute:local:JobIdentity", name, None, opts)
         self.identity_id = pulumi.Output.from_input(f"local-user:{getpass.getuser()}")

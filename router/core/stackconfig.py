@@ -109,7 +109,6 @@ def stack_config(
             },
             "checkpointing": job.checkpoint is not None,
             "checkpointUrl": checkpoint_url,
-            "dataUrl": job.data[0].url if job.data else "",
             **data_values(chosen),
             "sshCidrs": [],
             "labels": dict(sorted(job.labels.items())),
