@@ -16,6 +16,7 @@ import pulumi
 
 from components.args import (
     MANAGED_BY,
+    STAGING_PREFIX,
     CheckpointBucketArgs,
     JobCommand,
     JobIdentityArgs,
@@ -155,7 +156,7 @@ def read_placement_config(config: ConfigSource, stack_file: str = "") -> Placeme
     if data_copy_urls and staging_days < 1:
         raise read.fail(
             "stagingDays",
-            f"{staging_days} — staged data needs the days after which the copy is deleted (1 or more)",
+            f"{staging_days} — staged data needs the days after which its copy is deleted (1+)",
         )
     for name in REQUIRED_PER_CLOUD.get(cloud, ()):
         if not read.value(name):
@@ -382,6 +383,9 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
         "instanceTypes": list(placement.instance_types),
         "labels": standard_labels(job, labels),
     }
+    if staging is not None:
+        # Where copy-mode data goes (the job may write only there): the bucket URL + data/.
+        outputs["stagingUrl"] = staging.url.apply(lambda url: url + STAGING_PREFIX)
     for name, value in outputs.items():
         pulumi.export(name, value)
     return outputs
