@@ -9,7 +9,7 @@ The component contract every cloud module (aws.py, gcp.py, azure.py, local.py) f
     CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
         outputs: bucket_name, url ("s3://bucket/" or "s3://bucket/base/"), arn_or_id
         plain attribute: key_prefix (str, "" or "base/": where the bucket URL points inside it)
-    JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None)
+    JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None, staging=None)
         outputs: identity_id, checkpoint_url (= bucket url + args.checkpoint_prefix)
                  AWS also: instance_profile_name
     SpotGpuGroup(name, args: SpotGpuGroupArgs, network, identity, bucket, opts=None)

@@ -28,7 +28,7 @@ checkpoints outlive the stack as they do on AWS. JobIdentity puts the identity i
 group of its own.
 
 Existing storage. Azure grants access by resource id, which a blob URL does not carry: reusing an
-account (`existing_url`) or reading Azure data (`data_url`) needs the Args'
+account (`existing_url`) or reading Azure data (`data_urls`) needs the Args'
 `storage_account_ids`, a map from account name to `/subscriptions/<id>/resourceGroups/<rg>/
 providers/Microsoft.Storage/storageAccounts/<account>`. The subscription comes from the
 environment at deploy time (ARM_SUBSCRIPTION_ID, or the Azure CLI's default), never from the

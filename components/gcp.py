@@ -9,7 +9,7 @@ docs/components.md):
     CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
         outputs: bucket_name, url ("gs://bucket/" or "gs://bucket/base/"), arn_or_id
         plain attribute: key_prefix (str, "" or "base/")
-    JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None)
+    JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None, staging=None)
         outputs: identity_id (service account email), checkpoint_url
     SpotGpuGroup(name, args: SpotGpuGroupArgs, network, identity, bucket, opts=None)
         outputs: group_id (instance group manager id), checkpoint_url

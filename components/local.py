@@ -12,7 +12,7 @@ Constructors match components/aws.py:
   make_provider(name, args: ProviderArgs) -> None
   Network(name, args: NetworkArgs, opts=None)
   CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
-  JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None)
+  JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None, staging=None)
   SpotGpuGroup(name, args: SpotGpuGroupArgs, network, identity, bucket, opts=None)
 """
 
