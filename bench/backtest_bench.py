@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from router.config.datafiles import load_egress, load_interruption_model
+from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.config.traces import read_availability
 from router.config.workload import load_workload
 from router.core.backtest import (
@@ -55,6 +55,7 @@ from router.core.synthetic import (
 ROOT = Path(__file__).resolve().parent.parent
 EGRESS = load_egress()
 MODEL = load_interruption_model()
+STORAGE = load_storage_prices()
 
 
 def table(r: BacktestResult) -> None:
@@ -80,7 +81,7 @@ def scenario() -> None:
         wf.market, start=wf.start, days=wf.days, step_s=wf.step_s, seed=wf.market_seed
     )
     t0 = time.perf_counter()
-    r = run_backtest(wf.workload, trace, egress=EGRESS, interruption=MODEL)
+    r = run_backtest(wf.workload, trace, egress=EGRESS, interruption=MODEL, storage=STORAGE)
     took = time.perf_counter() - t0
     hours = r.policy("on-demand").gpu_hours
     print(
@@ -176,6 +177,7 @@ def deadlines() -> None:
             trace,
             egress=EGRESS,
             interruption=MODEL,
+            storage=STORAGE,
             policy_set=chosen,
         )
         greedy = r.policy("greedy-deadline").total_cost
@@ -225,10 +227,12 @@ def speed() -> None:
     )
     workload = replace(workload, jobs=workload.jobs[:100])
     t0, c0 = time.perf_counter(), time.process_time()
-    r = run_backtest(workload, trace, egress=EGRESS, interruption=MODEL, with_optimum=False)
+    r = run_backtest(
+        workload, trace, egress=EGRESS, interruption=MODEL, storage=STORAGE, with_optimum=False
+    )
     policies_s, policies_cpu = time.perf_counter() - t0, time.process_time() - c0
     t0, c0 = time.perf_counter(), time.process_time()
-    r = run_backtest(workload, trace, egress=EGRESS, interruption=MODEL)
+    r = run_backtest(workload, trace, egress=EGRESS, interruption=MODEL, storage=STORAGE)
     total_s, total_cpu = time.perf_counter() - t0, time.process_time() - c0
     print("## speed\n")
     print(

@@ -68,7 +68,7 @@ def router_phases(
     job_path: Path, project: Any, runs: int
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """(first run, later runs) seconds per phase of what `route deploy` does before the engine."""
-    from router.config.datafiles import load_egress, load_interruption_model
+    from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
     from router.config.job_file import load_job
     from router.config.org_file import org_config_for
     from router.config.stack_files import read_stack_file
@@ -94,6 +94,7 @@ def router_phases(
             egress=load_egress(),
             now=now,
             interruption=load_interruption_model(),
+            storage=load_storage_prices(),
         )
         t.append(time.perf_counter())
         config = stack_config(job, result.placements[0], result.placements)

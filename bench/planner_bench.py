@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from router.config.datafiles import load_egress, load_interruption_model
+from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.core.job.model import (
     AcceleratorRequest,
     Checkpoint,
@@ -168,10 +168,12 @@ def main(argv: list[str] | None = None) -> int:
 
     offers = build_offers(args.offers, args.seed)
     job, org = bench_job(), bench_org()
-    egress, model = load_egress(), load_interruption_model()
+    egress, model, storage = load_egress(), load_interruption_model(), load_storage_prices()
 
     def run() -> object:
-        return plan(job, offers, org=org, egress=egress, now=NOW, interruption=model)
+        return plan(
+            job, offers, org=org, egress=egress, now=NOW, interruption=model, storage=storage
+        )
 
     run()  # warm the data-file caches, as a long-lived process would be
     plan_s: list[float] = []
@@ -180,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.repeats):
         cpu = time.process_time()
         start = time.perf_counter()
-        result = plan(job, offers, org=org, egress=egress, now=NOW, interruption=model)
+        result = plan(
+            job, offers, org=org, egress=egress, now=NOW, interruption=model, storage=storage
+        )
         planned = time.perf_counter()
         cpu_s.append(time.process_time() - cpu)
         rejected = result.rejected  # what `route plan --explain` adds

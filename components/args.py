@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 import pulumi
 
+# Where copy-mode data sets go inside the staging bucket (the job may write only there).
+STAGING_PREFIX = "data/"
+
 
 @dataclass(frozen=True, kw_only=True)
 class ProviderArgs:
@@ -43,6 +46,10 @@ class CheckpointBucketArgs:
     # not say which subscription and resource group its account is in).
     storage_account_ids: Mapping[str, str] = field(default_factory=dict)
     local_directory: str = ""  # local target: the checkpoint directory to create
+    # A staging bucket for copied data sets, not a checkpoint bucket: current objects are deleted
+    # this many days after they were written, and `pulumi destroy` deletes the bucket with its
+    # contents (a copy is worth nothing once the job is done). 0 = a checkpoint bucket.
+    expire_days: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,9 +57,11 @@ class JobIdentityArgs:
     job_name: str
     region: str
     checkpoint_prefix: str  # the job may read/write only under this prefix of the checkpoint bucket
-    data_url: str = ""  # read-only access to this location; "" = none
+    # Read-only access to exactly these prefixes (the chosen copy of every data set). Each cloud
+    # grants the URLs of its own storage; others cannot be granted by this cloud's identity.
+    data_urls: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
-    storage_account_ids: Mapping[str, str] = field(default_factory=dict)  # Azure: for data_url
+    storage_account_ids: Mapping[str, str] = field(default_factory=dict)  # Azure: for data_urls
     # Azure: the resource group to hold the identity (the Network's); None = a group of its own.
     resource_group_name: pulumi.Input[str] | None = None
 

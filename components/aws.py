@@ -9,7 +9,7 @@ The component contract every cloud module (aws.py, gcp.py, azure.py, local.py) f
     CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
         outputs: bucket_name, url ("s3://bucket/" or "s3://bucket/base/"), arn_or_id
         plain attribute: key_prefix (str, "" or "base/": where the bucket URL points inside it)
-    JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None)
+    JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None, staging=None)
         outputs: identity_id, checkpoint_url (= bucket url + args.checkpoint_prefix)
                  AWS also: instance_profile_name
     SpotGpuGroup(name, args: SpotGpuGroupArgs, network, identity, bucket, opts=None)
@@ -27,12 +27,14 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 from components.args import (
+    STAGING_PREFIX,
     CheckpointBucketArgs,
     JobIdentityArgs,
     NetworkArgs,
@@ -86,39 +88,32 @@ def parse_s3_url(url: str, field: str) -> tuple[str, str]:
 
 
 def checkpoint_policy_document(
-    bucket: str, key_prefix: str, data_bucket: str = "", data_prefix: str = ""
+    bucket: str,
+    key_prefix: str,
+    data: Sequence[tuple[str, str]] = (),
+    staging_bucket: str = "",
 ) -> dict[str, Any]:
-    """IAM policy: read/write/delete under bucket/key_prefix only; read-only on the data."""
+    """IAM policy: read/write/delete under bucket/key_prefix (and the staging bucket's data/)
+    only; read-only on exactly each (data bucket, prefix)."""
     if not key_prefix or key_prefix == "/" or any(c in key_prefix for c in "*?"):
         raise ValueError(
             f"checkpoint_prefix: {key_prefix!r} would grant the whole bucket — use e.g. 'job-name/'"
         )
-    statements: list[dict[str, Any]] = [
-        {
-            "Sid": "CheckpointObjects",
-            "Effect": "Allow",
-            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-            "Resource": f"arn:aws:s3:::{bucket}/{key_prefix}*",
-        },
-        {
-            "Sid": "CheckpointList",
-            "Effect": "Allow",
-            "Action": "s3:ListBucket",
-            "Resource": f"arn:aws:s3:::{bucket}",
-            "Condition": {"StringLike": {"s3:prefix": [f"{key_prefix}*"]}},
-        },
-    ]
-    if data_bucket:
+    statements = _read_write("Checkpoint", bucket, key_prefix)
+    if staging_bucket:
+        statements += _read_write("Staging", staging_bucket, STAGING_PREFIX)
+    for i, (data_bucket, data_prefix) in enumerate(data):
+        sid = "Data" if i == 0 else f"Data{i}"
         statements.append(
             {
-                "Sid": "DataRead",
+                "Sid": f"{sid}Read",
                 "Effect": "Allow",
                 "Action": "s3:GetObject",
                 "Resource": f"arn:aws:s3:::{data_bucket}/{data_prefix}*",
             }
         )
         data_list: dict[str, Any] = {
-            "Sid": "DataList",
+            "Sid": f"{sid}List",
             "Effect": "Allow",
             "Action": "s3:ListBucket",
             "Resource": f"arn:aws:s3:::{data_bucket}",
@@ -127,6 +122,29 @@ def checkpoint_policy_document(
             data_list["Condition"] = {"StringLike": {"s3:prefix": [f"{data_prefix}*"]}}
         statements.append(data_list)
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _read_write(sid: str, bucket: str, prefix: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "Sid": f"{sid}Objects",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            "Resource": f"arn:aws:s3:::{bucket}/{prefix}*",
+        },
+        {
+            "Sid": f"{sid}List",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": f"arn:aws:s3:::{bucket}",
+            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+        },
+    ]
+
+
+def s3_data_locations(urls: Sequence[str]) -> list[tuple[str, str]]:
+    """(bucket, prefix) of each s3:// URL; data in other clouds cannot be granted by a role."""
+    return [parse_s3_url(url, "data_urls") for url in urls if url.startswith("s3://")]
 
 
 def _price(price_per_hour: float) -> str:
@@ -254,10 +272,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         require_type(args, CheckpointBucketArgs, "aws.CheckpointBucket")
-        if args.noncurrent_version_days < 1:
-            raise ValueError(
-                f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
-            )
+        _check_bucket_args(args)
         existing = parse_s3_url(args.existing_url, "existing_url") if args.existing_url else None
         super().__init__("spotroute:aws:CheckpointBucket", name, None, opts)
 
@@ -278,11 +293,14 @@ class CheckpointBucket(pulumi.ComponentResource):
     def _create(self, name: str, args: CheckpointBucketArgs) -> None:
         child = pulumi.ResourceOptions(parent=self)
         job, labels = args.job_name, args.labels
+        staging = args.expire_days > 0
         bucket = aws.s3.Bucket(
             f"{name}-bucket",
             bucket_prefix=_name_prefix(job, 37),
-            force_destroy=False,  # checkpoints outlive a stack unless someone empties the bucket
-            tags=_tags(job, labels, "checkpoints"),
+            # Checkpoints outlive a stack unless someone empties the bucket; a staged copy of
+            # data does not: destroying the stack deletes it.
+            force_destroy=staging,
+            tags=_tags(job, labels, "staging" if staging else "checkpoints"),
             opts=child,
         )
         versioning = aws.s3.BucketVersioning(
@@ -337,7 +355,21 @@ class CheckpointBucket(pulumi.ComponentResource):
                     abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
                         days_after_initiation=1
                     ),
-                )
+                ),
+                *(
+                    [
+                        aws.s3.BucketLifecycleConfigurationRuleArgs(
+                            id="delete-staged-data-after-the-job",
+                            status="Enabled",
+                            filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                            expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(
+                                days=args.expire_days
+                            ),
+                        )
+                    ]
+                    if staging
+                    else []
+                ),
             ],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
         )
@@ -369,6 +401,17 @@ class CheckpointBucket(pulumi.ComponentResource):
         self.arn_or_id = bucket.arn
 
 
+def _check_bucket_args(args: CheckpointBucketArgs) -> None:
+    if args.noncurrent_version_days < 1:
+        raise ValueError(
+            f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
+        )
+    if args.expire_days < 0:
+        raise ValueError(f"expire_days: {args.expire_days} — use 0 (keep) or a number of days")
+    if args.expire_days and args.existing_url:
+        raise ValueError("expire_days: a staging bucket is created, not reused — drop existing_url")
+
+
 class JobIdentity(pulumi.ComponentResource):
     """IAM role + instance profile that may touch only the job's checkpoint prefix, read data."""
 
@@ -382,19 +425,20 @@ class JobIdentity(pulumi.ComponentResource):
         args: JobIdentityArgs,
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
+        staging: CheckpointBucket | None = None,
     ) -> None:
         require_type(args, JobIdentityArgs, "aws.JobIdentity")
         require_type(bucket, CheckpointBucket, "aws.JobIdentity bucket")
+        if staging is not None:
+            require_type(staging, CheckpointBucket, "aws.JobIdentity staging")
         relative = args.checkpoint_prefix.strip("/")
         relative_prefix = relative + "/" if relative else ""
         key_prefix = bucket.key_prefix + relative_prefix
         # Fails here, before registering anything, if the prefix would grant the whole bucket.
         checkpoint_policy_document("validate", key_prefix)
-        data_bucket, data_prefix = "", ""
-        if args.data_url.startswith("s3://"):
-            data_bucket, data_prefix = parse_s3_url(args.data_url, "data_url")
         # Non-S3 data (gs://, https://) cannot be granted by an AWS role: the job brings its own
         # credentials for it, so nothing is added here.
+        data = s3_data_locations(args.data_urls)
         super().__init__("spotroute:aws:JobIdentity", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         job, labels = args.job_name, args.labels
@@ -421,9 +465,12 @@ class JobIdentity(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             f"{name}-checkpoints",
             role=role.id,
-            policy=bucket.bucket_name.apply(
-                lambda b: json.dumps(
-                    checkpoint_policy_document(b, key_prefix, data_bucket, data_prefix)
+            policy=pulumi.Output.all(
+                bucket.bucket_name,
+                staging.bucket_name if staging is not None else "",
+            ).apply(
+                lambda names: json.dumps(
+                    checkpoint_policy_document(names[0], key_prefix, data, names[1])
                 )
             ),
             opts=child,

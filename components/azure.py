@@ -28,7 +28,7 @@ checkpoints outlive the stack as they do on AWS. JobIdentity puts the identity i
 group of its own.
 
 Existing storage. Azure grants access by resource id, which a blob URL does not carry: reusing an
-account (`existing_url`) or reading Azure data (`data_url`) needs the Args'
+account (`existing_url`) or reading Azure data (`data_urls`) needs the Args'
 `storage_account_ids`, a map from account name to `/subscriptions/<id>/resourceGroups/<rg>/
 providers/Microsoft.Storage/storageAccounts/<account>`. The subscription comes from the
 environment at deploy time (ARM_SUBSCRIPTION_ID, or the Azure CLI's default), never from the
@@ -52,6 +52,7 @@ from pulumi_azure_native import (
 from pulumi_azure_native.provider import Provider
 
 from components.args import (
+    STAGING_PREFIX,
     CheckpointBucketArgs,
     JobIdentityArgs,
     NetworkArgs,
@@ -226,6 +227,10 @@ class CheckpointBucket(pulumi.ComponentResource):
             raise ValueError(
                 f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
             )
+        if args.expire_days < 0 or (args.expire_days and args.existing_url):
+            raise ValueError(
+                f"expire_days: {args.expire_days} — use 0, or days for a created staging container"
+            )
         existing = parse_blob_url(args.existing_url, "existing_url") if args.existing_url else None
         existing_id = (
             container_resource_id(
@@ -259,7 +264,10 @@ class CheckpointBucket(pulumi.ComponentResource):
         # Deleting a resource group deletes everything in it, so checkpoints get a group of their
         # own and `pulumi destroy` leaves group, account and container in place (AWS keeps its
         # bucket too); delete them by hand once the checkpoints are no longer needed.
-        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+        # A staging container (expire_days > 0) holds a copy of data: destroying the stack
+        # deletes it with its group.
+        staging = args.expire_days > 0
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=not staging)
         tags = azure_tags(args.job_name, args.labels)
         group = resources.ResourceGroup(
             f"{name}-checkpoints-rg", location=args.region, tags=tags, opts=keep
@@ -336,10 +344,35 @@ class CheckpointBucket(pulumi.ComponentResource):
                                 )
                             ),
                         ),
-                    )
+                    ),
+                    *(
+                        [
+                            storage.ManagementPolicyRuleArgs(
+                                name="delete-staged-data-after-the-job",
+                                type="Lifecycle",
+                                enabled=True,
+                                definition=storage.ManagementPolicyDefinitionArgs(
+                                    filters=storage.ManagementPolicyFilterArgs(
+                                        blob_types=["blockBlob"]
+                                    ),
+                                    actions=storage.ManagementPolicyActionArgs(
+                                        base_blob=storage.ManagementPolicyBaseBlobArgs(
+                                            delete=storage.DateAfterModificationArgs(
+                                                days_after_creation_greater_than=args.expire_days
+                                            )
+                                        )
+                                    ),
+                                ),
+                            )
+                        ]
+                        if staging
+                        else []
+                    ),
                 ]
             ),
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=[service]),
+            opts=pulumi.ResourceOptions(
+                parent=self, retain_on_delete=not staging, depends_on=[service]
+            ),
         )
         self.account_name = account.name
         self.bucket_name = account.name.apply(lambda a: f"{a}/{CONTAINER_NAME}")
@@ -361,21 +394,27 @@ class JobIdentity(pulumi.ComponentResource):
         args: JobIdentityArgs,
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
+        staging: CheckpointBucket | None = None,
     ) -> None:
         require_type(args, JobIdentityArgs, "azure.JobIdentity")
         require_type(bucket, CheckpointBucket, "azure.JobIdentity bucket")
+        if staging is not None:
+            require_type(staging, CheckpointBucket, "azure.JobIdentity staging")
         relative = args.checkpoint_prefix.strip("/")
         relative_prefix = relative + "/" if relative else ""
         key_prefix = bucket.key_prefix + relative_prefix
         # Fails here, before registering anything, if the prefix would grant the whole container.
         checkpoint_condition = blob_prefix_condition(key_prefix, write=True)
-        data_scope, data_condition = "", ""
-        if is_blob_url(args.data_url):
-            account, container, data_prefix = parse_blob_url(args.data_url, "data_url")
-            data_scope = container_resource_id(
-                account, container, args.storage_account_ids, "data_url"
+        # (container resource id, read-only condition or "" for the whole container) per prefix.
+        data: list[tuple[str, str]] = []
+        for url in args.data_urls:
+            if not is_blob_url(url):
+                continue
+            account, container, data_prefix = parse_blob_url(url, "data_urls")
+            scope = container_resource_id(account, container, args.storage_account_ids, "data_urls")
+            data.append(
+                (scope, blob_prefix_condition(data_prefix, write=False) if data_prefix else "")
             )
-            data_condition = blob_prefix_condition(data_prefix, write=False) if data_prefix else ""
         # Data elsewhere (s3://, gs://, other https) cannot be granted by an Azure role: the job
         # brings its own credentials for it, so nothing is added here.
         super().__init__("spotroute:azure:JobIdentity", name, None, opts)
@@ -411,9 +450,23 @@ class JobIdentity(pulumi.ComponentResource):
             description=f"spotroute job {job}: checkpoints under {key_prefix} only",
             opts=child,
         )
-        if data_scope:
+        if staging is not None:
             authorization.RoleAssignment(
-                f"{name}-data-access",
+                f"{name}-staging-access",
+                scope=staging.arn_or_id,
+                role_definition_id=client.subscription_id.apply(
+                    lambda sub: role_definition_id(sub, azure_job_role_guid(sub))
+                ),
+                principal_id=identity.principal_id,
+                principal_type="ServicePrincipal",
+                condition=blob_prefix_condition(STAGING_PREFIX, write=True),
+                condition_version="2.0",
+                description=f"spotroute job {job}: staged data under {STAGING_PREFIX} only",
+                opts=child,
+            )
+        for i, (data_scope, data_condition) in enumerate(data):
+            authorization.RoleAssignment(
+                f"{name}-data-access" if i == 0 else f"{name}-data-access-{i}",
                 scope=data_scope,
                 role_definition_id=client.subscription_id.apply(
                     lambda sub: role_definition_id(sub, STORAGE_BLOB_DATA_READER)

@@ -9,7 +9,7 @@ docs/components.md):
     CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
         outputs: bucket_name, url ("gs://bucket/" or "gs://bucket/base/"), arn_or_id
         plain attribute: key_prefix (str, "" or "base/")
-    JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None)
+    JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None, staging=None)
         outputs: identity_id (service account email), checkpoint_url
     SpotGpuGroup(name, args: SpotGpuGroupArgs, network, identity, bucket, opts=None)
         outputs: group_id (instance group manager id), checkpoint_url
@@ -30,6 +30,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.args import (
+    STAGING_PREFIX,
     CheckpointBucketArgs,
     JobIdentityArgs,
     NetworkArgs,
@@ -289,6 +290,10 @@ class CheckpointBucket(pulumi.ComponentResource):
             raise ValueError(
                 f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
             )
+        if args.expire_days < 0 or (args.expire_days and args.existing_url):
+            raise ValueError(
+                f"expire_days: {args.expire_days} — use 0, or days for a created staging bucket"
+            )
         existing = parse_gs_url(args.existing_url, "existing_url") if args.existing_url else None
         if existing is None:
             _check_bucket_name(name)
@@ -333,8 +338,23 @@ class CheckpointBucket(pulumi.ComponentResource):
                     ),
                     condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=1),
                 ),
+                *(
+                    [
+                        # A staged copy of data: deleted after the job (age counts from upload).
+                        gcp.storage.BucketLifecycleRuleArgs(
+                            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                            condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                                age=args.expire_days, with_state="LIVE"
+                            ),
+                        )
+                    ]
+                    if args.expire_days
+                    else []
+                ),
             ],
-            force_destroy=False,  # checkpoints outlive a stack unless someone empties the bucket
+            # Checkpoints outlive a stack unless someone empties the bucket; a staged copy of data
+            # does not: destroying the stack deletes it.
+            force_destroy=args.expire_days > 0,
             labels=gcp_labels(args.job_name, args.labels),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -370,17 +390,18 @@ class JobIdentity(pulumi.ComponentResource):
         args: JobIdentityArgs,
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
+        staging: CheckpointBucket | None = None,
     ) -> None:
         require_type(args, JobIdentityArgs, "gcp.JobIdentity")
         require_type(bucket, CheckpointBucket, "gcp.JobIdentity bucket")
+        if staging is not None:
+            require_type(staging, CheckpointBucket, "gcp.JobIdentity staging")
         relative = args.checkpoint_prefix.strip("/")
         relative_prefix = relative + "/" if relative else ""
         object_prefix = bucket.key_prefix + relative_prefix
         # Fails here, before registering anything, if the prefix would grant the whole bucket.
         prefix_condition("validate", object_prefix)
-        data_bucket, data_prefix = "", ""
-        if args.data_url.startswith("gs://"):
-            data_bucket, data_prefix = parse_gs_url(args.data_url, "data_url")
+        data = [parse_gs_url(url, "data_urls") for url in args.data_urls if url.startswith("gs://")]
         # Data outside Cloud Storage (s3://, https://) cannot be granted by a GCP service account:
         # the job brings its own credentials for it, so nothing is added here.
         super().__init__("spotroute:gcp:JobIdentity", name, None, opts)
@@ -408,14 +429,30 @@ class JobIdentity(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        if data_bucket:
+        if staging is not None:
             gcp.storage.BucketIAMMember(
-                f"{name}-data",
+                f"{name}-staging",
+                bucket=staging.bucket_name,
+                role=CHECKPOINT_ROLE,
+                member=member,
+                condition=gcp.storage.BucketIAMMemberConditionArgs(
+                    title=f"spotroute {job} staged data"[:100],
+                    description=staging.bucket_name.apply(lambda b: f"gs://{b}/{STAGING_PREFIX}"),
+                    expression=staging.bucket_name.apply(
+                        lambda b: prefix_condition(b, STAGING_PREFIX)
+                    ),
+                ),
+                opts=child,
+            )
+        for i, (data_bucket, data_prefix) in enumerate(data):
+            gcp.storage.BucketIAMMember(
+                f"{name}-data" if i == 0 else f"{name}-data-{i}",
                 bucket=data_bucket,
                 role=DATA_ROLE,
                 member=member,
                 condition=gcp.storage.BucketIAMMemberConditionArgs(
-                    title=f"spotroute {job} data"[:100],
+                    # The title is part of the binding's identity: one per data prefix.
+                    title=(f"spotroute {job} data" + (f" {i}" if i else ""))[:100],
                     description=f"read gs://{data_bucket}/{data_prefix}",
                     expression=prefix_condition(data_bucket, data_prefix),
                 )

@@ -12,7 +12,7 @@ Constructors match components/aws.py:
   make_provider(name, args: ProviderArgs) -> None
   Network(name, args: NetworkArgs, opts=None)
   CheckpointBucket(name, args: CheckpointBucketArgs, opts=None)
-  JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None)
+  JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None, staging=None)
   SpotGpuGroup(name, args: SpotGpuGroupArgs, network, identity, bucket, opts=None)
 """
 
@@ -395,6 +395,7 @@ class JobIdentity(pulumi.ComponentResource):
         args: JobIdentityArgs,
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
+        staging: CheckpointBucket | None = None,  # never given: the local target stages nothing
     ):
         super().__init__("spotroute:local:JobIdentity", name, None, opts)
         self.identity_id = pulumi.Output.from_input(f"local-user:{getpass.getuser()}")

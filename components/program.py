@@ -16,6 +16,7 @@ import pulumi
 
 from components.args import (
     MANAGED_BY,
+    STAGING_PREFIX,
     CheckpointBucketArgs,
     JobCommand,
     JobIdentityArgs,
@@ -77,7 +78,9 @@ class PlacementConfig:
     job: JobCommand
     checkpointing: bool
     checkpoint_url: str
-    data_url: str
+    data_urls: tuple[str, ...]  # read-only, prefix-scoped: the chosen copy of every data set
+    data_copy_urls: tuple[str, ...] = ()  # staged next to the GPUs (copy mode)
+    staging_days: int = 0  # the staging bucket deletes copies this many days after upload
     ssh_cidrs: tuple[str, ...]
     labels: dict[str, str]
     gcp_project: str = ""  # GCP only; "" = the provider takes it from the environment
@@ -141,6 +144,20 @@ def read_placement_config(config: ConfigSource, stack_file: str = "") -> Placeme
             f"{checkpoint_url!r} is not in {cloud} — use a {' or '.join(schemes)} URL or leave it "
             "empty to create a bucket",
         )
+    data_urls = read.value("dataUrls")
+    data_copy_urls = read.value("dataCopyUrls")
+    for url in data_copy_urls:
+        if url not in data_urls:
+            raise read.fail(
+                "dataCopyUrls",
+                f"{url!r} is not in spotroute:dataUrls — a staged data set is one the job reads",
+            )
+    staging_days = read.value("stagingDays")
+    if data_copy_urls and staging_days < 1:
+        raise read.fail(
+            "stagingDays",
+            f"{staging_days} — staged data needs the days after which its copy is deleted (1+)",
+        )
     for name in REQUIRED_PER_CLOUD.get(cloud, ()):
         if not read.value(name):
             raise read.fail(
@@ -161,7 +178,9 @@ def read_placement_config(config: ConfigSource, stack_file: str = "") -> Placeme
         job=_job_command(read),
         checkpointing=checkpointing,
         checkpoint_url=checkpoint_url,
-        data_url=read.value("dataUrl"),
+        data_urls=data_urls,
+        data_copy_urls=data_copy_urls,
+        staging_days=staging_days,
         gcp_project=read.value("gcpProject"),
         gcp_accelerator_type=read.value("gcpAcceleratorType"),
         storage_account_ids=_storage_account_ids(read),
@@ -297,19 +316,35 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
         ),
         opts,
     )
+    staging = None
+    if placement.data_copy_urls and placement.cloud not in FREE_CLOUDS:
+        # Copy-mode data goes to a bucket with the checkpoint bucket's guardrails (private,
+        # encrypted, versioned, TLS only), whose lifecycle deletes it after the job.
+        staging = cloud.checkpoint_bucket(
+            f"{job}-staging",
+            CheckpointBucketArgs(
+                job_name=job,
+                region=placement.region,
+                noncurrent_version_days=1,
+                expire_days=placement.staging_days,
+                labels=labels,
+            ),
+            opts,
+        )
     identity = cloud.job_identity(
         job,
         JobIdentityArgs(
             job_name=job,
             region=placement.region,
             checkpoint_prefix=f"{job}/",
-            data_url=placement.data_url,
+            data_urls=placement.data_urls,
             labels=labels,
             storage_account_ids=placement.storage_account_ids,
             resource_group_name=network.resource_group_name,
         ),
         bucket,
         opts,
+        staging,
     )
     group = cloud.gpu_group(
         job,
@@ -348,6 +383,9 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
         "instanceTypes": list(placement.instance_types),
         "labels": standard_labels(job, labels),
     }
+    if staging is not None:
+        # Where copy-mode data goes (the job may write only there): the bucket URL + data/.
+        outputs["stagingUrl"] = staging.url.apply(lambda url: url + STAGING_PREFIX)
     for name, value in outputs.items():
         pulumi.export(name, value)
     return outputs

@@ -83,7 +83,8 @@ class CloudComponents(Generic[N, B, I]):
     make_provider: Callable[[str, ProviderArgs], pulumi.ProviderResource | None]
     network: Callable[[str, NetworkArgs, Opts], N]
     checkpoint_bucket: Callable[[str, CheckpointBucketArgs, Opts], B]
-    job_identity: Callable[[str, JobIdentityArgs, B, Opts], I]
+    # (name, args, checkpoint bucket, opts, staging bucket for copied data or None)
+    job_identity: Callable[[str, JobIdentityArgs, B, Opts, B | None], I]
     gpu_group: Callable[[str, SpotGpuGroupArgs, N, I, B, Opts], GroupOutputs]
 
 

@@ -13,6 +13,7 @@ from router.core.offers import Offer, Quote
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from router.core.data_access import DataAccess
     from router.core.placement import Placement
     from router.flows.plan import PlanReport
     from router.prices.book import RefreshOutcome
@@ -215,6 +216,8 @@ def placement_json(p: Placement) -> dict[str, Any]:
         "hours": p.hours,
         "compute_cost": p.compute_cost,
         "egress_cost": p.egress_cost,
+        "storage_cost": p.storage_cost,
+        "staging_cost": p.staging_cost,
         "interruption_cost": p.interruption_cost,
         "total_cost": p.total_cost,
         "price_source": p.price_source,
@@ -224,7 +227,46 @@ def placement_json(p: Placement) -> dict[str, Any]:
         "interruptions_per_hour": p.interruptions_per_hour,
         "reasons": list(p.reasons),
         "quota": {"status": p.quota_status, "note": p.quota_note},
+        "data": [data_access_json(d) for d in p.data],
     }
+
+
+def data_access_json(access: DataAccess) -> dict[str, Any]:
+    """The `data` entry of a placement in `route plan --json` (unrounded USD, hours)."""
+    r, d = access.route, access.route.data
+    return {
+        "url": d.url,
+        "size_gb": d.size_gb,
+        "passes": d.passes,
+        "source": {
+            "url": r.source.url,
+            "cloud": r.source.cloud,
+            "region": r.source.region,
+            "replica": r.source_index,
+        },
+        "access": access.access,
+        "chosen_by": access.chosen_by,
+        "stream": {"egress_per_pass": r.once.usd, "passes": d.passes, "cost": access.stream_usd},
+        "copy": {
+            "egress_cost": r.once.usd,
+            "storage_cost": r.storage.usd,
+            "storage_hours": r.storage_hours,
+            "staging_hours": r.staging_hours,
+            "staging_overlapped": r.overlapped,
+            "staging_cost": access.staging_usd,
+            "cost": access.copy_usd,
+        },
+        "egress_cost": access.egress_usd,
+        "storage_cost": access.storage_usd,
+        "staging_cost": access.chosen_staging_usd,
+        "cost": access.usd,
+        "summary": access.summary(),
+    }
+
+
+def data_modes(p: Placement) -> str:
+    """'copy', 'stream', or e.g. 'copy+stream' when data sets are read differently."""
+    return "+".join(dict.fromkeys(d.access for d in p.data)) or "-"
 
 
 def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> dict[str, Any]:
@@ -276,7 +318,8 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
             title=f"{of}placements for '{job.name}', best first (USD, {job.duration_hours:g} h"
             f" × {job.node_count} node{'s' if job.node_count > 1 else ''})"
         )
-        for name, justify in [
+        with_data = bool(job.data)
+        columns = [
             ("#", "right"),
             ("placement", "left"),
             ("instance type", "left"),
@@ -284,15 +327,20 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
             ("$/h", "right"),
             ("compute", "right"),
             ("egress", "right"),
+        ]
+        if with_data:
+            columns += [("data", "left"), ("storage", "right"), ("staging", "right")]
+        columns += [
             ("interruption", "right"),
             ("total", "right"),
             ("price source", "left"),
             ("quota", "left"),
-        ]:
+        ]
+        for name, justify in columns:
             table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for rank, p in enumerate(shown, 1):
             source = f"{p.price_source} {age(p.price_age_s)}"
-            table.add_row(
+            cells = [
                 str(rank),
                 f"{p.cloud} {p.zone or p.region}",
                 p.instance_type,
@@ -300,17 +348,31 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
                 f"{p.price_per_hour:,.2f}",
                 money(p.compute_cost),
                 money(p.egress_cost),
+            ]
+            if with_data:
+                cells += [
+                    data_modes(p),
+                    money(p.storage_cost),
+                    money(p.staging_cost),
+                ]
+            cells += [
                 money(p.interruption_cost),
                 f"[bold]{money(p.total_cost)}[/]",
                 f"[yellow]{source} stale[/]" if p.stale else source,
                 _QUOTA_SHOWN.get(p.quota_status, p.quota_status),
-            )
+            ]
+            table.add_row(*cells)
         console.print(table)
         best = result.placements[0]
         for reason in best.reasons:
             console.print(f"  #1: {reason}")
         if report.time_shift is not None:
             console.print(f"  later start: {report.time_shift.reason}")
+        if explain and with_data:
+            # Per placement: which copy of each data set is read, and how, in dollars.
+            for rank, p in enumerate(shown[1:], 2):
+                for d in p.data:
+                    console.print(f"  #{rank} {p.cloud} {p.zone or p.region}: {d.summary()}")
         if any(p.stale for p in result.placements):
             console.print(
                 "[yellow]some prices are stale[/]: run `route prices refresh`, or "

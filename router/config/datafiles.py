@@ -21,6 +21,7 @@ from router.core.quotas import (
     parse_quota_definitions,
     parse_type_quotas,
 )
+from router.core.storage_prices import StoragePrices, parse_storage_csv
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
@@ -66,3 +67,8 @@ def load_type_quotas() -> tuple[TypeQuotas, ...]:
     """Per catalog instance type, the quotas it draws on (instances.csv quota columns)."""
     text, name = read_data_file("instances.csv", None, "the instance catalog")
     return parse_type_quotas(text, load_quota_definitions(), name)
+@lru_cache(maxsize=8)
+def load_storage_prices(path: Path | None = None) -> StoragePrices:
+    """Standard object-storage list prices at copy destinations (storage.csv)."""
+    text, name = read_data_file("storage.csv", path, "storage prices")
+    return parse_storage_csv(text, name=name)

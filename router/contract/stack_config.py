@@ -90,7 +90,10 @@ KEYS: tuple[Key, ...] = (
     Key("job", "object", required=True),
     Key("checkpointing", "boolean", default=False),
     Key("checkpointUrl", "string", default=""),
-    Key("dataUrl", "string", default=""),
+    # Data sets (job.yaml data): the chosen copy of each, and the ones staged next to the GPUs.
+    Key("dataUrls", "list of strings", default=()),
+    Key("dataCopyUrls", "list of strings", default=()),
+    Key("stagingDays", "integer", default=0, low=0, high=3650),
     Key("sshCidrs", "list of strings", default=()),
     Key("labels", "map", default={}),
     Key("storageAccountIds", "map", default={}),

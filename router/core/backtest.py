@@ -56,6 +56,7 @@ from router.core.offers import Offer
 from router.core.org import OrgConfig
 from router.core.placement import Placement
 from router.core.planner import plan
+from router.core.storage_prices import StoragePrices
 
 ON_DEMAND = "on-demand"
 Progressed = Callable[[int, int], None]  # (jobs done, jobs in all)
@@ -774,7 +775,10 @@ _URL_SCHEME = {"aws": "s3://", "gcp": "gs://", "azure": "az://", "local": "file:
 
 
 def planner_ranking(
-    org: OrgConfig, egress: EgressTable, interruption: InterruptionModel
+    org: OrgConfig,
+    egress: EgressTable,
+    interruption: InterruptionModel,
+    storage: StoragePrices | None = None,
 ) -> PlanFeasible:
     """The one place the backtest calls the planner: feasible placements of a job at a moment."""
     specs: dict[str, Job] = {}
@@ -784,7 +788,13 @@ def planner_ranking(
         if spec is None:
             spec = specs[job.name] = job_spec(job)
         return plan(
-            spec, offers, org=org, egress=egress, now=now, interruption=interruption
+            spec,
+            offers,
+            org=org,
+            egress=egress,
+            now=now,
+            interruption=interruption,
+            storage=storage,
         ).placements
 
     return rank
@@ -796,6 +806,7 @@ def run_backtest(
     *,
     egress: EgressTable,
     interruption: InterruptionModel,
+    storage: StoragePrices | None = None,
     plan_feasible: PlanFeasible | None = None,
     policy_set: Sequence[Policy] | None = None,
     with_optimum: bool = True,
@@ -806,7 +817,7 @@ def run_backtest(
 
     chosen = tuple(policy_set) if policy_set is not None else policies(workload.home_cloud)
     if plan_feasible is None:
-        plan_feasible = planner_ranking(OrgConfig(), egress, interruption)
+        plan_feasible = planner_ranking(OrgConfig(), egress, interruption, storage)
     runs: dict[str, list[JobRun]] = {p.name: [] for p in chosen}
     best: list[JobRun] = []
     unplaceable: list[str] = []

@@ -127,34 +127,37 @@ class TransferCosts:
     Pure: the memo only remembers answers of the immutable egress table.
     """
 
-    __slots__ = ("_ckpt", "_data", "checkpoint_gb", "data_cloud", "data_gb", "data_region", "table")
+    __slots__ = ("_ckpt", "_data", "checkpoint_gb", "data_sets", "table")
 
     def __init__(
         self,
         table: EgressTable | None,
         *,
+        data_sets: Sequence[tuple[str | None, str, float]] = (),
         data_cloud: str | None = None,
         data_region: str = "",
         data_gb: float = 0.0,
         checkpoint_gb: float = 0.0,
     ) -> None:
+        """`data_sets`: (cloud, region, GB) of every data set the job reads; `data_cloud`,
+        `data_region`, `data_gb` add one more (the single-data-set form)."""
         self.table = table
-        self.data_cloud, self.data_region, self.data_gb = data_cloud, data_region, data_gb
+        extra = ((data_cloud, data_region, data_gb),) if data_cloud is not None else ()
+        self.data_sets = tuple(data_sets) + extra
         self.checkpoint_gb = checkpoint_gb
         self._data: dict[tuple[str, str], float] = {}
         self._ckpt: dict[tuple[str, str, str, str], float] = {}
 
     def data_to(self, cloud: str, region: str) -> float:
-        """USD to bring the data set from where it lives to (cloud, region), once."""
+        """USD to bring every data set from where it lives to (cloud, region), once."""
         key = (cloud, region)
         found = self._data.get(key)
         if found is None:
-            if self.table is None or self.data_gb <= 0 or self.data_cloud is None:
-                found = 0.0
-            else:
-                found = _moved_usd(
-                    self.table, self.data_gb, self.data_cloud, self.data_region, cloud, region
-                )
+            found = 0.0
+            if self.table is not None:
+                for src_cloud, src_region, gb in self.data_sets:
+                    if gb > 0 and src_cloud is not None:
+                        found += _moved_usd(self.table, gb, src_cloud, src_region, cloud, region)
             self._data[key] = found
         return found
 
@@ -216,7 +219,6 @@ def rules_for_job(
     decision_period_s: how often `route watch` calls decide() (its --interval).
     """
     ckpt = job.checkpoint
-    data = job.data
     return Rules(
         node_count=job.node_count,
         min_savings_pct=job.migration.min_savings_pct,
@@ -227,14 +229,13 @@ def rules_for_job(
         zone_block_s=zone_block_s,
         decision_period_s=decision_period_s,
         deadline=job.deadline,
-        transfers=TransferCosts(
-            egress,
-            data_cloud=(data.cloud or cloud_of_url(data.url)) if data is not None else None,
-            data_region=data.region if data is not None else "",
-            data_gb=data.size_gb if data is not None else 0.0,
-            checkpoint_gb=checkpoint_gb,
-        ),
+        transfers=TransferCosts(egress, data_sets=job_data_sets(job), checkpoint_gb=checkpoint_gb),
     )
+
+
+def job_data_sets(job: Job) -> tuple[tuple[str | None, str, float], ...]:
+    """(cloud, region, GB) of every data set of the job, where its main copy lives."""
+    return tuple((d.cloud or cloud_of_url(d.url), d.region, d.size_gb) for d in job.data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from router.core.data_access import DataAccess
 from router.core.offers import Offer
 
 
@@ -37,6 +38,9 @@ class Placement:
     offer: Offer  # the offer this was planned from (hardware details for stack config)
     quota_status: str = "unchecked"  # ok | unknown | not needed | unchecked (no QuotaBook given)
     quota_note: str = ""  # why the quota is unknown
+    storage_cost: float = 0.0  # copied data sets kept next to the GPUs
+    staging_cost: float = 0.0  # GPUs waiting for copies
+    data: tuple[DataAccess, ...] = ()  # per job.data entry: source, access mode, both costs
 
 
 # Where a placement is and what it runs on: the leading fields of every record of one.

@@ -21,10 +21,15 @@ the FIRST filter it fails, in this order:
 
 Costs per placement (USD; rounded only when rendered):
   compute      = price_per_hour × node_count × hours
-  egress       = moving job.data once from where it lives to the placement's region
+  egress       = per data set, from its nearest copy (router/core/data_access.py): streamed =
+                 one move per pass; copied = one move
+  storage      = copied data sets kept in the placement's region (standard object storage)
+  staging      = hours the GPUs wait for copies × price_per_hour × node_count
   interruption = interruptions_per_hour × hours × node_count
                  × (restore_overhead_h + checkpoint_interval_h / 2) × price_per_hour
-  total        = compute + egress + interruption
+  total        = compute + egress + storage + staging + interruption
+Each data set is streamed or copied as job.yaml says, or (access: auto) copied only where that
+is strictly cheaper than streaming at this placement.
 Ranking: total ascending, then lower interruption rate, fresher price, and cloud, region, zone,
 instance type, market lexicographically, so the order never depends on the input order.
 """
@@ -38,10 +43,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from router.core.egress import EgressCost, EgressTable
+from router.core.data_access import DataAccess, DataRoute, choose_access, route_data
+from router.core.egress import EgressTable
 from router.core.gpus import UnknownGpu, gpu_memory_gb
 from router.core.interruption import EffectiveBucket, InterruptionModel
-from router.core.job.model import Job, cloud_of_url
+from router.core.job.model import Job
 from router.core.offers import Offer
 from router.core.org import Discount, OrgConfig, Reservation
 from router.core.placement import (
@@ -53,6 +59,7 @@ from router.core.placement import (
     rejections_listed,
 )
 from router.core.quotas import SHORT, UNKNOWN, QuotaBook, QuotaVerdict
+from router.core.storage_prices import StoragePrices
 
 SPOT, ON_DEMAND, RESERVED = "spot", "on-demand", "reserved"
 RESERVATION_SOURCE = "spotroute.yaml reservation"
@@ -78,6 +85,7 @@ def plan(
     interruption: InterruptionModel,
     catalog: HardwareLookup | None = None,
     quotas: QuotaBook | None = None,
+    storage: StoragePrices | None = None,
 ) -> PlanResult:
     """Rank the offers that fit the job by expected total USD; reject the rest with reasons.
 
@@ -87,7 +95,9 @@ def plan(
         raise ValueError("plan(now=...) must be timezone-aware (UTC)")
     if top is not None and top < 1:
         raise ValueError(f"plan(top=...) must be at least 1, got {top}")
-    ctx = _JobContext(job, org, egress, now, require_fresh, interruption, quotas)
+    if job.data and storage is None:
+        raise ValueError("plan(storage=...) is needed for a job with data (copy mode prices it)")
+    ctx = _JobContext(job, org, egress, now, require_fresh, interruption, storage, quotas)
 
     # The deferred rejections below read the input again when --explain asks for them.
     given: tuple[Offer, ...] = offers if isinstance(offers, tuple) else tuple(offers)
@@ -183,7 +193,10 @@ class _Row:
     discount: Discount | None
     age_s: float
     stale: bool
-    egress: EgressCost
+    data: tuple[DataAccess, ...]
+    egress_cost: float
+    storage_cost: float
+    staging_cost: float
     bucket: EffectiveBucket
     rate_per_hour: float
     compute_cost: float
@@ -258,11 +271,16 @@ def _cost_rows(
         if why:
             rejects.append((o, why))
             continue
-        moved = ctx.egress_to(o.cloud, o.region)
+        data = ctx.data_access(o.cloud, o.region, price) if ctx.has_data else ()
+        egress_usd = storage_usd = staging_usd = 0.0
+        for d in data:
+            egress_usd += d.egress_usd
+            storage_usd += d.storage_usd
+            staging_usd += d.chosen_staging_usd
         rate, bucket = ctx.interruption(o)
         compute = price * node_hours
         interrupted = rate * node_hours * lost_h * price
-        total = compute + moved.usd + interrupted
+        total = compute + egress_usd + storage_usd + staging_usd + interrupted
         if ctx.max_job_cost is not None and total > ctx.max_job_cost:
             rejects.append(
                 (
@@ -280,7 +298,10 @@ def _cost_rows(
                 discount=discount,
                 age_s=age_s,
                 stale=stale,
-                egress=moved,
+                data=data,
+                egress_cost=egress_usd,
+                storage_cost=storage_usd,
+                staging_cost=staging_usd,
                 bucket=bucket,
                 rate_per_hour=rate,
                 compute_cost=compute,
@@ -386,6 +407,7 @@ class _JobContext:
         now: datetime,
         require_fresh: bool,
         interruption: InterruptionModel,
+        storage: StoragePrices | None,
         quotas: QuotaBook | None = None,
     ) -> None:
         self.job, self.org, self.now = job, org, now
@@ -436,12 +458,9 @@ class _JobContext:
             else 0.0
         )
         self._egress = egress
-        self._egress_cache: dict[tuple[str, str], EgressCost] = {}
-        data = job.data
-        self.data_size_gb = data.size_gb if data is not None else 0.0
-        self.data_cloud = (data.cloud or cloud_of_url(data.url)) if data is not None else None
-        self.data_region = data.region if data is not None else ""
-        self.data_url = data.url if data is not None else ""
+        self._storage = storage
+        self.has_data = bool(job.data)
+        self._route_cache: dict[tuple[str, str], tuple[DataRoute, ...]] = {}
         self._interruption = interruption
         self._interruption_cache: dict[
             tuple[str, str, str | None], tuple[float, EffectiveBucket]
@@ -576,22 +595,20 @@ class _JobContext:
             self._discount_cache[key] = self.org.discount_for(*key)
         return self._discount_cache[key]
 
-    def egress_to(self, cloud: str, region: str) -> EgressCost:
+    def data_access(self, cloud: str, region: str, price: float) -> tuple[DataAccess, ...]:
+        """Each data set's cheapest source and access mode at (cloud, region) and $/h `price`."""
         key = (cloud, region)
-        found = self._egress_cache.get(key)
-        if found is None:
-            if self.data_size_gb <= 0:
-                found = EgressCost(0.0, "")
-            elif self.data_cloud is None:
-                found = EgressCost(
-                    0.0, f"data at {self.data_url} is outside the clouds: transfer in is free"
+        routes = self._route_cache.get(key)
+        if routes is None:
+            assert self._storage is not None  # set whenever the job has data
+            routes = self._route_cache[key] = tuple(
+                route_data(
+                    d, cloud, region, hours=self.hours, egress=self._egress, storage=self._storage
                 )
-            else:
-                found = self._egress.cost(
-                    self.data_size_gb, self.data_cloud, self.data_region, cloud, region
-                )
-            self._egress_cache[key] = found
-        return found
+                for d in self.job.data
+            )
+        wait_usd_per_hour = price * self.node_count
+        return tuple(choose_access(r, wait_usd_per_hour) for r in routes)
 
     def interruption(self, o: Offer) -> tuple[float, EffectiveBucket]:
         key = (o.cloud, o.market, o.interruption_bucket)
@@ -621,7 +638,7 @@ class _JobContext:
             node_count=self.node_count,
             hours=self.hours,
             compute_cost=row.compute_cost,
-            egress_cost=row.egress.usd,
+            egress_cost=row.egress_cost,
             interruption_cost=row.interruption_cost,
             total_cost=row.total_cost,
             price_source=o.source,
@@ -633,6 +650,9 @@ class _JobContext:
             offer=o,
             quota_status=row.quota.status if row.quota is not None else "unchecked",
             quota_note=row.quota.note if row.quota is not None else "",
+            storage_cost=row.storage_cost,
+            staging_cost=row.staging_cost,
+            data=row.data,
         )
 
     def reasons(self, row: _Row) -> tuple[str, ...]:
@@ -650,8 +670,10 @@ class _JobContext:
                 f"{row.discount.label}: ${row.list_price_per_hour:,.2f} → "
                 f"${row.price_per_hour:,.2f}/h"
             )
-        if row.egress.rule:
-            out.append(f"egress: {row.egress.rule}")
+        for d in row.data:
+            if d.route.once.rule:
+                out.append(f"egress: {d.route.once.rule}")
+            out.append(d.summary())
         if o.market == SPOT:
             assumed = f" ({row.bucket.note})" if row.bucket.assumed else ""
             out.append(

@@ -6,6 +6,7 @@ only these keys; the program reads only these keys. Reading a stack file: router
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,6 +49,27 @@ def program_market(chosen: Placement) -> str:
     return "on-demand" if chosen.market == "reserved" else chosen.market
 
 
+def staging_days(chosen: Placement) -> int:
+    """Days after which the staging bucket deletes copied data: the job's expected hours plus
+    the staging hours, rounded up to whole days, plus one day of margin (0 = nothing copied)."""
+    copied = [d for d in chosen.data if d.access == "copy"]
+    if not copied:
+        return 0
+    hours = chosen.hours + sum(d.route.staging_hours for d in copied if not d.route.overlapped)
+    return max(1, math.ceil(hours / 24)) + 1
+
+
+def data_values(chosen: Placement) -> dict[str, Any]:
+    """dataUrls (the chosen copy of every data set, job order), dataCopyUrls, stagingDays."""
+    return {
+        "dataUrls": list(dict.fromkeys(d.route.source.url for d in chosen.data)),
+        "dataCopyUrls": list(
+            dict.fromkeys(d.route.source.url for d in chosen.data if d.access == "copy")
+        ),
+        "stagingDays": staging_days(chosen),
+    }
+
+
 def stack_config(
     job: Job,
     chosen: Placement,
@@ -87,7 +109,7 @@ def stack_config(
             },
             "checkpointing": job.checkpoint is not None,
             "checkpointUrl": checkpoint_url,
-            "dataUrl": job.data.url if job.data else "",
+            **data_values(chosen),
             "sshCidrs": [],
             "labels": dict(sorted(job.labels.items())),
             # Always written (empty elsewhere) so moving a job between clouds leaves no stale key.

@@ -59,7 +59,7 @@ def backtest(
     on_progress: Progressed | None = None,
 ) -> BacktestReport:
     """Replay the workload's jobs under every policy on the given (or synthetic) traces."""
-    from router.config.datafiles import load_egress, load_interruption_model
+    from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 
     wf = load_workload(workload_path)
     if prices:
@@ -81,6 +81,7 @@ def backtest(
         trace,
         egress=load_egress(),
         interruption=load_interruption_model(),
+        storage=load_storage_prices(),
         on_progress=on_progress,
     )
     return BacktestReport(result, wf, trace, sources)

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from router.config.datafiles import load_egress, load_interruption_model
+from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.config.home import spotroute_home
 from router.config.job_file import load_job
 from router.config.org_file import org_config_for
@@ -78,6 +78,7 @@ def plan_job(
         org=org,
         egress=load_egress(),
         interruption=load_interruption_model(),
+        storage=load_storage_prices(),
         now=now,
         require_fresh=require_fresh,
         top=top,

@@ -40,6 +40,7 @@ from router.core.decide import (
     Rules,
     TransferCosts,
     decide,
+    job_data_sets,
 )
 from router.core.errors import RouteError
 from router.core.journal import job_of_stack
@@ -328,7 +329,6 @@ def observe(project: Project, record: dict[str, Any], now: datetime) -> Observat
         if blocking(blocks, p.cloud, p.region, p.zone, now) is None
     ]  # fmt: skip
     checkpoint = job.checkpoint
-    data = job.data
     rules = Rules(
         node_count=job.node_count,
         min_savings_pct=job.migration.min_savings_pct,
@@ -337,10 +337,8 @@ def observe(project: Project, record: dict[str, Any], now: datetime) -> Observat
         restore_overhead_s=checkpoint.restore_overhead_s if checkpoint else 600.0,
         deadline=job.deadline,
         transfers=TransferCosts(
-            load_egress() if data is not None or latest is not None else None,
-            data_cloud=data.cloud if data else None,
-            data_region=data.region if data else "",
-            data_gb=data.size_gb if data else 0.0,
+            load_egress() if job.data or latest is not None else None,
+            data_sets=job_data_sets(job),
             checkpoint_gb=(latest.total_bytes / 1e9) if latest else 0.0,
         ),
     )

@@ -31,7 +31,7 @@ def aws_config() -> dict[str, Any]:
         },
         "checkpointing": True,
         "checkpointUrl": "",
-        "dataUrl": "s3://acme-datasets/llm/",
+        "dataUrls": ["s3://acme-datasets/llm/"],
         "sshCidrs": [],
         "labels": {"team": "ml-platform", "cost-center": "4711"},
         "pricePerHour": 12.5,

@@ -302,7 +302,7 @@ def test_job_role_lists_only_its_prefix_and_reads_only_its_data(
 
 
 def test_data_outside_s3_adds_no_grant(aws_config: dict[str, Any]) -> None:
-    stack = placement(aws_config, dataUrl="gs://acme-datasets/llm/")
+    stack = placement(aws_config, dataUrls=["gs://acme-datasets/llm/"])
 
     assert {s["Sid"] for s in policy_statements(stack)} == {"CheckpointObjects", "CheckpointList"}
 

@@ -137,7 +137,7 @@ def azure_config() -> dict[str, Any]:
         },
         "checkpointing": True,
         "checkpointUrl": "",
-        "dataUrl": "",
+        "dataUrls": [],
         "sshCidrs": [],
         "labels": {"team": "ml-platform", "cost-center": "4711"},
         "pricePerHour": 12.5,
@@ -493,7 +493,7 @@ def test_checkpoint_condition_guards_every_blob_action_of_the_contributor_role(
 
 
 def test_only_the_two_data_plane_roles_are_ever_assigned(azure_config: dict[str, Any]) -> None:
-    stack = wired(azure_config, checkpointUrl=EXISTING_URL, dataUrl=DATA_URL)
+    stack = wired(azure_config, checkpointUrl=EXISTING_URL, dataUrls=[DATA_URL])
     roles = assignments(stack)
 
     assert set(roles) == {CONTRIBUTOR, READER}
@@ -509,7 +509,7 @@ def test_only_the_two_data_plane_roles_are_ever_assigned(azure_config: dict[str,
 def test_data_reader_is_scoped_to_the_data_container_and_prefix(
     azure_config: dict[str, Any],
 ) -> None:
-    data = assignments(wired(azure_config, dataUrl=DATA_URL))[READER]
+    data = assignments(wired(azure_config, dataUrls=[DATA_URL]))[READER]
 
     assert data["scope"] == f"{ACCOUNT_IDS['acmedata']}/blobServices/default/containers/datasets"
     assert f"@Resource[{BLOBS}:path] StringStartsWith 'llm/'" in data["condition"]
@@ -519,7 +519,7 @@ def test_data_reader_is_scoped_to_the_data_container_and_prefix(
 
 @pytest.mark.parametrize("data_url", ["", "s3://acme-datasets/llm/", "gs://acme/llm/"])
 def test_data_outside_azure_adds_no_grant(azure_config: dict[str, Any], data_url: str) -> None:
-    stack = placement(azure_config, dataUrl=data_url)
+    stack = placement(azure_config, dataUrls=[data_url] if data_url else [])
 
     assert set(assignments(stack)) == {CONTRIBUTOR}
 
@@ -527,8 +527,8 @@ def test_data_outside_azure_adds_no_grant(azure_config: dict[str, Any], data_url
 def test_azure_data_without_its_account_id_is_refused_naming_the_fix(
     azure_config: dict[str, Any],
 ) -> None:
-    with pytest.raises(ValueError, match=r"data_url: .*storage_account_ids"):
-        placement(azure_config, dataUrl=DATA_URL)
+    with pytest.raises(ValueError, match=r"data_urls: .*storage_account_ids"):
+        placement(azure_config, dataUrls=[DATA_URL])
 
 
 def test_identity_refuses_a_prefix_that_would_grant_the_whole_container() -> None:
@@ -654,7 +654,7 @@ def test_nodes_run_as_the_job_identity_only(azure_config: dict[str, Any]) -> Non
 
 
 def test_every_resource_type_is_classified_for_tagging(azure_config: dict[str, Any]) -> None:
-    stack = wired(azure_config, dataUrl=DATA_URL)
+    stack = wired(azure_config, dataUrls=[DATA_URL])
 
     assert {r.type for r in stack.custom_resources()} == TAGGABLE | UNTAGGABLE
 

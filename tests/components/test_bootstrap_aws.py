@@ -254,7 +254,7 @@ def test_the_job_boundary_covers_every_action_a_job_role_is_granted(
 ) -> None:
     boundary = document(deploy(args(clouds=("aws",))), MANAGED_POLICY, "policy")
     ceiling = allowed_actions(boundary)
-    placement = run_program({**aws_config, "dataUrl": "s3://acme-data/imagenet/"})
+    placement = run_program({**aws_config, "dataUrls": ["s3://acme-data/imagenet/"]})
 
     for resource in placement.of_type(ROLE_POLICY):
         granted = allowed_actions(json.loads(resource.inputs["policy"]))

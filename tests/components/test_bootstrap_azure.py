@@ -231,7 +231,7 @@ def test_azure_deployer_may_manage_everything_an_azure_placement_creates(
         "zone": "2",
         "instanceTypes": ["Standard_NC96ads_A100_v4"],
         "gpuCount": 4,
-        "dataUrl": "",
+        "dataUrls": [],
     }
     calls: dict[str, CallAnswer] = {
         "azure-native:authorization:getClientConfig": lambda a: {

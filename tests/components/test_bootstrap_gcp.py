@@ -360,7 +360,7 @@ def test_gcp_deployer_may_manage_everything_a_gcp_placement_creates(
         "region": "us-central1",
         "zone": zone,
         "instanceTypes": ["a2-ultragpu-8g"],
-        "dataUrl": "gs://acme-datasets/llm/",
+        "dataUrls": ["gs://acme-datasets/llm/"],
     }
     states: dict[str, StateFiller] = {
         "gcp:storage/bucket:Bucket": lambda name, inputs: {"name": f"{name}-mock001"},

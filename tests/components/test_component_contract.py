@@ -27,12 +27,20 @@ STANDARD = {"spotroute-job": JOB, "team": "ml-platform", "managed-by": "spotrout
 # Per target: where the job runs and on what, the provider it must use, the mocks it needs.
 TARGETS: dict[str, dict[str, Any]] = {
     "aws": {
-        "config": {"region": "us-east-1", "zone": "us-east-1a", "dataUrl": "s3://acme-data/llm/"},
+        "config": {
+            "region": "us-east-1",
+            "zone": "us-east-1a",
+            "dataUrls": ["s3://acme-data/llm/"],
+        },
         "instanceTypes": ["p4de.24xlarge", "p4d.24xlarge"],
         "provider": "pulumi:providers:aws",
     },
     "gcp": {
-        "config": {"region": "us-central1", "zone": "us-central1-a", "dataUrl": "gs://acme/llm/"},
+        "config": {
+            "region": "us-central1",
+            "zone": "us-central1-a",
+            "dataUrls": ["gs://acme/llm/"],
+        },
         "instanceTypes": ["a2-ultragpu-8g"],
         "provider": "pulumi:providers:gcp",
         "mocks": {"states": GCP_STATES},

@@ -73,7 +73,7 @@ def gcp_config() -> dict[str, Any]:
         },
         "checkpointing": True,
         "checkpointUrl": "",
-        "dataUrl": "gs://acme-datasets/llm/",
+        "dataUrls": ["gs://acme-datasets/llm/"],
         "sshCidrs": [],
         "labels": {"team": "ml-platform", "cost-center": "4711", "owner": "Jane.Doe@ACME"},
         "pricePerHour": 12.5,
@@ -370,7 +370,7 @@ def test_job_account_reads_only_its_data_prefix(gcp_config: dict[str, Any]) -> N
 
 
 def test_data_bucket_without_prefix_is_readable_whole(gcp_config: dict[str, Any]) -> None:
-    stack = placement(gcp_config, dataUrl="gs://acme-datasets")
+    stack = placement(gcp_config, dataUrls=["gs://acme-datasets"])
     (data,) = [m for m in members(stack) if m["bucket"] == "acme-datasets"]
 
     assert data["role"] == "roles/storage.objectViewer"
@@ -378,7 +378,7 @@ def test_data_bucket_without_prefix_is_readable_whole(gcp_config: dict[str, Any]
 
 
 def test_data_outside_cloud_storage_adds_no_grant(gcp_config: dict[str, Any]) -> None:
-    stack = placement(gcp_config, dataUrl="s3://acme-datasets/llm/")
+    stack = placement(gcp_config, dataUrls=["s3://acme-datasets/llm/"])
 
     assert [m["role"] for m in members(stack)] == ["roles/storage.objectUser"]
 

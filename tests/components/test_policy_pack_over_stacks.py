@@ -34,14 +34,14 @@ CLOUDS: dict[str, dict[str, Any]] = {
         "zone": "us-east-1a",
         "instanceTypes": ["p4de.24xlarge", "p4d.24xlarge"],
         "checkpointUrl": "s3://acme-checkpoints/teams/ml/",
-        "dataUrl": "s3://acme-datasets/llm/",
+        "dataUrls": ["s3://acme-datasets/llm/"],
     },
     "gcp": {
         "region": "us-central1",
         "zone": "us-central1-a",
         "instanceTypes": ["a2-ultragpu-8g"],
         "checkpointUrl": "gs://acme-checkpoints/teams/ml/",
-        "dataUrl": "gs://acme-datasets/llm/",
+        "dataUrls": ["gs://acme-datasets/llm/"],
     },
     "azure": {
         "region": "eastus",
@@ -50,7 +50,7 @@ CLOUDS: dict[str, dict[str, Any]] = {
         # The program cannot reuse an Azure container yet: access is granted by resource id,
         # which an https:// URL lacks (components/azure.py asks for storage_account_ids).
         "checkpointUrl": None,
-        "dataUrl": "",
+        "dataUrls": [],
         "mocks": {"calls": AZURE_CALLS, "states": AZURE_STATES},
     },
 }
@@ -78,7 +78,7 @@ def stack_config(cloud: str, market: str, bucket: str, ssh: str) -> dict[str, An
         "job": {"image": "ghcr.io/acme/trainer:1.4", "command": ["python", "train.py"]},
         "checkpointing": market == "spot",
         "checkpointUrl": place["checkpointUrl"] if bucket == "reused-bucket" else "",
-        "dataUrl": place["dataUrl"],
+        "dataUrls": place["dataUrls"],
         "sshCidrs": ["203.0.113.0/24", "2001:db8::/32"] if ssh == "office-ssh" else [],
         "labels": {"team": "ml-platform", "cost-center": "4711"},
     }

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import router.core.decide as decide_module
-from router.config.datafiles import load_egress, load_interruption_model
+from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.core.backtest import (
     Pool,
     Trace,
@@ -28,6 +28,7 @@ from router.core.synthetic import (
 START = datetime(2026, 11, 1, tzinfo=UTC)
 EGRESS = load_egress()
 INTERRUPTION = load_interruption_model()
+STORAGE = load_storage_prices()
 
 
 def pool(cloud: str, region: str, market: str, zone: str | None = None) -> Pool:
@@ -71,6 +72,7 @@ def run(t: Trace, *jobs: WorkloadJob, home: str = "aws", handover_s: float = 0.0
         t,
         egress=EGRESS,
         interruption=INTERRUPTION,
+        storage=STORAGE,
     )
 
 

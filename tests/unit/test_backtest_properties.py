@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router.config.datafiles import load_egress, load_interruption_model
+from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.core.backtest import (
     GreedyDeadline,
     Pool,
@@ -22,6 +22,7 @@ from router.core.backtest import (
 START = datetime(2026, 11, 1, tzinfo=UTC)
 EGRESS = load_egress()
 INTERRUPTION = load_interruption_model()
+STORAGE = load_storage_prices()
 PLACES = [
     ("aws", "us-east-1", "p4de.24xlarge", 1152.0),
     ("aws", "us-west-2", "p4de.24xlarge", 1152.0),
@@ -93,7 +94,9 @@ def scenarios(draw: st.DrawFn) -> tuple[Workload, Trace]:
 @given(scenarios())
 def test_optimum_is_never_above_any_policy_that_kept_its_deadline(s):
     workload, trace = s
-    result = run_backtest(workload, trace, egress=EGRESS, interruption=INTERRUPTION)
+    result = run_backtest(
+        workload, trace, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE
+    )
     best = {r.job: r for r in result.policy("optimum").runs}
     for policy in result.policies:
         for run in policy.runs:
@@ -112,6 +115,7 @@ def test_deadline_aware_and_greedy_never_miss_a_deadline_on_demand_could_keep(s)
         trace,
         egress=EGRESS,
         interruption=INTERRUPTION,
+        storage=STORAGE,
         with_optimum=False,
         policy_set=chosen,
     )

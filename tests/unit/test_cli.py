@@ -103,11 +103,48 @@ def test_plan_json_lists_placements_best_first_with_costs_that_add_up() -> None:
     totals = [p["total_cost"] for p in ranked]
     assert totals == sorted(totals)
     for p in ranked:
-        parts = p["compute_cost"] + p["egress_cost"] + p["interruption_cost"]
+        parts = p["compute_cost"] + p["egress_cost"] + p["storage_cost"] + p["staging_cost"]
+        parts += p["interruption_cost"]
         assert math.isclose(parts, p["total_cost"], rel_tol=0, abs_tol=1e-6), p
         assert p["gpu"] == "A100-80GB"
         assert p["gpu_count"] == 8
         assert p["market"] == "spot"
+
+
+def test_plan_explain_shows_streaming_per_pass_the_copy_with_staging_and_picks_the_cheaper() -> (
+    None
+):
+    # examples/llm-finetune.yaml: 2000 GB in s3 us-east-1, passes: 3.
+    run = invoke("plan", LLM_FINETUNE, "--explain", "--top", "50")
+    assert run.code == 0, run.out
+
+    lines = run.out.splitlines()
+    best = next(line for line in lines if line.startswith("  #1: data "))
+    assert "from aws us-east-1" in best
+    assert "stream $0.00/pass × 3 = $0.00" in best
+    assert best.endswith("→ stream (not dearer than copying)")
+    azure = next(line for line in lines if " azure eastus: data " in line)
+    assert "stream $180.00/pass × 3 = $540.00" in azure
+    assert "4.44 h at 1 Gbps" in azure
+    assert "→ copy (cheaper by $" in azure
+
+
+def test_plan_json_carries_each_data_sets_source_mode_and_parts() -> None:
+    ranked = placements(LLM_FINETUNE, "--top", "50")
+    best, azure = ranked[0], next(p for p in ranked if p["cloud"] == "azure")
+
+    assert (best["cloud"], best["region"]) == ("aws", "us-east-1")  # next to the data
+    (data,) = azure["data"]
+    assert data["source"] == {
+        "url": "s3://acme-datasets/llm-corpus/", "cloud": "aws", "region": "us-east-1",
+        "replica": 0,
+    }  # fmt: skip
+    assert (data["access"], data["chosen_by"], data["passes"]) == ("copy", "cheaper", 3)
+    assert math.isclose(data["stream"]["cost"], 3 * 180.0)
+    assert math.isclose(data["copy"]["staging_hours"], 2000 * 8 / 3600)
+    assert math.isclose(data["cost"], data["copy"]["cost"])
+    assert math.isclose(azure["egress_cost"], 180.0)
+    assert math.isclose(azure["staging_cost"], data["copy"]["staging_cost"])
 
 
 def test_plan_compares_clouds_with_the_bundled_snapshot_alone() -> None:
@@ -130,8 +167,9 @@ def test_plan_json_has_the_documented_placement_fields() -> None:
     assert set(best) == {
         "cloud", "region", "zone", "instance_type", "market", "gpu", "gpu_count",
         "price_per_hour", "list_price_per_hour", "node_count", "hours", "compute_cost",
-        "egress_cost", "interruption_cost", "total_cost", "price_source", "price_age_s",
-        "stale", "interruption_bucket", "interruptions_per_hour", "reasons", "quota",
+        "egress_cost", "storage_cost", "staging_cost", "interruption_cost", "total_cost",
+        "price_source", "price_age_s", "stale", "interruption_bucket", "interruptions_per_hour",
+        "reasons", "quota", "data",
     }  # fmt: skip
     assert set(best["quota"]) == {"status", "note"}
     assert best["hours"] == 24

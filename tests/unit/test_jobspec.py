@@ -12,7 +12,15 @@ import pytest
 from router.config.job_file import load_job, validate_job_file
 from router.core.durations import parse_duration_s
 from router.core.errors import EXIT_BAD_INPUT, BadInput
-from router.core.job.model import AcceleratorRequest, Checkpoint, Job, Resources, Run, cloud_of_url
+from router.core.job.model import (
+    AcceleratorRequest,
+    Checkpoint,
+    Data,
+    Job,
+    Resources,
+    Run,
+    cloud_of_url,
+)
 from router.core.job.problems import parse_job
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -67,8 +75,8 @@ def test_llm_finetune_example_is_an_8x_a100_80gb_spot_job_checkpointed_every_30m
     assert job.duration_hours == 24
     assert job.checkpoint is not None
     assert (job.checkpoint.interval_s, job.checkpoint.restore_overhead_s) == (1800, 600)
-    assert job.data is not None
-    assert (job.data.url, job.data.cloud, job.data.region, job.data.size_gb) == (
+    (data,) = job.data
+    assert (data.url, data.cloud, data.region, data.size_gb) == (
         "s3://acme-datasets/llm-corpus/",
         "aws",
         "us-east-1",
@@ -299,26 +307,102 @@ def test_cloud_typo_suggests_the_cloud(tmp_path: Path) -> None:
 )
 def test_data_cloud_is_inferred_from_the_url(tmp_path: Path, url: str, cloud: str) -> None:
     job = load_job(job_with(tmp_path, f"data: {{url: '{url}', region: r1, size_gb: 10}}\n"))
-    assert job.data is not None
-    assert job.data.cloud == cloud
+    assert [d.cloud for d in job.data] == [cloud]
 
 
 def test_unknown_data_scheme_without_cloud_names_data_url(tmp_path: Path) -> None:
     line = only_problem(tmp_path, "data: {url: 'ftp://host/x', region: r1, size_gb: 1}\n")
     assert ": data.url: cannot tell which cloud 'ftp://host/x' is in" in line
-    assert "add data.cloud" in line
+    assert "add cloud: aws|gcp|azure|local next to it" in line
 
 
 def test_unknown_scheme_with_explicit_cloud_is_accepted(tmp_path: Path) -> None:
     job = load_job(
         job_with(tmp_path, "data: {url: 'ftp://host/x', cloud: aws, region: r1, size_gb: 1}\n")
     )
-    assert job.data is not None and job.data.cloud == "aws"
+    assert [d.cloud for d in job.data] == ["aws"]
 
 
 def test_data_cloud_contradicting_the_url_is_refused(tmp_path: Path) -> None:
     line = only_problem(tmp_path, "data: {url: 'gs://b/x', cloud: aws, region: r1, size_gb: 1}\n")
-    assert "data.cloud is aws but 'gs://b/x' is in gcp" in line
+    assert "cloud is aws but 'gs://b/x' is in gcp" in line
+
+
+def test_a_single_data_mapping_is_one_data_set_read_once_and_cheapest_way(tmp_path: Path) -> None:
+    job = load_job(job_with(tmp_path, "data: {url: 's3://b/x', region: us-east-1, size_gb: 5}\n"))
+    (data,) = job.data
+    assert (data.access, data.passes, data.replicas) == ("auto", 1.0, ())
+    assert (data.copy_gbps, data.start_while_copying) == (1.0, False)
+
+
+def test_no_data_is_an_empty_tuple(tmp_path: Path) -> None:
+    assert load_job(job_with(tmp_path, "")).data == ()
+    assert load_job(job_with(tmp_path, "data:\n")).data == ()
+
+
+def test_several_data_sets_with_passes_access_and_replicas(tmp_path: Path) -> None:
+    job = load_job(
+        job_with(
+            tmp_path,
+            """\
+            data:
+              - url: s3://corpus/tokens/
+                region: us-east-1
+                size_gb: 2000
+                passes: 3
+                replicas:
+                  - {url: gs://mirror/tokens/, region: us-central1}
+              - {url: az://eval/x, region: eastus, size_gb: 50, access: copy, copy_gbps: 5,
+                 start_while_copying: true}
+            """,
+        )
+    )
+    corpus, evals = job.data
+    assert corpus.passes == 3
+    assert [(r.url, r.cloud, r.region) for r in corpus.replicas] == [
+        ("gs://mirror/tokens/", "gcp", "us-central1")
+    ]
+    assert [loc.url for loc in corpus.locations] == ["s3://corpus/tokens/", "gs://mirror/tokens/"]
+    assert (evals.access, evals.copy_gbps, evals.start_while_copying) == ("copy", 5, True)
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (
+            "data: {url: 's3://b/x', region: r, size_gb: 1, access: strem}\n",
+            "data.access: 'strem' is not one of auto, stream, copy — did you mean 'stream'?",
+        ),
+        (
+            "data: [{url: 's3://b/x', region: r, size_gb: 1}, {url: 's3://c', region: r,"
+            " size_gb: 1, passes: 0}]\n",
+            "data[1].passes: must be more than 0, got 0 — use a number above 0",
+        ),
+        (
+            "data: {url: 's3://b/x', region: r, size_gb: 1, passes: yes}\n",
+            "data.passes: expected a number, got true — write a number such as 8",
+        ),
+        (
+            "data: {url: 's3://b/x', region: r, size_gb: 1, replicas: [{url: 'gs://m'}]}\n",
+            "data.replicas[0].region: required field missing — add region: us-east-1",
+        ),
+        (
+            "data: {url: 's3://b/x', region: r, size_gb: 1, replicas: {url: 'ftp://m', region: r}}"
+            "\n",
+            "data.replicas.url: cannot tell which cloud 'ftp://m' is in",
+        ),
+        (
+            "data: {url: 's3://b/x', region: r, size_gb: 1, epochs: 3}\n",
+            "data.epochs: unknown field 'epochs' — use one of",
+        ),
+        (
+            "data: {url: 's3://b/x', region: r, size_gb: 1, copy_gbps: 0}\n",
+            "data.copy_gbps: must be more than 0, got 0",
+        ),
+    ],
+)
+def test_data_errors_name_the_field_path(tmp_path: Path, extra: str, expected: str) -> None:
+    assert expected in only_problem(tmp_path, extra)
 
 
 def test_cloud_of_url_returns_none_for_plain_paths() -> None:
@@ -634,6 +718,19 @@ def test_python_code_builds_models_by_field_name() -> None:
     )
     assert job.resources.accelerators[0].gpu == "A100-80GB"
     assert job.checkpoint is not None and job.checkpoint.interval_s == 1800
+
+
+def test_python_code_may_pass_one_data_set_or_several() -> None:
+    corpus = Data(url="s3://corpus/x", region="us-east-1", size_gb=10)
+    base = {
+        "name": "py",
+        "resources": Resources(accelerators=(AcceleratorRequest(gpu="T4"),)),
+        "duration_hours": 1,
+        "run": Run(command=("python",)),
+    }
+    assert Job(**base, data=corpus).data == (corpus,)
+    assert Job(**base, data=(corpus, corpus)).data == (corpus, corpus)
+    assert corpus.cloud == "aws"
 
 
 def test_jobs_are_immutable() -> None:

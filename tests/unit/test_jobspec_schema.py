@@ -189,6 +189,10 @@ def _section_models(model: Any) -> dict[str, Any]:
         {"resources": {"accelerators": 8}},
         {"resources": {"accelerators": "T4", "clouds": ["azrue"]}},
         {"market": "spot", "checkpoint": None},
+        {"data": {"url": "s3://b/x", "region": "r1", "size_gb": 1, "access": "strem"}},
+        {"data": [{"url": "s3://b/x", "region": "r1", "size_gb": 1, "passes": 0}]},
+        {"data": [{"url": "s3://b/x", "region": "r1", "size_gb": 1, "replicas": [{"url": "x"}]}]},
+        {"data": [{"url": "s3://b/x", "region": "r1", "size_gb": 1, "copy_gbps": 0}]},
     ],
 )
 def test_schema_rejects_what_the_loader_rejects(change: dict[str, Any]) -> None:
@@ -215,6 +219,23 @@ valid_variations = st.fixed_dictionaries(
         "command": st.sampled_from(["python train.py --lr 3e-4", ["python", "train.py", 3]]),
         "labels": st.sampled_from([{"team": "ml"}, {"cost-center": 4711}]),
         "data_url": st.sampled_from(["s3://b/x", "gs://b/x", "file:///d", "az://c/x"]),
+        "data_list": st.booleans(),
+        "data_how": st.fixed_dictionaries(
+            {},
+            optional={
+                "access": st.sampled_from(["stream", "copy", "auto"]),
+                "passes": st.sampled_from([1, 3, 0.5]),
+                "copy_gbps": st.sampled_from([1, 2.5]),
+                "start_while_copying": st.booleans(),
+                "replicas": st.sampled_from(
+                    [
+                        [],
+                        [{"url": "gs://m/x", "region": "us-central1"}],
+                        {"url": "s3://m", "region": "r"},
+                    ]
+                ),
+            },
+        ),
     },
 )
 
@@ -240,6 +261,7 @@ def test_every_shape_the_loader_accepts_is_valid_in_the_schema(v: dict[str, Any]
     if "labels" in v:
         data["labels"] = v["labels"]
     if "data_url" in v:
-        data["data"] = {"url": v["data_url"], "region": "r1", "size_gb": 1}
+        one = {"url": v["data_url"], "region": "r1", "size_gb": 1, **v.get("data_how", {})}
+        data["data"] = [one, {**one, "url": "gs://second/x"}] if v.get("data_list") else one
     parse_job(data, "job.yaml")
     assert schema_errors(data, SCHEMA) == []

@@ -12,7 +12,7 @@ import pytest
 from planner_factories import NOW, job, offer
 
 from router.cli.render import placement_json
-from router.config.datafiles import load_egress, load_interruption_model
+from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.core.errors import BadInput
 from router.core.job.model import Job
 from router.core.offers import Offer
@@ -33,6 +33,7 @@ def run(
     if not isinstance(org, OrgConfig):
         org = OrgConfig.model_validate(org or {})
     kwargs.setdefault("interruption", load_interruption_model())
+    kwargs.setdefault("storage", load_storage_prices())
     return plan(the_job, offers, org=org, egress=load_egress(), now=NOW, **kwargs)
 
 
@@ -331,7 +332,8 @@ def test_total_is_exactly_the_sum_of_its_terms() -> None:
         [offer(region="us-west-2", price=13.37, bucket="10-15%"), offer("a2-ultragpu-8g")],
     )
     for p in result.placements:
-        assert p.compute_cost + p.egress_cost + p.interruption_cost == p.total_cost
+        terms = p.compute_cost + p.egress_cost + p.storage_cost + p.staging_cost
+        assert terms + p.interruption_cost == p.total_cost
 
 
 # --- discounts and reservations --------------------------------------------------------------
@@ -514,3 +516,82 @@ def test_placement_json_uses_the_design_field_names() -> None:
     assert design <= out.keys()
     assert out["total_cost"] == placed.total_cost  # unrounded: rounding is for rendering
     assert isinstance(out["reasons"], list)
+
+
+# --- data access: stream vs copy, replicas, moving next to the data ---------------------------
+
+CORPUS = {"url": "s3://corpus/tokens", "region": "us-east-1", "passes": 3}
+
+
+def data_job(size_gb: float, **data: Any) -> Job:
+    return job(duration_hours=24, data={**CORPUS, "size_gb": size_gb, **data})
+
+
+def test_large_data_read_three_times_moves_the_job_next_to_it() -> None:
+    aws = offer("p4de.24xlarge", region="us-east-1", price=5.84)
+    azure = offer("Standard_ND96amsr_A100_v4", region="eastus", price=3.60)
+
+    first, second = run(data_job(2000), [azure, aws]).placements
+
+    assert (first.cloud, second.cloud) == ("aws", "azure")
+    assert first.egress_cost == first.storage_cost == first.staging_cost == 0.0
+    (copied,) = second.data
+    assert copied.access == "copy"  # 180 egress + storage + staging beats 3 × 180 streamed
+    assert second.egress_cost == pytest.approx(180.0)
+    assert second.staging_cost == pytest.approx(2000 * 8 / 3600 * 3.60)
+    assert any("stream $180.00/pass × 3 = $540.00" in r for r in second.reasons)
+
+
+def test_small_data_lets_the_cheaper_gpus_elsewhere_win() -> None:
+    aws = offer("p4de.24xlarge", region="us-east-1", price=5.84)
+    azure = offer("Standard_ND96amsr_A100_v4", region="eastus", price=3.60)
+
+    first, second = run(data_job(100), [aws, azure]).placements
+
+    assert (first.cloud, second.cloud) == ("azure", "aws")
+    (copied,) = first.data
+    assert copied.access == "copy"  # 100 GB stage in 13 min: cheaper than 3 passes of egress
+    assert first.egress_cost == pytest.approx(100 * 0.09)
+
+
+def test_a_replica_in_the_placements_region_is_read_for_free() -> None:
+    gcp = offer("a2-ultragpu-8g", region="us-central1", price=12.0, bucket=None)
+    replica = {"url": "gs://mirror/tokens", "region": "us-central1"}
+
+    placed = only_placement(run(data_job(2000, replicas=[replica]), [gcp]))
+
+    (read,) = placed.data
+    assert (read.route.source.url, read.access) == ("gs://mirror/tokens", "stream")
+    assert placed.egress_cost == placed.storage_cost == placed.staging_cost == 0.0
+
+
+def test_every_data_set_is_priced_and_all_parts_reach_the_json() -> None:
+    second = {"url": "az://eval/x", "region": "eastus", "size_gb": 50, "access": "copy"}
+    the_job = job(data=[{**CORPUS, "size_gb": 2000}, second])
+    placed = only_placement(run(the_job, [offer("a2-ultragpu-8g", region="us-central1")]))
+
+    out = placement_json(placed)
+    assert [d["url"] for d in out["data"]] == ["s3://corpus/tokens", "az://eval/x"]
+    assert [d["access"] for d in out["data"]] == ["copy", "copy"]
+    assert [d["chosen_by"] for d in out["data"]] == ["cheaper", "job"]
+    assert out["egress_cost"] == pytest.approx(sum(d["egress_cost"] for d in out["data"]))
+    assert out["storage_cost"] == pytest.approx(sum(d["storage_cost"] for d in out["data"]))
+    assert out["staging_cost"] == pytest.approx(sum(d["staging_cost"] for d in out["data"]))
+    assert out["data"][0]["stream"]["egress_per_pass"] == pytest.approx(180.0)
+    assert out["data"][0]["copy"]["staging_hours"] == pytest.approx(2000 * 8 / 3600)
+
+
+def test_auto_access_is_never_dearer_than_either_forced_mode() -> None:
+    offers = [
+        offer("p4de.24xlarge", region="us-west-2", price=7.0),
+        offer("a2-ultragpu-8g", region="europe-west4", price=16.4),
+        offer("Standard_ND96amsr_A100_v4", region="westeurope", price=4.0),
+    ]
+    totals = {
+        access: {
+            p.offer: p.total_cost for p in run(data_job(5000, access=access), offers).placements
+        }
+        for access in ("auto", "stream", "copy")
+    }
+    for o, auto in totals["auto"].items():
+        assert auto == min(totals["stream"][o], totals["copy"][o])

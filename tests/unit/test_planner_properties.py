@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from planner_factories import NOW
 from pydantic import ValidationError
 
-from router.config.datafiles import load_egress, load_interruption_model
+from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.core.job.model import Job
 from router.core.offers import INTERRUPTION_BUCKETS, Offer
 from router.core.org import OrgConfig
@@ -104,7 +104,12 @@ def jobs(draw: st.DrawFn) -> Job:
             "url": f"{scheme}://bucket/data",
             "region": draw(st.sampled_from(REGIONS[cloud])),
             "size_gb": draw(st.sampled_from([0, 100, 2000, 60_000])),
+            "passes": draw(st.sampled_from([1, 3, 0.5])),
+            "access": draw(st.sampled_from(["auto", "stream", "copy"])),
+            "start_while_copying": draw(st.booleans()),
         }
+        if draw(st.booleans()):
+            spec["data"]["replicas"] = [{"url": "gs://mirror/data", "region": "us-central1"}]
     try:
         return Job.model_validate(spec)
     except ValidationError:
@@ -153,6 +158,7 @@ def run(job: Job, given_offers: list[Offer], org: OrgConfig, fresh: bool = False
         now=NOW,
         require_fresh=fresh,
         interruption=load_interruption_model(),
+        storage=load_storage_prices(),
     )
 
 
@@ -167,8 +173,9 @@ common = settings(
 @given(jobs(), orgs(), st.lists(offers(), max_size=30))
 def test_totals_always_add_up_exactly(job: Job, org: OrgConfig, given_offers: list[Offer]) -> None:
     for p in run(job, given_offers, org).placements:
-        assert p.compute_cost + p.egress_cost + p.interruption_cost == p.total_cost
-        assert min(p.compute_cost, p.egress_cost, p.interruption_cost) >= 0
+        terms = (p.compute_cost, p.egress_cost, p.storage_cost, p.staging_cost)
+        assert sum(terms) + p.interruption_cost == p.total_cost
+        assert min(*terms, p.interruption_cost) >= 0
 
 
 @common

@@ -14,6 +14,7 @@ from test_planner_properties import EGRESS, REGIONS, jobs, offers, orgs
 from router.config.datafiles import (
     load_interruption_model,
     load_quota_definitions,
+    load_storage_prices,
     load_type_quotas,
 )
 from router.core.job.model import Job
@@ -49,6 +50,7 @@ def run(job: Job, given: list[Offer], org: OrgConfig, quotas: QuotaBook | None) 
         egress=EGRESS,
         now=NOW,
         interruption=load_interruption_model(),
+        storage=load_storage_prices(),
         quotas=quotas,
     )
 

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from router.config.datafiles import load_catalog, load_egress, load_interruption_model
+from router.config.datafiles import (
+    load_catalog,
+    load_egress,
+    load_interruption_model,
+    load_storage_prices,
+)
 from router.config.stack_files import read_stack_file
 from router.contract.stack_config import KEY_NAMES
 from router.core.catalog import gcp_accelerator_type
@@ -29,6 +34,7 @@ def _placements(*offers: object, **job_overrides: object) -> tuple[Placement, ..
         egress=load_egress(),
         now=NOW,
         interruption=load_interruption_model(),
+        storage=load_storage_prices(),
     )
     return result.placements
 
@@ -132,3 +138,34 @@ def test_gcp_accelerator_type_comes_from_the_catalog_rows_of_that_gpu() -> None:
     catalog = load_catalog()
     assert gcp_accelerator_type(catalog, "T4") == "nvidia-tesla-t4"
     assert gcp_accelerator_type(catalog, "H100-80GB") == ""
+
+
+def test_data_urls_name_the_chosen_copy_and_the_staged_ones_with_their_lifetime() -> None:
+    corpus = {
+        "url": "s3://corpus/tokens/",
+        "region": "us-east-1",
+        "size_gb": 2000,
+        "passes": 3,
+        "replicas": [{"url": "gs://mirror/tokens/", "region": "us-central1"}],
+    }
+    evals = {"url": "s3://eval/v2/", "region": "us-east-1", "size_gb": 10, "access": "copy"}
+    (gcp,) = _placements(
+        offer("a2-ultragpu-8g", region="us-central1"), data=[corpus, evals], duration_hours=30
+    )
+    config = stack_config(job(data=[corpus, evals], duration_hours=30), gcp)
+
+    assert config["dataUrls"] == ["gs://mirror/tokens/", "s3://eval/v2/"]  # the replica is nearer
+    assert config["dataCopyUrls"] == ["s3://eval/v2/"]
+    # 30 h + 10 GB at 1 Gbps (0.02 h) → 2 days, + 1 day of margin.
+    assert config["stagingDays"] == 3
+
+
+def test_nothing_copied_means_no_staging_bucket() -> None:
+    data = {"url": "s3://corpus/tokens/", "region": "us-east-1", "size_gb": 2000}
+    (aws,) = _placements(offer("p4de.24xlarge", region="us-east-1"), data=data)
+    config = stack_config(job(data=data), aws)
+    assert (config["dataUrls"], config["dataCopyUrls"], config["stagingDays"]) == (
+        ["s3://corpus/tokens/"],
+        [],
+        0,
+    )

@@ -281,20 +281,17 @@ class Checkpoint(Strict):
         return value
 
 
-class Data(Strict):
-    """The training data's location; moving it to another cloud or region costs egress."""
+DEFAULT_COPY_GBPS = 1.0  # sustained cross-cloud copy rate, gigabits per second (docs/job-spec.md)
+
+
+class DataLocation(Strict):
+    """A storage location: URL, the cloud it is in (inferred from the URL) and its region."""
 
     url: str = Field(description="where the training data is: s3://, gs://, az://, file://, ...")
     cloud: Cloud | None = Field(
         default=None, validate_default=True, description="inferred from the URL scheme"
     )
     region: str = Field(description="region the data is in, e.g. us-east-1")
-    size_gb: float = Field(ge=0, description="data size in GB (priced as egress when moved)")
-
-    @field_validator("size_gb", mode="before")
-    @classmethod
-    def _size_not_bool(cls, value: object) -> object:
-        return _not_bool(value)
 
     @field_validator("cloud")
     @classmethod
@@ -306,16 +303,64 @@ class Data(Strict):
         if value is None:
             if inferred is None:
                 raise _problem(
-                    f"cannot tell which cloud {show_value(url)} is in — use an s3://, gs://, az://,"
-                    " abfs:// or file:// URL, or add data.cloud: aws|gcp|azure|local",
+                    f"cannot tell which cloud {show_value(url)} is in — use an s3://, gs://,"
+                    " az://, abfs:// or file:// URL, or add cloud: aws|gcp|azure|local next to it",
                     field="url",
                 )
             return inferred
         if inferred is not None and inferred != value:
             raise _problem(
-                f"data.cloud is {value} but {show_value(url)} is in {inferred} — fix one of them"
+                f"cloud is {value} but {show_value(url)} is in {inferred} — fix one of them"
             )
         return value
+
+
+class DataReplica(DataLocation):
+    """Another copy of the same data set (another cloud or region); the nearest one is read."""
+
+
+class Data(DataLocation):
+    """One training data set: where it is, how big, and how the job reads it."""
+
+    size_gb: float = Field(ge=0, description="data size in GB (priced as egress when moved)")
+    access: Literal["auto", "stream", "copy"] = Field(
+        default="auto",
+        description="stream = read from where it is on every pass; copy = copy it next to the"
+        " GPUs first; auto = the cheaper of the two for each placement",
+    )
+    passes: float = Field(
+        default=1.0, gt=0, description="passes (epochs) over the data; streaming pays each one"
+    )
+    replicas: tuple[DataReplica, ...] = Field(
+        default=(), description="further copies of the same data: [{url, region}, ...]"
+    )
+    copy_gbps: float = Field(
+        default=DEFAULT_COPY_GBPS,
+        gt=0,
+        description="copy throughput in gigabits per second (staging time = size ÷ rate)",
+    )
+    start_while_copying: bool = Field(
+        default=False,
+        description="true = the job can start on partial data, so the GPUs do not wait for"
+        " the copy",
+    )
+
+    @field_validator("size_gb", "passes", "copy_gbps", mode="before")
+    @classmethod
+    def _numbers_not_bool(cls, value: object) -> object:
+        return _not_bool(value)
+
+    @field_validator(
+        "replicas", mode="before", json_schema_input_type=DataReplica | list[DataReplica]
+    )
+    @classmethod
+    def _replica_list(cls, value: object) -> object:
+        return [value] if isinstance(value, Mapping) else value
+
+    @property
+    def locations(self) -> tuple[DataLocation, ...]:
+        """Where the data can be read from: the main URL first, then the replicas."""
+        return (self, *self.replicas)
 
 
 class Run(Strict):
@@ -405,7 +450,10 @@ class Job(Strict):
     checkpoint: Checkpoint | None = Field(
         default=None, description="absent = the job cannot resume: spot is refused"
     )
-    data: Data | None = None
+    data: tuple[Data, ...] = Field(
+        default=(),
+        description="training data sets: one mapping or a list of them (each priced per placement)",
+    )
     run: Run
     migration: Migration = Migration()
     labels: dict[str, str] = Field(
@@ -433,6 +481,14 @@ class Job(Strict):
     @classmethod
     def _numbers_not_bool(cls, value: object) -> object:
         return _not_bool(value)
+
+    @field_validator("data", mode="before", json_schema_input_type=Data | list[Data] | None)
+    @classmethod
+    def _data_list(cls, value: object) -> object:
+        # One mapping is one data set (the original form of `data:`); null is none.
+        if value is None:
+            return []
+        return [value] if isinstance(value, Mapping | Data) else value
 
     @field_validator("duration_hours", mode="before", json_schema_input_type=PositiveDurationInput)
     @classmethod
