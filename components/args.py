@@ -27,7 +27,9 @@ class NetworkArgs:
     job_name: str
     region: str
     zone: str = ""  # "" = the cloud chooses
-    ssh_cidrs: tuple[str, ...] = ()  # empty = no inbound at all
+    # Keyless shell access through the cloud's own broker (AWS SSM Session Manager, GCP IAP TCP
+    # forwarding); nothing else connects in. Azure refuses it (docs/components.md: Bastion).
+    remote_access: bool = False
     labels: dict[str, str] = field(default_factory=dict)
 
 
@@ -55,6 +57,7 @@ class JobIdentityArgs:
     storage_account_ids: Mapping[str, str] = field(default_factory=dict)  # Azure: for data_url
     # Azure: the resource group to hold the identity (the Network's); None = a group of its own.
     resource_group_name: pulumi.Input[str] | None = None
+    remote_access: bool = False  # AWS: the role may register with SSM Session Manager
 
 
 @dataclass(frozen=True, kw_only=True)

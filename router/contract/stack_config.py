@@ -91,7 +91,9 @@ KEYS: tuple[Key, ...] = (
     Key("checkpointing", "boolean", default=False),
     Key("checkpointUrl", "string", default=""),
     Key("dataUrl", "string", default=""),
-    Key("sshCidrs", "list of strings", default=()),
+    # Keyless shell access (AWS SSM Session Manager, GCP IAP); replaced sshCidrs, which opened
+    # rules to nodes without public addresses.
+    Key("remoteAccess", "boolean", default=False),
     Key("labels", "map", default={}),
     Key("storageAccountIds", "map", default={}),
     Key("gcpProject", "string", default=""),

@@ -88,7 +88,7 @@ def stack_config(
             "checkpointing": job.checkpoint is not None,
             "checkpointUrl": checkpoint_url,
             "dataUrl": job.data.url if job.data else "",
-            "sshCidrs": [],
+            "remoteAccess": False,
             "labels": dict(sorted(job.labels.items())),
             # Always written (empty elsewhere) so moving a job between clouds leaves no stale key.
             "gcpProject": gcp_project if on_gcp else "",

@@ -37,6 +37,9 @@ PRINCIPAL_ID = "11111111-1111-4111-8111-111111111111"
 CLIENT_ID = "22222222-2222-4222-8222-222222222222"
 VMSS = "azure-native:compute:VirtualMachineScaleSet"
 NSG = "azure-native:network:NetworkSecurityGroup"
+NAT_GATEWAY = "azure-native:network:NatGateway"
+PUBLIC_IP = "azure-native:network:PublicIPAddress"
+ROLE_DEFINITION = "azure-native:authorization:RoleDefinition"
 SUBNET = "azure-native:network:Subnet"
 ACCOUNT = "azure-native:storage:StorageAccount"
 CONTAINER = "azure-native:storage:BlobContainer"
@@ -65,6 +68,8 @@ TAGGABLE = {
     GROUP,
     "azure-native:network:VirtualNetwork",
     NSG,
+    NAT_GATEWAY,
+    PUBLIC_IP,
     ACCOUNT,
     IDENTITY,
     VMSS,
@@ -75,6 +80,7 @@ UNTAGGABLE = {
     CONTAINER,
     "azure-native:storage:ManagementPolicy",
     ROLE,
+    ROLE_DEFINITION,
 }
 
 # The azure-native invoke the components make: the deploying principal's subscription.
@@ -137,7 +143,7 @@ def azure_config() -> dict[str, Any]:
         "checkpointing": True,
         "checkpointUrl": "",
         "dataUrl": "",
-        "sshCidrs": [],
+        "remoteAccess": False,
         "labels": {"team": "ml-platform", "cost-center": "4711"},
         "pricePerHour": 12.5,
         "priceSource": "azure-api",
@@ -182,8 +188,9 @@ def role_guid(assignment: dict[str, Any]) -> str:
 
 def assignments(stack: CapturedStack) -> dict[str, dict[str, Any]]:
     """Role assignments by role GUID."""
-    found = {role_guid(r.inputs): r.inputs for r in stack.of_type(ROLE)}
-    assert len(found) == len(stack.of_type(ROLE)), "one assignment per role"
+    data_plane = [r for r in stack.of_type(ROLE) if not r.name.endswith("-self-delete")]
+    found = {role_guid(r.inputs): r.inputs for r in data_plane}
+    assert len(found) == len(data_plane), "one assignment per role"
     return found
 
 
@@ -242,61 +249,87 @@ def test_zone_of_another_region_is_refused_at_construction(azure_config: dict[st
 # --- network ----------------------------------------------------------------------------------
 
 
-def test_nsg_lets_nothing_in_from_the_internet_by_default(azure_config: dict[str, Any]) -> None:
-    stack = placement(azure_config)
-    rules = inbound_rules(stack)
+def test_nsg_admits_only_the_subnets_own_nodes(azure_config: dict[str, Any]) -> None:
+    stack = placement(azure_config, nodeCount=4)
+    rules = {r["name"]: r for r in inbound_rules(stack)}
 
-    assert [r for r in rules if r["access"] == "Allow"] == []
-    (deny,) = rules
-    assert (deny["access"], deny["sourceAddressPrefix"], deny["destinationPortRange"]) == (
-        "Deny",
-        "Internet",
-        "*",
-    )
-
-
-def test_ssh_is_open_only_on_port_22_from_declared_cidrs(azure_config: dict[str, Any]) -> None:
-    stack = placement(azure_config, sshCidrs=["203.0.113.0/24", "2001:db8::/32"])
-    rules = inbound_rules(stack)
-    allowed = [r for r in rules if r["access"] == "Allow"]
-    deny = next(r for r in rules if r["access"] == "Deny")
-
-    assert [r["sourceAddressPrefixes"] for r in allowed] == [["203.0.113.0/24"], ["2001:db8::/32"]]
-    for rule in allowed:
-        assert (rule["protocol"], rule["destinationPortRange"]) == ("Tcp", "22")
-        assert "sourceAddressPrefix" not in rule
-        assert rule["priority"] < deny["priority"]
+    nodes = rules["allow-nodes-inbound"]
+    assert (nodes["access"], nodes["protocol"]) == ("Allow", "*")
+    assert nodes["sourceAddressPrefix"] == nodes["destinationAddressPrefix"] == "10.42.0.0/20"
+    vnet = rules["deny-vnet-inbound"]
+    assert (vnet["access"], vnet["sourceAddressPrefix"]) == ("Deny", "VirtualNetwork")
+    internet = rules["deny-internet-inbound"]
+    assert (internet["access"], internet["sourceAddressPrefix"]) == ("Deny", "Internet")
+    assert nodes["priority"] < vnet["priority"] < internet["priority"]
+    assert [r for r in rules.values() if r["access"] == "Allow"] == [nodes]
 
 
-@pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0", "*", "Internet", "any"])
-def test_ssh_from_everyone_is_refused_naming_the_field(everyone: str) -> None:
-    args = NetworkArgs(job_name="llm", region="eastus", ssh_cidrs=("10.0.0.0/8", everyone))
+def test_remote_access_is_refused_on_azure_naming_the_field() -> None:
+    args = NetworkArgs(job_name="llm", region="eastus", remote_access=True)
 
-    with pytest.raises(ValueError, match="ssh_cidrs"):
+    with pytest.raises(ValueError, match="remote_access"):
         run_components(lambda: azure_components.Network("llm", args), calls=AZURE_CALLS)
 
 
 def test_nodes_have_private_addresses_only_in_the_subnet_behind_the_nsg(
     azure_config: dict[str, Any],
 ) -> None:
-    stack = placement(azure_config, sshCidrs=["203.0.113.0/24"])
+    stack = placement(azure_config)
     (nic,) = vm_profile(stack)["networkProfile"]["networkInterfaceConfigurations"]
     (ip,) = nic["ipConfigurations"]
 
     assert "publicIPAddressConfiguration" not in ip
-    assert not [t for t in stack.types() if "PublicIPAddress" in t or "LoadBalancer" in t]
+    assert not [t for t in stack.types() if "LoadBalancer" in t]
     assert ip["subnet"]["id"] == f"{stack.one(SUBNET).name}-id"
     assert nic["networkSecurityGroup"]["id"] == f"{stack.one(NSG).name}-id"
     assert stack.one(SUBNET).inputs["networkSecurityGroup"]["id"] == f"{stack.one(NSG).name}-id"
 
 
-def test_subnet_keeps_outbound_access_and_reaches_storage_over_the_backbone(
+def test_subnet_reaches_the_internet_through_a_standard_nat_gateway_only(
     azure_config: dict[str, Any],
 ) -> None:
-    subnet = placement(azure_config).one(SUBNET).inputs
+    stack = placement(azure_config)
+    subnet = stack.one(SUBNET).inputs
+    nat = stack.one(NAT_GATEWAY)
+    address = stack.one(PUBLIC_IP)
 
-    assert subnet["defaultOutboundAccess"] is True
+    # Flexible scale sets get no default outbound access: outbound must be explicit.
+    assert subnet["natGateway"] == {"id": f"{nat.name}-id"}
+    assert subnet["defaultOutboundAccess"] is False
+    assert nat.inputs["sku"] == {"name": "Standard"}
+    assert nat.inputs["publicIpAddresses"] == [{"id": f"{address.name}-id"}]
+    assert address.inputs["sku"]["name"] == "Standard"
+    assert address.inputs["publicIPAllocationMethod"] == "Static"
+    # The address belongs to the NAT gateway alone, never to a node's NIC.
     assert subnet["serviceEndpoints"] == [{"service": "Microsoft.Storage"}]
+
+
+def test_finished_nodes_delete_themselves_with_a_role_confined_to_the_job_group(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = wired(azure_config)
+    role = stack.one(ROLE_DEFINITION).inputs
+    grant = stack.named("llm-finetune-self-delete").inputs
+    group_scope = (
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{stack.named('llm-finetune-rg').name}a1b2c3"
+    )
+
+    (permission,) = role["permissions"]
+    assert set(permission["actions"]) == {
+        "Microsoft.Compute/virtualMachines/read",
+        "Microsoft.Compute/virtualMachines/delete",
+        "Microsoft.Compute/disks/delete",
+        "Microsoft.Network/networkInterfaces/delete",
+    }
+    assert "dataActions" not in permission
+    assert role["assignableScopes"] == [group_scope] and role["scope"] == group_scope
+    assert grant["scope"] == group_scope
+    assert grant["roleDefinitionId"] == f"{stack.one(ROLE_DEFINITION).name}-id"
+    assert grant["principalId"] == PRINCIPAL_ID
+    script = custom_data(stack)
+    finish = script[script.index("spotroute_finish() {") : script.index("trap spotroute_finish")]
+    assert "-X DELETE" in finish and "management.azure.com${vm}" in finish
+    assert "shutdown -h +" not in script  # a guest power-off alone would keep billing
 
 
 # --- checkpoint storage -----------------------------------------------------------------------
@@ -688,13 +721,6 @@ def test_component_given_the_wrong_args_class_fails_before_creating_anything() -
 
     with pytest.raises(TypeError, match="NetworkArgs"):
         run_components(lambda: azure_components.Network("llm", args))  # type: ignore[arg-type]
-
-
-def test_ssh_cidrs_given_as_one_string_fails_at_construction() -> None:
-    args = NetworkArgs(job_name="llm", region="eastus", ssh_cidrs="203.0.113.0/24")  # type: ignore[arg-type]
-
-    with pytest.raises(TypeError, match="ssh_cidrs"):
-        run_components(lambda: azure_components.Network("llm", args))
 
 
 def test_group_with_unknown_market_fails_at_construction() -> None:
