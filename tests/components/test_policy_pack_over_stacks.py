@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from harness import CapturedStack, run_program
 from test_azure import AZURE_CALLS, AZURE_STATES
+from test_gcp import GCP_STATES
 
 import policies
 from policies.rules import StackResource, Violation, evaluate
@@ -42,6 +43,7 @@ CLOUDS: dict[str, dict[str, Any]] = {
         "instanceTypes": ["a2-ultragpu-8g"],
         "checkpointUrl": "gs://acme-checkpoints/teams/ml/",
         "dataUrl": "gs://acme-datasets/llm/",
+        "mocks": {"states": GCP_STATES},  # autonamed bucket and service account outputs
     },
     "azure": {
         "region": "eastus",
