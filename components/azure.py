@@ -118,6 +118,7 @@ SELF_DELETE: tuple[str, ...] = (
     "|| { echo 'spotroute: self-delete failed; powering off (an allocated VM still bills)'; "
     "shutdown -h now; }",
 )
+SCALE_SET_REPLACE_ON_CHANGES = ("virtualMachineProfile", "sku")
 # Outbound for nodes without public IPs (image pulls): Standard NAT gateway, ~$0.045/h + data.
 NAT_IDLE_TIMEOUT_MIN = 4
 NETWORK_API_VERSION = "2020-11-01"  # required by Flexible scale sets that create their own NICs
@@ -620,8 +621,16 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 ),
             ),
             tags=azure_tags(job, args.labels),
-            # Nodes start the job at boot: their identity and its role assignments must exist.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[identity, network, self_delete]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # Nodes start the job at boot: their identity and its role assignments must exist.
+                depends_on=[identity, network, self_delete],
+                # A changed model (job script, VM size, node count) reaches only VMs created after
+                # it (upgrade policy Manual): replace the set, like AWS's one-shot fleet, freeing
+                # its fixed name first so two sets of one job never bill at once.
+                replace_on_changes=list(SCALE_SET_REPLACE_ON_CHANGES),
+                delete_before_replace=True,
+            ),
         )
 
         self.group_id = scale_set.id

@@ -769,3 +769,13 @@ def test_network_component_builds_on_its_own_without_a_program() -> None:
     assert vnet.inputs["location"] == "westeurope"
     assert vnet.parent_type == "spotroute:azure:Network"
     assert stack.named("solo-rg").inputs["tags"]["spotroute-job"] == "solo"
+
+
+def test_a_changed_job_size_or_node_count_replaces_the_scale_set(
+    azure_config: dict[str, Any],
+) -> None:
+    scale_set = placement(azure_config).one(VMSS)
+
+    # Running VMs keep the model they were created with; only a new set runs the new job.
+    assert {"virtualMachineProfile", "sku"} <= set(scale_set.replace_on_changes)
+    assert scale_set.delete_before_replace is True
