@@ -9,7 +9,6 @@ program builds the same Args for every cloud.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -100,9 +99,6 @@ def standard_labels(job_name: str, labels: dict[str, str]) -> dict[str, str]:
 
 # --- checks every cloud module applies to its Args ----------------------------------------------
 
-# Values that mean "everyone" in some cloud's firewall syntax (Azure NSG wildcards, service tags).
-SSH_DENIED_SOURCES = ("*", "any", "internet")
-
 
 def require_type(value: object, expected: type | tuple[type, ...], what: str) -> None:
     """TypeError naming the constructor and the expected type(s) when `value` is of another."""
@@ -113,31 +109,6 @@ def require_type(value: object, expected: type | tuple[type, ...], what: str) ->
             else expected.__name__
         )
         raise TypeError(f"{what} takes {names}, got {type(value).__name__}")
-
-
-def ssh_cidr_blocks(ssh_cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(IPv4, IPv6) CIDRs allowed SSH in; refuses the whole internet and malformed CIDRs."""
-    if isinstance(ssh_cidrs, str):
-        raise TypeError("NetworkArgs.ssh_cidrs takes a tuple of CIDR strings, not one string")
-    v4: list[str] = []
-    v6: list[str] = []
-    for cidr in ssh_cidrs:
-        if cidr.strip().lower() in SSH_DENIED_SOURCES:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
-            )
-        try:
-            block = ipaddress.ip_network(cidr, strict=False)
-        except ValueError as exc:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} is not a CIDR — use e.g. 203.0.113.0/24"
-            ) from exc
-        if block.prefixlen == 0:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
-            )
-        (v4 if block.version == 4 else v6).append(str(block))
-    return v4, v6
 
 
 def parse_bucket_url(url: str, scheme: str, field: str) -> tuple[str, str]:
