@@ -15,6 +15,6 @@ def all_stacks() -> list[CapturedStack]:
 
     regional = {**stack_config("gcp", "spot", "new-bucket", "no-ssh"), "zone": ""}
     return [
-        *(placement(*cell.values) for cell in MATRIX),
+        *(placement(*(str(value) for value in cell.values)) for cell in MATRIX),
         run_program(regional, **CLOUDS["gcp"].get("mocks", {})),
     ]

@@ -403,11 +403,11 @@ def test_engine_runs_the_pack_and_blocks_a_mandatory_violation(tmp_path: Path) -
     pack_config = tmp_path / "policy-config.json"
     pack_config.write_text(json.dumps({"required-labels": "advisory", **PACK_CONFIG}))
     tags = {"spotroute-job": JOB, "managed-by": "spotroute"}  # no team: an advisory finding
-    compliant = [
+    compliant: list[tuple[str, str, dict[str, Any]]] = [
         ("pulumi:providers:aws", "aws", {"region": "us-east-1"}),
         ("aws:ec2/vpc:Vpc", "vpc", {"cidrBlock": "10.42.0.0/16", "tags": tags}),
     ]
-    open_sg = (
+    open_sg: tuple[str, str, dict[str, Any]] = (
         "aws:ec2/securityGroup:SecurityGroup",
         "sg",
         {

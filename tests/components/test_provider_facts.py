@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import CapturedResource, CapturedStack
+from harness import CapturedResource, CapturedStack, run_program
 from stack_matrix import all_stacks
-from test_policy_pack_over_stacks import placement, stack_config
+from test_policy_pack_over_stacks import CLOUDS, placement, stack_config
 
 HERE = Path(__file__).parent
 FACTS = json.loads((HERE / "provider_facts.json").read_text())
@@ -140,10 +140,8 @@ def redeploy_cases() -> list[Any]:
     return cases
 
 
-def run(cloud: str, market: str, **changes: Any) -> CapturedStack:
-    del market  # the cells below all use spot: the market never changes on a redeploy
-    from test_policy_pack_over_stacks import CLOUDS, run_program
-
+def run(cloud: str, **changes: Any) -> CapturedStack:
+    """The spot cell of `cloud` with `changes` (a redeploy never changes the market)."""
     config = {**stack_config(cloud, "spot", "new-bucket", "no-ssh"), **changes}
     return run_program(config, **CLOUDS[cloud].get("mocks", {}))
 
@@ -153,7 +151,7 @@ def test_every_property_a_redeploy_changes_is_applied_in_place_or_replaced(
     cloud: str, changes: dict[str, Any]
 ) -> None:
     before = placement(cloud, "spot", "new-bucket", "no-ssh")
-    after = run(cloud, "spot", **changes)
+    after = run(cloud, **changes)
     replaced = {r.name: set(r.replace_on_changes) for r in after.custom_resources()}
     facts = update_facts()
 
