@@ -23,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from components import azure as azure_components
+from components import azure_names
 from components.args import (
     CheckpointBucketArgs,
     JobCommand,
@@ -411,23 +412,23 @@ def test_created_storage_checkpoint_url_is_the_job_prefix_of_the_new_container(
     ["a", "llm-finetune", "x" * 63, "a-b-c-d-e-f-g-h-i-j-k-l-m-n-o-p", "job-2024-01-01", "z9"],
 )
 def test_storage_account_name_fits_azure_rules_for_any_job_name(job_name: str) -> None:
-    name = azure_components.storage_account_name(job_name, f"{SUBSCRIPTION}/rg-a1b2c3")
+    name = azure_names.storage_account_name(job_name, f"{SUBSCRIPTION}/rg-a1b2c3")
 
     assert re.fullmatch(r"[a-z0-9]{3,24}", name)
-    assert name == azure_components.storage_account_name(job_name, f"{SUBSCRIPTION}/rg-a1b2c3")
+    assert name == azure_names.storage_account_name(job_name, f"{SUBSCRIPTION}/rg-a1b2c3")
 
 
 @given(job_name=st.from_regex(JOB_NAME, fullmatch=True), salt=st.text(max_size=80))
 def test_storage_account_name_is_valid_for_every_valid_job_name(job_name: str, salt: str) -> None:
-    assert re.fullmatch(r"sr[a-z0-9]{9,22}", azure_components.storage_account_name(job_name, salt))
+    assert re.fullmatch(r"sr[a-z0-9]{9,22}", azure_names.storage_account_name(job_name, salt))
 
 
 def test_storage_account_name_differs_between_deployments_and_similar_job_names() -> None:
     names = {
-        azure_components.storage_account_name("llm-finetune", f"{SUBSCRIPTION}/rg-1"),
-        azure_components.storage_account_name("llm-finetune", f"{SUBSCRIPTION}/rg-2"),
-        azure_components.storage_account_name("llmfinetune", f"{SUBSCRIPTION}/rg-1"),
-        azure_components.storage_account_name("llm-finetune", "other-subscription/rg-1"),
+        azure_names.storage_account_name("llm-finetune", f"{SUBSCRIPTION}/rg-1"),
+        azure_names.storage_account_name("llm-finetune", f"{SUBSCRIPTION}/rg-2"),
+        azure_names.storage_account_name("llmfinetune", f"{SUBSCRIPTION}/rg-1"),
+        azure_names.storage_account_name("llm-finetune", "other-subscription/rg-1"),
     }
 
     assert len(names) == 4
@@ -668,7 +669,7 @@ def test_nodes_allow_no_password_and_no_usable_ssh_key(azure_config: dict[str, A
     assert key["path"] == f"/home/{os_profile['adminUsername']}/.ssh/authorized_keys"
     public_key = load_ssh_public_key(key["keyData"].encode())
     assert isinstance(public_key, rsa.RSAPublicKey) and public_key.key_size == 2048
-    assert key["keyData"] == azure_components.locked_ssh_public_key()
+    assert key["keyData"] == azure_names.locked_ssh_public_key()
 
 
 def test_nodes_run_as_the_job_identity_only(azure_config: dict[str, Any]) -> None:
