@@ -152,8 +152,7 @@ def offers_from_quotes(quotes: Iterable[Quote], catalog: Catalog) -> OffersResul
     for quote in quotes:
         it = catalog.get(quote.cloud, quote.instance_type)
         reason = catalog.refused.get((quote.cloud, quote.instance_type))
-        if reason is not None:
-            dropped += 1
+        if reason is not None:  # catalogued, but the cloud's image cannot run it
             refused.add((quote.cloud, quote.instance_type, reason))
             continue
         if it is None:
