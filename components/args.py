@@ -9,7 +9,6 @@ program builds the same Args for every cloud.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -30,7 +29,9 @@ class NetworkArgs:
     job_name: str
     region: str
     zone: str = ""  # "" = the cloud chooses
-    ssh_cidrs: tuple[str, ...] = ()  # empty = no inbound at all
+    # Keyless shell access through the cloud's own broker (AWS SSM Session Manager, GCP IAP TCP
+    # forwarding); nothing else connects in. Azure refuses it (docs/components.md: Bastion).
+    remote_access: bool = False
     labels: dict[str, str] = field(default_factory=dict)
 
 
@@ -64,6 +65,7 @@ class JobIdentityArgs:
     storage_account_ids: Mapping[str, str] = field(default_factory=dict)  # Azure: for data_urls
     # Azure: the resource group to hold the identity (the Network's); None = a group of its own.
     resource_group_name: pulumi.Input[str] | None = None
+    remote_access: bool = False  # AWS: the role may register with SSM Session Manager
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,9 +108,6 @@ def standard_labels(job_name: str, labels: dict[str, str]) -> dict[str, str]:
 
 # --- checks every cloud module applies to its Args ----------------------------------------------
 
-# Values that mean "everyone" in some cloud's firewall syntax (Azure NSG wildcards, service tags).
-SSH_DENIED_SOURCES = ("*", "any", "internet")
-
 
 def require_type(value: object, expected: type | tuple[type, ...], what: str) -> None:
     """TypeError naming the constructor and the expected type(s) when `value` is of another."""
@@ -119,31 +118,6 @@ def require_type(value: object, expected: type | tuple[type, ...], what: str) ->
             else expected.__name__
         )
         raise TypeError(f"{what} takes {names}, got {type(value).__name__}")
-
-
-def ssh_cidr_blocks(ssh_cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(IPv4, IPv6) CIDRs allowed SSH in; refuses the whole internet and malformed CIDRs."""
-    if isinstance(ssh_cidrs, str):
-        raise TypeError("NetworkArgs.ssh_cidrs takes a tuple of CIDR strings, not one string")
-    v4: list[str] = []
-    v6: list[str] = []
-    for cidr in ssh_cidrs:
-        if cidr.strip().lower() in SSH_DENIED_SOURCES:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
-            )
-        try:
-            block = ipaddress.ip_network(cidr, strict=False)
-        except ValueError as exc:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} is not a CIDR — use e.g. 203.0.113.0/24"
-            ) from exc
-        if block.prefixlen == 0:
-            raise ValueError(
-                f"ssh_cidrs: {cidr!r} opens SSH to the whole internet — list your own CIDRs"
-            )
-        (v4 if block.version == 4 else v6).append(str(block))
-    return v4, v6
 
 
 def parse_bucket_url(url: str, scheme: str, field: str) -> tuple[str, str]:

@@ -42,7 +42,6 @@ from components.args import (
     SpotGpuGroupArgs,
     parse_bucket_url,
     require_type,
-    ssh_cidr_blocks,
     standard_labels,
 )
 from components.registry import CloudComponents
@@ -56,11 +55,33 @@ GPU_AMI_PARAMETER = (
 ROOT_DEVICE_NAME = "/dev/sda1"  # root device of the Ubuntu DLAMIs
 ZONE_ID = re.compile(r"[a-z]{2,4}[0-9]-az[0-9]+")
 VPC_CIDR = "10.42.0.0/16"
-SUBNET_CIDR = "10.42.0.0/20"
+SUBNET_CIDR = "10.42.0.0/20"  # the nodes: private addresses only
+PUBLIC_SUBNET_CIDR = "10.42.16.0/28"  # holds only the NAT gateway
 MARKETS = ("spot", "on-demand")
-SPOT_ALLOCATION_STRATEGY = "price-capacity-optimized"
-# The EC2 API's name for "lowest-price" on on-demand fleets; the provider rejects the dashed form.
-ON_DEMAND_ALLOCATION_STRATEGY = "lowestPrice"
+# Override `priority` is honoured only by the prioritized strategies; the planner ranks the
+# equivalent types cheapest (and least interrupted) first, so its order must win.
+SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
+ON_DEMAND_ALLOCATION_STRATEGY = "prioritized"
+# ModifyFleet accepts changes for fleets of type `maintain` only; an instant fleet is one-shot,
+# so every change the provider would send through ModifyFleet must replace the fleet instead
+# (docs/components.md, "AWS: provider behaviour relied on").
+FLEET_REPLACE_ON_CHANGES = (
+    "launchTemplateConfigs",
+    "targetCapacitySpecification",
+    "excessCapacityTerminationPolicy",
+    "context",
+)
+# CreateFleet's error code when no instance could be launched for lack of capacity; the migration
+# failover reads it from the failed deploy's message.
+INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
+# Session Manager's own minimum for the instance role (AWS Systems Manager User Guide, "Create a
+# custom IAM instance profile for Session Manager"): register the node and open channels.
+SESSION_CHANNEL_ACTIONS = (
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+)
 
 
 def is_zone_id(zone: str) -> bool:
@@ -147,13 +168,62 @@ def s3_data_locations(urls: Sequence[str]) -> list[tuple[str, str]]:
     return [parse_s3_url(url, "data_urls") for url in urls if url.startswith("s3://")]
 
 
+def session_manager_policy_document() -> dict[str, Any]:
+    """IAM policy: just what the SSM agent needs for Session Manager shells (no Run Command)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "RegisterInstance",
+                "Effect": "Allow",
+                "Action": "ssm:UpdateInstanceInformation",
+                "Resource": "arn:aws:ec2:*:*:instance/*",
+            },
+            {
+                "Sid": "SessionChannels",
+                "Effect": "Allow",
+                "Action": list(SESSION_CHANNEL_ACTIONS),
+                # These actions have no resource types: AWS accepts them only on "*".
+                "Resource": "*",
+            },
+        ],
+    }
+
+
+def launched_instances(fleet_instance_sets: Any) -> int:
+    """Instances an instant fleet reports launched (its `fleet_instance_sets` output)."""
+    total = 0
+    for instance_set in fleet_instance_sets or []:
+        ids = instance_set.get("instance_ids") if isinstance(instance_set, dict) else None
+        if ids is None and isinstance(instance_set, dict):
+            ids = instance_set.get("instanceIds")
+        total += len(ids or [])
+    return total
+
+
+def require_full_capacity(fleet_id: str, fleet_instance_sets: Any, node_count: int) -> str:
+    """`fleet_id` if the fleet launched all `node_count` instances; else fail the deploy.
+
+    The provider ignores CreateFleet's `Errors`, so an instant fleet that launched nothing (no
+    capacity, spot price above the cap) would report success; the error names EC2's own code.
+    """
+    launched = launched_instances(fleet_instance_sets)
+    if launched < node_count:
+        raise pulumi.RunError(
+            f"{INSUFFICIENT_CAPACITY}: EC2 Fleet {fleet_id} launched {launched} of {node_count} "
+            "instances (no capacity for the requested types in this zone, or the spot price is "
+            "above the cap); destroy the stack or let the router try the next placement"
+        )
+    return fleet_id
+
+
 def _price(price_per_hour: float) -> str:
     """USD per hour as the decimal string the EC2 API takes (no exponent, no trailing zeros)."""
     return f"{price_per_hour:.6f}".rstrip("0").rstrip(".")
 
 
 class Network(pulumi.ComponentResource):
-    """VPC with one public subnet in the placement's zone; nothing may connect in unless asked."""
+    """VPC with a private node subnet behind a NAT gateway; only the job's own nodes connect in."""
 
     network_id: pulumi.Output[str]
     subnet_id: pulumi.Output[str]
@@ -164,7 +234,6 @@ class Network(pulumi.ComponentResource):
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         require_type(args, NetworkArgs, "aws.Network")
-        ssh_v4, ssh_v6 = ssh_cidr_blocks(args.ssh_cidrs)
         super().__init__("spotroute:aws:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         job, labels = args.job_name, args.labels
@@ -186,26 +255,63 @@ class Network(pulumi.ComponentResource):
             tags=_tags(job, labels, "default-sg"),
             opts=child,
         )
+        # Zone names (us-east-1a) map to different physical zones per account; zone IDs
+        # (use1-az4, what price catalogs record) do not. Both are accepted.
+        zone_name = None if is_zone_id(args.zone) else args.zone or None
+        zone_id = args.zone if is_zone_id(args.zone) else None
         subnet = aws.ec2.Subnet(
             f"{name}-subnet",
             vpc_id=vpc.id,
             cidr_block=SUBNET_CIDR,
-            # Zone names (us-east-1a) map to different physical zones per account; zone IDs
-            # (use1-az4, what price catalogs record) do not. Both are accepted.
-            availability_zone=None if is_zone_id(args.zone) else args.zone or None,
-            availability_zone_id=args.zone if is_zone_id(args.zone) else None,
-            # Public addresses let nodes pull images without a NAT gateway (~$33/month + data).
-            map_public_ip_on_launch=True,
+            availability_zone=zone_name,
+            availability_zone_id=zone_id,
+            # Nodes get no public address: nothing on the internet can even try to connect.
+            map_public_ip_on_launch=False,
             tags=_tags(job, labels, "subnet"),
+            opts=child,
+        )
+        public_subnet = aws.ec2.Subnet(
+            f"{name}-public",
+            vpc_id=vpc.id,
+            cidr_block=PUBLIC_SUBNET_CIDR,
+            availability_zone=zone_name,
+            availability_zone_id=zone_id,
+            map_public_ip_on_launch=False,
+            tags=_tags(job, labels, "public"),
             opts=child,
         )
         gateway = aws.ec2.InternetGateway(
             f"{name}-igw", vpc_id=vpc.id, tags=_tags(job, labels, "igw"), opts=child
         )
+        public_routes = aws.ec2.RouteTable(
+            f"{name}-public-routes",
+            vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=gateway.id)],
+            tags=_tags(job, labels, "public-routes"),
+            opts=child,
+        )
+        aws.ec2.RouteTableAssociation(
+            f"{name}-public-routes-subnet",
+            subnet_id=public_subnet.id,
+            route_table_id=public_routes.id,
+            opts=child,
+        )
+        # Outbound for private nodes (image pulls, SSM): ~$0.045/h plus $0.045/GB processed.
+        nat_address = aws.ec2.Eip(
+            f"{name}-nat-ip", domain="vpc", tags=_tags(job, labels, "nat-ip"), opts=child
+        )
+        nat = aws.ec2.NatGateway(
+            f"{name}-nat",
+            allocation_id=nat_address.id,
+            subnet_id=public_subnet.id,
+            connectivity_type="public",
+            tags=_tags(job, labels, "nat"),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
+        )
         routes = aws.ec2.RouteTable(
             f"{name}-routes",
             vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=gateway.id)],
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
             tags=_tags(job, labels, "routes"),
             opts=child,
         )
@@ -222,23 +328,21 @@ class Network(pulumi.ComponentResource):
             tags=_tags(job, labels, "s3"),
             opts=child,
         )
-        ingress = []
-        if ssh_v4 or ssh_v6:
-            ingress.append(
-                aws.ec2.SecurityGroupIngressArgs(
-                    description="SSH from the CIDRs the stack declares (spotroute:sshCidrs)",
-                    protocol="tcp",
-                    from_port=22,
-                    to_port=22,
-                    cidr_blocks=ssh_v4 or None,
-                    ipv6_cidr_blocks=ssh_v6 or None,
-                )
-            )
+        # Session Manager needs no inbound rule (the agent dials out), so the only ingress is the
+        # group to itself: NCCL and the rendezvous between a multi-node job's nodes.
         firewall = aws.ec2.SecurityGroup(
             f"{name}-sg",
-            description=f"spotroute job {job}: no inbound unless sshCidrs, all outbound",
+            description=f"spotroute job {job}: inbound from its own nodes only, all outbound",
             vpc_id=vpc.id,
-            ingress=ingress,
+            ingress=[
+                aws.ec2.SecurityGroupIngressArgs(
+                    description="the job's own nodes (NCCL, rendezvous)",
+                    protocol="-1",
+                    from_port=0,
+                    to_port=0,
+                    self=True,
+                )
+            ],
             egress=[
                 aws.ec2.SecurityGroupEgressArgs(
                     description="image pulls, checkpoints, data",
@@ -475,6 +579,13 @@ class JobIdentity(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        if args.remote_access:
+            aws.iam.RolePolicy(
+                f"{name}-session-manager",
+                role=role.id,
+                policy=json.dumps(session_manager_policy_document()),
+                opts=child,
+            )
         profile = aws.iam.InstanceProfile(
             f"{name}-profile",
             name_prefix=_name_prefix(job, 38),
@@ -525,7 +636,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
         )
         user_data = identity.checkpoint_url.apply(
             lambda url: base64.b64encode(
-                render_startup_script(job, url, args.job).encode()
+                render_startup_script(job, url, args.job, node_count=args.node_count).encode()
             ).decode()
         )
         template = aws.ec2.LaunchTemplate(
@@ -627,12 +738,16 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 depends_on=[identity, network],
                 # Two fleets of one job at once would double the GPU bill and race on checkpoints.
                 delete_before_replace=True,
+                replace_on_changes=list(FLEET_REPLACE_ON_CHANGES),
             ),
         )
 
-        self.group_id = fleet.id
+        node_count = args.node_count
+        self.group_id = pulumi.Output.all(fleet.id, fleet.fleet_instance_sets).apply(
+            lambda values: require_full_capacity(values[0], values[1], node_count)
+        )
         self.checkpoint_url = identity.checkpoint_url
-        self.register_outputs({"group_id": fleet.id, "checkpoint_url": self.checkpoint_url})
+        self.register_outputs({"group_id": self.group_id, "checkpoint_url": self.checkpoint_url})
 
 
 def _check_group_args(args: SpotGpuGroupArgs) -> None:

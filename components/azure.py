@@ -59,7 +59,6 @@ from components.args import (
     ProviderArgs,
     SpotGpuGroupArgs,
     require_type,
-    ssh_cidr_blocks,
 )
 from components.azure_names import (
     BLOB_HOST_SUFFIX,
@@ -76,7 +75,7 @@ from components.azure_names import (
 )
 from components.bootstrap.permissions import azure_job_role_guid
 from components.registry import CloudComponents
-from components.startup import render_startup_script
+from components.startup import SHUTDOWN_GRACE_MIN, render_startup_script
 
 VNET_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/20"
@@ -95,6 +94,36 @@ GPU_IMAGE = {
     "version": "latest",
 }
 ADMIN_USERNAME = "spotroute"
+# What a node may do to end its own bill (a custom role, assignable in the job's resource group
+# only, which holds nothing but this job's network and nodes): delete a VM with its disk and NIC.
+# Deallocating would stop compute billing too, but leaves the disk and the scale set's count.
+SELF_DELETE_ACTIONS = (
+    "Microsoft.Compute/virtualMachines/read",
+    "Microsoft.Compute/virtualMachines/delete",
+    "Microsoft.Compute/disks/delete",
+    "Microsoft.Network/networkInterfaces/delete",
+)
+COMPUTE_API_VERSION = "2024-07-01"
+IMDS = "http://169.254.169.254/metadata"
+# Guest `shutdown` leaves an Azure VM "Stopped (Allocated)", billed like a running one; so after
+# the grace period the node deletes itself through ARM with its own identity (from IMDS).
+SELF_DELETE: tuple[str, ...] = (
+    f"sleep {SHUTDOWN_GRACE_MIN * 60}",
+    "token=$(curl -sS -H Metadata:true "
+    f'"{IMDS}/identity/oauth2/token?api-version=2018-02-01'
+    '&resource=https%3A%2F%2Fmanagement.azure.com%2F&client_id=${AZURE_CLIENT_ID:-}"'
+    r""" | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')""",
+    "vm=$(curl -sS -H Metadata:true "
+    f'"{IMDS}/instance/compute/resourceId?api-version=2021-02-01&format=text")',
+    'echo "spotroute: deleting $vm so it stops billing"',
+    'curl -sS --fail -X DELETE -H "Authorization: Bearer $token" '
+    f'"https://management.azure.com${{vm}}?api-version={COMPUTE_API_VERSION}" '
+    "|| { echo 'spotroute: self-delete failed; powering off (an allocated VM still bills)'; "
+    "shutdown -h now; }",
+)
+SCALE_SET_REPLACE_ON_CHANGES = ("virtualMachineProfile", "sku")
+# Outbound for nodes without public IPs (image pulls): Standard NAT gateway, ~$0.045/h + data.
+NAT_IDLE_TIMEOUT_MIN = 4
 NETWORK_API_VERSION = "2020-11-01"  # required by Flexible scale sets that create their own NICs
 
 
@@ -107,7 +136,10 @@ def make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource:
 
 
 class Network(pulumi.ComponentResource):
-    """Job resource group, VNet and subnet behind an NSG: no inbound from the internet."""
+    """Job resource group, VNet, subnet behind an NSG and a NAT gateway.
+
+    Only the job's own nodes connect in; the NAT gateway carries outbound.
+    """
 
     network_id: pulumi.Output[str]
     subnet_id: pulumi.Output[str]
@@ -118,7 +150,12 @@ class Network(pulumi.ComponentResource):
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         require_type(args, NetworkArgs, "azure.Network")
-        ssh_v4, ssh_v6 = ssh_cidr_blocks(args.ssh_cidrs)
+        if args.remote_access:
+            raise ValueError(
+                "remote_access: Azure has no keyless shell spotroute can open without inbound "
+                "rules (Azure Bastion needs its own subnet, public IP and host) — see "
+                "docs/components.md, Azure: Reaching a node"
+            )
         super().__init__("spotroute:azure:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         job, tags = args.job_name, azure_tags(args.job_name, args.labels)
@@ -134,24 +171,35 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
         rules = [
+            # NCCL and the rendezvous between the job's own nodes: the subnet holds only them.
             network.SecurityRuleArgs(
-                name=f"allow-ssh-ipv{version}",
-                description="SSH from the CIDRs the stack declares (spotroute:sshCidrs)",
-                priority=priority,
+                name="allow-nodes-inbound",
+                description="spotroute: the job's nodes talk to each other",
+                priority=100,
                 direction="Inbound",
                 access="Allow",
-                protocol="Tcp",
-                source_address_prefixes=prefixes,
+                protocol="*",
+                source_address_prefix=SUBNET_CIDR,
                 source_port_range="*",
-                destination_address_prefix="VirtualNetwork",
-                destination_port_range="22",
-            )
-            for version, priority, prefixes in ((4, 100, ssh_v4), (6, 101, ssh_v6))
-            if prefixes
+                destination_address_prefix=SUBNET_CIDR,
+                destination_port_range="*",
+            ),
+            # The default AllowVnetInBound would also admit peered networks and gateways.
+            network.SecurityRuleArgs(
+                name="deny-vnet-inbound",
+                description="spotroute: nothing else in the virtual network connects in",
+                priority=4000,
+                direction="Inbound",
+                access="Deny",
+                protocol="*",
+                source_address_prefix="VirtualNetwork",
+                source_port_range="*",
+                destination_address_prefix="*",
+                destination_port_range="*",
+            ),
         ]
         # Azure's default rules already end in DenyAllInBound; this explicit rule keeps "nothing
-        # from the internet" visible in reviews. AllowVnetInBound stays: the VNet holds only this
-        # job's nodes, which talk to each other in multi-node training.
+        # from the internet" visible in reviews.
         rules.append(
             network.SecurityRuleArgs(
                 name="deny-internet-inbound",
@@ -175,6 +223,28 @@ class Network(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
+        # Flexible scale sets get no default outbound access, so nodes without public IPs need
+        # explicit outbound: a NAT gateway (outbound only, it admits no inbound connection).
+        nat_address = network.PublicIPAddress(
+            f"{name}-nat-ip",
+            resource_group_name=group.name,
+            location=args.region,
+            sku=network.PublicIPAddressSkuArgs(name="Standard", tier="Regional"),
+            public_ip_allocation_method="Static",
+            public_ip_address_version="IPv4",
+            tags=tags,
+            opts=child,
+        )
+        nat = network.NatGateway(
+            f"{name}-nat",
+            resource_group_name=group.name,
+            location=args.region,
+            sku=network.NatGatewaySkuArgs(name="Standard"),
+            idle_timeout_in_minutes=NAT_IDLE_TIMEOUT_MIN,
+            public_ip_addresses=[network.SubResourceArgs(id=nat_address.id)],
+            tags=tags,
+            opts=child,
+        )
         subnet = network.Subnet(
             f"{name}-subnet",
             resource_group_name=group.name,
@@ -182,9 +252,9 @@ class Network(pulumi.ComponentResource):
             subnet_name="nodes",
             address_prefix=SUBNET_CIDR,
             network_security_group=network.NetworkSecurityGroupArgs(id=firewall.id),
-            # Outbound without public IPs or a NAT gateway (~$32/month + data): image pulls and
-            # checkpoints. Newer API versions default new subnets to private, so say it.
-            default_outbound_access=True,
+            nat_gateway=network.SubResourceArgs(id=nat.id),
+            # A private subnet: outbound only through the NAT gateway, never implicit.
+            default_outbound_access=False,
             # Checkpoint traffic to Storage stays on the Azure backbone; service endpoints are free.
             service_endpoints=[
                 network.ServiceEndpointPropertiesFormatArgs(service="Microsoft.Storage")
@@ -521,7 +591,12 @@ class SpotGpuGroup(pulumi.ComponentResource):
             url, client_id = values
             # azure-identity (DefaultAzureCredential, adlfs) picks the node's identity by this.
             command = replace(args.job, env={"AZURE_CLIENT_ID": client_id, **args.job.env})
-            return base64.b64encode(render_startup_script(job, url, command).encode()).decode()
+            script = render_startup_script(
+                job, url, command, finish=SELF_DELETE, node_count=args.node_count
+            )
+            return base64.b64encode(script.encode()).decode()
+
+        self_delete = _self_delete_grant(name, job, network, identity, self)
 
         scale_set = compute.VirtualMachineScaleSet(
             f"{name}-vmss",
@@ -601,13 +676,56 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 ),
             ),
             tags=azure_tags(job, args.labels),
-            # Nodes start the job at boot: their identity and its role assignments must exist.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[identity, network]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # Nodes start the job at boot: their identity and its role assignments must exist.
+                depends_on=[identity, network, self_delete],
+                # A changed model (job script, VM size, node count) reaches only VMs created after
+                # it (upgrade policy Manual): replace the set, like AWS's one-shot fleet, freeing
+                # its fixed name first so two sets of one job never bill at once.
+                replace_on_changes=list(SCALE_SET_REPLACE_ON_CHANGES),
+                delete_before_replace=True,
+            ),
         )
 
         self.group_id = scale_set.id
         self.checkpoint_url = identity.checkpoint_url
         self.register_outputs({"group_id": scale_set.id, "checkpoint_url": self.checkpoint_url})
+
+
+def _self_delete_grant(
+    name: str,
+    job: str,
+    net: Network,
+    identity: JobIdentity,
+    parent: pulumi.Resource,
+) -> authorization.RoleAssignment:
+    """Custom role (delete a VM, its disk and NIC) for the job identity in the job's group only."""
+    client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=parent))
+    group_scope = pulumi.Output.all(client.subscription_id, net.resource_group_name).apply(
+        lambda ids: f"/subscriptions/{ids[0]}/resourceGroups/{ids[1]}"
+    )
+    child = pulumi.ResourceOptions(parent=parent)
+    role = authorization.RoleDefinition(
+        f"{name}-self-delete-role",
+        scope=group_scope,
+        # Role names are unique per tenant; the group name carries Pulumi's random suffix.
+        role_name=net.resource_group_name.apply(lambda rg: f"spotroute self-delete {rg}"),
+        description=f"spotroute job {job}: a finished node deletes itself so it stops billing",
+        role_type="CustomRole",
+        permissions=[authorization.PermissionArgs(actions=list(SELF_DELETE_ACTIONS))],
+        assignable_scopes=[group_scope],
+        opts=child,
+    )
+    return authorization.RoleAssignment(
+        f"{name}-self-delete",
+        scope=group_scope,
+        role_definition_id=role.id,
+        principal_id=identity.principal_id,
+        principal_type="ServicePrincipal",
+        description=f"spotroute job {job}: finished nodes delete themselves",
+        opts=child,
+    )
 
 
 def _check_group_args(args: SpotGpuGroupArgs) -> str:

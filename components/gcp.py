@@ -38,7 +38,6 @@ from components.args import (
     SpotGpuGroupArgs,
     parse_bucket_url,
     require_type,
-    ssh_cidr_blocks,
     standard_labels,
 )
 from components.registry import CloudComponents
@@ -64,6 +63,9 @@ ATTACHED_GPUS = re.compile(
     r"^(?P<machine>n1-[a-z0-9]+-\d+)\+(?P<gpu>[A-Za-z0-9-]+):(?P<count>\d+)$"
 )
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# Google's IAP TCP-forwarding range: the only source a keyless (`gcloud compute ssh
+# --tunnel-through-iap`) shell comes from (cloud.google.com/iap/docs/using-tcp-forwarding).
+IAP_SOURCE_RANGE = "35.235.240.0/20"
 CHECKPOINT_ROLE = "roles/storage.objectUser"  # get/create/delete/list objects, no IAM changes
 DATA_ROLE = "roles/storage.objectViewer"
 
@@ -107,6 +109,11 @@ def service_account_id(job_name: str) -> str:
 
 def _label_text(text: str) -> str:
     return re.sub(r"[^a-z0-9_-]", "_", text.lower())[:LABEL_LIMIT]
+
+
+def node_tag(job_name: str) -> str:
+    """Network tag every node of the job carries; the firewall opens the group to itself by it."""
+    return gcp_name(job_name, "node")
 
 
 def gcp_labels(job_name: str, labels: dict[str, str]) -> dict[str, str]:
@@ -191,7 +198,6 @@ class Network(pulumi.ComponentResource):
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         require_type(args, NetworkArgs, "gcp.Network")
-        ssh_v4, ssh_v6 = ssh_cidr_blocks(args.ssh_cidrs)
         super().__init__("spotroute:gcp:Network", name, None, opts)
         # Names are fixed per job, so a replacement must delete the old resource first.
         child = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
@@ -239,32 +245,46 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
         # GCP already denies ingress implicitly; the explicit rule makes that visible in reviews
-        # and gives the component a firewall to export even when SSH stays closed.
+        # and gives the component a firewall to export. The allows below win by priority.
         deny = gcp.compute.Firewall(
             f"{name}-deny-ingress",
             name=gcp_name(job, "deny-ingress"),
             network=network.id,
-            description=f"spotroute job {job}: no inbound traffic unless sshCidrs allows it",
+            description=f"spotroute job {job}: no inbound traffic but the job's own and IAP's",
             direction="INGRESS",
             priority=65534,
             source_ranges=["0.0.0.0/0"],
             denies=[gcp.compute.FirewallDenyArgs(protocol="all")],
             opts=child,
         )
-        # A rule holds IPv4 or IPv6 sources, never both.
-        for family, ranges in (("ssh", ssh_v4), ("ssh-v6", ssh_v6)):
-            if ranges:
-                gcp.compute.Firewall(
-                    f"{name}-{family}",
-                    name=gcp_name(job, family),
-                    network=network.id,
-                    description="SSH from the CIDRs the stack declares (spotroute:sshCidrs)",
-                    direction="INGRESS",
-                    priority=1000,
-                    source_ranges=ranges,
-                    allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
-                    opts=child,
-                )
+        tag = node_tag(job)
+        # A custom VPC has no allow-internal rule: NCCL and the rendezvous between the job's own
+        # nodes (and only those: source and target are the job's node tag) need one.
+        gcp.compute.Firewall(
+            f"{name}-internal",
+            name=gcp_name(job, "internal"),
+            network=network.id,
+            description=f"spotroute job {job}: its nodes talk to each other",
+            direction="INGRESS",
+            priority=1000,
+            source_tags=[tag],
+            target_tags=[tag],
+            allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
+            opts=child,
+        )
+        if args.remote_access:
+            gcp.compute.Firewall(
+                f"{name}-iap-ssh",
+                name=gcp_name(job, "iap-ssh"),
+                network=network.id,
+                description="SSH through IAP TCP forwarding only (spotroute:remoteAccess)",
+                direction="INGRESS",
+                priority=1000,
+                source_ranges=[IAP_SOURCE_RANGE],
+                target_tags=[tag],
+                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
+                opts=child,
+            )
 
         self.network_id = network.id
         self.subnet_id = subnet.id
@@ -497,7 +517,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
         labels = gcp_labels(job, args.labels)
 
         startup_script = identity.checkpoint_url.apply(
-            lambda url: render_startup_script(job, url, args.job)
+            lambda url: render_startup_script(job, url, args.job, node_count=args.node_count)
         )
         template = gcp.compute.InstanceTemplate(
             f"{name}-template",
@@ -536,6 +556,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 "enable-oslogin": "TRUE",
             },
             labels=labels,
+            tags=[node_tag(job)],
             opts=pulumi.ResourceOptions(parent=self),
         )
 

@@ -23,7 +23,6 @@ from components.args import (
     NetworkArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
-    ssh_cidr_blocks,
     standard_labels,
 )
 from components.registry import cloud_components
@@ -81,7 +80,7 @@ class PlacementConfig:
     data_urls: tuple[str, ...]  # read-only, prefix-scoped: the chosen copy of every data set
     data_copy_urls: tuple[str, ...] = ()  # staged next to the GPUs (copy mode)
     staging_days: int = 0  # the staging bucket deletes copies this many days after upload
-    ssh_cidrs: tuple[str, ...]
+    remote_access: bool
     labels: dict[str, str]
     gcp_project: str = ""  # GCP only; "" = the provider takes it from the environment
     gcp_accelerator_type: str = ""  # GCP only: the attached GPU's accelerator type
@@ -186,7 +185,7 @@ def read_placement_config(config: ConfigSource, stack_file: str = "") -> Placeme
         storage_account_ids=_storage_account_ids(read),
         local_sandbox_dir=read.value("localSandboxDir"),
         local_checkpoint_dir=read.value("localCheckpointDir"),
-        ssh_cidrs=_ssh_cidrs(read),
+        remote_access=read.value("remoteAccess"),
         labels=_labels(read),
     )
 
@@ -213,15 +212,6 @@ def _job_command(read: _Reader) -> JobCommand:
         if key in RESERVED_ENV:
             raise read.fail(f"job.env.{key}", "is set by spotroute itself — remove it")
     return JobCommand(image=image, command=tuple(command), env=dict(env))
-
-
-def _ssh_cidrs(read: _Reader) -> tuple[str, ...]:
-    cidrs: tuple[str, ...] = read.value("sshCidrs")
-    try:
-        ssh_cidr_blocks(cidrs)
-    except ValueError as exc:
-        raise read.fail("sshCidrs", str(exc).removeprefix("ssh_cidrs: ")) from exc
-    return cidrs
 
 
 def _storage_account_ids(read: _Reader) -> dict[str, str]:
@@ -271,6 +261,11 @@ def placement_program() -> None:
     """Pulumi program: the placement's Network, CheckpointBucket, JobIdentity, SpotGpuGroup."""
     stack_file = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
     unknown = _unknown_keys(KEY_NAMES)
+    if f"{NAMESPACE}:sshCidrs" in unknown:
+        raise PlacementConfigError(
+            f"{stack_file}: {NAMESPACE}:sshCidrs: removed — nodes have no public address, so it "
+            f"opened nothing; set {NAMESPACE}:remoteAccess: true for a keyless shell (SSM, IAP)"
+        )
     if unknown:
         raise PlacementConfigError(
             f"{stack_file}: {unknown[0]}: unknown key — see docs/stack-config.md for the keys"
@@ -299,7 +294,7 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
             job_name=job,
             region=placement.region,
             zone=placement.zone,
-            ssh_cidrs=placement.ssh_cidrs,
+            remote_access=placement.remote_access,
             labels=labels,
         ),
         opts,
@@ -341,6 +336,7 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
             labels=labels,
             storage_account_ids=placement.storage_account_ids,
             resource_group_name=network.resource_group_name,
+            remote_access=placement.remote_access,
         ),
         bucket,
         opts,

@@ -8,26 +8,46 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 
 from components.args import JobCommand
 
 # POSIX shell variable names; anything else could not be exported and would break the script.
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Set by spotroute itself: a job env entry with one of these names would silently win otherwise.
-RESERVED_ENV: tuple[str, ...] = ("SPOTROUTE_JOB_ID", "SPOTROUTE_CHECKPOINT_URL")
+RESERVED_ENV: tuple[str, ...] = (
+    "SPOTROUTE_JOB_ID",
+    "SPOTROUTE_CHECKPOINT_URL",
+    "SPOTROUTE_NODE_COUNT",
+    "SKYPILOT_NUM_NODES",
+    "SKYPILOT_NODE_RANK",
+    "SKYPILOT_NODE_IPS",
+)
 LOG_PATH = "/var/log/spotroute-job.log"
 SHUTDOWN_GRACE_MIN = 5  # minutes between job exit and power-off, to read logs or cancel
+# Power off after the grace period. What power-off means for the bill is the cloud's: AWS
+# terminates (instance-initiated shutdown behaviour), GCP stops the VM; Azure passes its own lines.
+POWER_OFF: tuple[str, ...] = (f"shutdown -h +{SHUTDOWN_GRACE_MIN} 'spotroute: job finished'",)
+# PyTorch data-loader workers and NCCL use /dev/shm; Docker's default is 64 MB.
+DOCKER_RUN = "docker run --rm --gpus all --network host --ipc=host"
 
 
 def render_startup_script(
-    job_name: str, checkpoint_url: str, job: JobCommand, *, shutdown_when_done: bool = True
+    job_name: str,
+    checkpoint_url: str,
+    job: JobCommand,
+    *,
+    shutdown_when_done: bool = True,
+    finish: Sequence[str] = POWER_OFF,
+    node_count: int = 1,
 ) -> str:
     """Bash start-up script that runs the job (its container with all GPUs, or its bare command).
 
     Every value from the job (env, image, command) is shell-quoted with shlex.quote, so a value
-    can never end the quoted word and run a command of its own. With `shutdown_when_done` the node
-    powers off SHUTDOWN_GRACE_MIN minutes after the job exits, whatever its status, so a finished
-    job stops billing GPU hours (`shutdown -c` on the node cancels it).
+    can never end the quoted word and run a command of its own. With `shutdown_when_done` the
+    `finish` lines run from an EXIT trap, so they run whatever ends the script: the job's exit, or
+    `set -e` stopping at an early failure (docker missing, pull failed). The default powers the
+    node off SHUTDOWN_GRACE_MIN minutes later (`shutdown -c` on the node cancels it).
     """
     if not job.image and not job.command:
         raise ValueError("job: set run.image or run.command — there is nothing to start")
@@ -40,29 +60,58 @@ def render_startup_script(
         if key in RESERVED_ENV:
             raise ValueError(f"job.env: {key} is set by spotroute — remove it from run.env")
 
-    env = {"SPOTROUTE_JOB_ID": job_name, "SPOTROUTE_CHECKPOINT_URL": checkpoint_url, **job.env}
+    env = {
+        "SPOTROUTE_JOB_ID": job_name,
+        "SPOTROUTE_CHECKPOINT_URL": checkpoint_url,
+        # Rendezvous (SkyPilot's names, which torchrun wrappers already read). The group size is
+        # known at boot; peers' addresses are not (every cloud assigns them as nodes launch), so
+        # rank and address list are set only for a single node. See docs/components.md.
+        "SPOTROUTE_NODE_COUNT": str(node_count),
+        "SKYPILOT_NUM_NODES": str(node_count),
+        **({"SKYPILOT_NODE_RANK": "0"} if node_count == 1 else {}),
+        **job.env,
+    }
     command = " ".join(shlex.quote(part) for part in job.command)
     lines = [
         "#!/bin/bash",
         f"# spotroute start-up script for job {shlex.quote(job_name)}",
         "set -euo pipefail",
         f"exec >>{LOG_PATH} 2>&1",
+    ]
+    if shutdown_when_done:
+        lines += [
+            # Runs on every exit, including `set -e` aborts before the job starts.
+            "spotroute_finish() {",
+            "  code=$?",
+            "  set +e",
+            '  echo "spotroute: job exited with status $code"',
+            *(f"  {line}" for line in finish),
+            '  exit "$code"',
+            "}",
+            "trap spotroute_finish EXIT",
+        ]
+    lines += [
         *(f"export {key}={shlex.quote(value)}" for key, value in env.items()),
         "status=0",
     ]
+    passthrough_names = list(env)
+    if node_count == 1:
+        lines.append('export SKYPILOT_NODE_IPS="$(hostname -I | cut -d" " -f1)"')
+        passthrough_names.append("SKYPILOT_NODE_IPS")
     if job.image:
         image = shlex.quote(job.image)
         # `-e NAME` without a value copies the variable from this shell, so values are quoted once.
-        passthrough = " ".join(f"-e {key}" for key in env)
+        passthrough = " ".join(f"-e {key}" for key in passthrough_names)
         lines += [
             "command -v docker >/dev/null || "
             "{ echo 'spotroute: docker is not installed on this image'; exit 1; }",
             # Registries throttle and networks blip at boot; a few retries beat a dead node.
             f"for attempt in 1 2 3 4 5; do docker pull {image} && break; "
-            "sleep $((attempt * 10)); done",
+            "[ $attempt = 5 ] && exit 1; sleep $((attempt * 10)); done",
             # Host networking keeps the instance metadata service (preemption notices) reachable
-            # from the container with the default IMDSv2 hop limit of 1.
-            f"docker run --rm --gpus all --network host --name spotroute-job {passthrough} "
+            # from the container with the default IMDSv2 hop limit of 1, and lets NCCL use the
+            # node's interfaces; host IPC gives data-loader workers and NCCL a real /dev/shm.
+            f"{DOCKER_RUN} --name spotroute-job {passthrough} "
             f"{image}{' ' + command if command else ''} || status=$?",
         ]
     else:
@@ -70,8 +119,7 @@ def render_startup_script(
             "mkdir -p /opt/spotroute && cd /opt/spotroute",
             f"{command} || status=$?",
         ]
-    lines.append('echo "spotroute: job exited with status $status"')
-    if shutdown_when_done:
-        lines.append(f"shutdown -h +{SHUTDOWN_GRACE_MIN} 'spotroute: job finished'")
+    if not shutdown_when_done:
+        lines.append('echo "spotroute: job exited with status $status"')
     lines.append('exit "$status"')
     return "\n".join(lines) + "\n"

@@ -28,6 +28,18 @@ from policies.rules.resource_types import (
 
 # --- no-iam-wildcards ----------------------------------------------------------------------------
 
+# Actions AWS defines without resource types: a policy can grant them only on Resource "*"
+# (Service Authorization Reference, "Amazon Message Gateway Service"). Session Manager's agent
+# needs exactly these to open a shell; nothing else may use the exemption.
+ACTIONS_WITHOUT_RESOURCE_TYPES = frozenset(
+    {
+        "ssmmessages:createcontrolchannel",
+        "ssmmessages:createdatachannel",
+        "ssmmessages:opencontrolchannel",
+        "ssmmessages:opendatachannel",
+    }
+)
+
 
 def _is_read_only(action: str, prefixes: Sequence[str]) -> bool:
     """s3:GetObject, ec2:Describe* … (IAM action names are case-insensitive)."""
@@ -55,6 +67,7 @@ def _wildcard_statement_problems(
     whole_account = "NotResource" in statement or "*" in as_strings(statement.get("Resource"))
     writes = [a for a in actions if a != "*" and not a.endswith(":*")]
     writes = [a for a in writes if not _is_read_only(a, read_only_prefixes)]
+    writes = [a for a in writes if a.lower() not in ACTIONS_WITHOUT_RESOURCE_TYPES]
     if whole_account and writes:
         problems.append(
             f"{label} allows {', '.join(writes)} on Resource '*' — scope Resource to the "

@@ -60,7 +60,10 @@ def internet_ingress_violations(
     resource_type: str, props: Mapping[str, Any], settings: Settings
 ) -> list[str]:
     """Nothing may accept connections from the whole internet (0.0.0.0/0, ::/0, "*")."""
-    fix = "restrict the source to your CIDRs (spotroute:sshCidrs) or remove the rule"
+    fix = (
+        "restrict the source to the job's own nodes or the cloud's broker "
+        "(spotroute:remoteAccess), or remove the rule"
+    )
     problems: list[str] = []
     if resource_type in AWS_SECURITY_GROUPS:
         for rule in as_list(props.get("ingress")):

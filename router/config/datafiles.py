@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from router.core.catalog import Catalog, parse_catalog
+from router.core.catalog import Catalog, parse_catalog, parse_image_limits, with_image_limits
 from router.core.egress import EgressTable, parse_egress_csv
 from router.core.errors import BadInput
 from router.core.interruption import InterruptionModel, parse_interruption_csv
@@ -38,8 +38,10 @@ def read_data_file(file_name: str, path: Path | None, what: str) -> tuple[str, s
 
 @lru_cache(maxsize=8)
 def load_catalog(path: Path | None = None) -> Catalog:
-    """The GPU instance catalog (instances.csv)."""
-    return parse_catalog(*read_data_file("instances.csv", path, "the instance catalog"))
+    """The GPU instance catalog (instances.csv) less what the images cannot run (images.csv)."""
+    catalog = parse_catalog(*read_data_file("instances.csv", path, "the instance catalog"))
+    limits = parse_image_limits(*read_data_file("images.csv", None, "the image limits"))
+    return with_image_limits(catalog, limits)
 
 
 @lru_cache(maxsize=8)

@@ -94,7 +94,9 @@ KEYS: tuple[Key, ...] = (
     Key("dataUrls", "list of strings", default=()),
     Key("dataCopyUrls", "list of strings", default=()),
     Key("stagingDays", "integer", default=0, low=0, high=3650),
-    Key("sshCidrs", "list of strings", default=()),
+    # Keyless shell access (AWS SSM Session Manager, GCP IAP); replaced sshCidrs, which opened
+    # rules to nodes without public addresses.
+    Key("remoteAccess", "boolean", default=False),
     Key("labels", "map", default={}),
     Key("storageAccountIds", "map", default={}),
     Key("gcpProject", "string", default=""),

@@ -8,8 +8,8 @@ Columns and how to add a type: docs/catalog.md.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from router.contract.clouds import PUBLIC_CLOUDS
 from router.core.csv_rows import csv_rows
@@ -62,9 +62,18 @@ class InstanceType:
 
 
 class Catalog:
-    """The instance types spotroute knows, in file order; iterate it for every row."""
+    """The instance types spotroute knows, in file order; iterate it for every row.
 
-    def __init__(self, types: Iterable[InstanceType]) -> None:
+    `refused` maps (cloud, instance_type) to why the cloud's machine image cannot run that type
+    (router/data/images.csv): such a type stays listed, but no offer is made for it.
+    """
+
+    def __init__(
+        self,
+        types: Iterable[InstanceType],
+        refused: Mapping[tuple[str, str], str] | None = None,
+    ) -> None:
+        self.refused: Mapping[tuple[str, str], str] = dict(refused or {})
         self._types = tuple(types)
         self._by_key: dict[tuple[str, str], InstanceType] = {}
         for it in self._types:
@@ -130,15 +139,22 @@ class OffersResult:
     offers: list[Offer]
     dropped: int
     unknown_types: tuple[tuple[str, str], ...]
+    # (cloud, instance_type, reason) of quotes dropped because the cloud's image cannot run them.
+    refused: tuple[tuple[str, str, str], ...] = field(default=())
 
 
 def offers_from_quotes(quotes: Iterable[Quote], catalog: Catalog) -> OffersResult:
     """Join each quote with its instance type's hardware; quotes for unknown types are dropped."""
     offers: list[Offer] = []
     unknown: set[tuple[str, str]] = set()
+    refused: set[tuple[str, str, str]] = set()
     dropped = 0
     for quote in quotes:
         it = catalog.get(quote.cloud, quote.instance_type)
+        reason = catalog.refused.get((quote.cloud, quote.instance_type))
+        if reason is not None:  # catalogued, but the cloud's image cannot run it
+            refused.add((quote.cloud, quote.instance_type, reason))
+            continue
         if it is None:
             dropped += 1
             unknown.add((quote.cloud, quote.instance_type))
@@ -162,7 +178,12 @@ def offers_from_quotes(quotes: Iterable[Quote], catalog: Catalog) -> OffersResul
                 interconnect=it.interconnect,
             )
         )
-    return OffersResult(offers=offers, dropped=dropped, unknown_types=tuple(sorted(unknown)))
+    return OffersResult(
+        offers=offers,
+        dropped=dropped,
+        unknown_types=tuple(sorted(unknown)),
+        refused=tuple(sorted(refused)),
+    )
 
 
 def gcp_accelerator_type(catalog: Catalog, gpu: str) -> str:
@@ -175,6 +196,65 @@ def gcp_accelerator_type(catalog: Catalog, gpu: str) -> str:
         ),
         "",
     )
+
+
+IMAGES_NAME = "router/data/images.csv"
+IMAGE_COLUMNS: tuple[str, ...] = ("cloud", "image", "driver", "gpu", "family", "reason", "source")
+
+
+@dataclass(frozen=True, slots=True)
+class ImageLimit:
+    """Instance types of `cloud` (by GPU model or by family) its machine image cannot drive."""
+
+    cloud: str
+    image: str
+    driver: str
+    gpu: str
+    family: str
+    reason: str
+    source: str
+
+    def refuses(self, it: InstanceType) -> bool:
+        """True if `it` runs on this image's cloud and has the refused GPU or family."""
+        return it.cloud == self.cloud and (
+            (bool(self.gpu) and it.gpu == self.gpu)
+            or (bool(self.family) and it.family == self.family)
+        )
+
+
+def parse_image_limits(text: str, name: str = IMAGES_NAME) -> tuple[ImageLimit, ...]:
+    """Parse images.csv; a row must set exactly one of gpu/family, a reason and a source."""
+    limits = []
+    for number, row in csv_rows(text, name, IMAGE_COLUMNS):
+        where = f"{name} line {number}"
+        limit = ImageLimit(**{column: row[column] for column in IMAGE_COLUMNS})
+        if limit.cloud not in PUBLIC_CLOUDS:
+            raise BadInput(
+                f"{where}: cloud '{limit.cloud}' is not one of {', '.join(PUBLIC_CLOUDS)}"
+            )
+        if bool(limit.gpu) == bool(limit.family):
+            raise BadInput(f"{where}: set exactly one of gpu and family")
+        if limit.gpu and limit.gpu not in CANONICAL_GPUS:
+            raise BadInput(f"{where}: gpu '{limit.gpu}' is not a canonical GPU name")
+        if not limit.reason or not limit.source:
+            raise BadInput(f"{where}: reason and source are required")
+        limits.append(limit)
+    return tuple(limits)
+
+
+def with_image_limits(catalog: Catalog, limits: Iterable[ImageLimit]) -> Catalog:
+    """`catalog` with the types a cloud's image cannot drive marked `refused`, with the reason.
+
+    The rows stay (prices are still fetched and shown), but offers_from_quotes makes no offer for
+    them, so the planner never places a job where its node could not load the GPU driver.
+    """
+    limits = tuple(limits)
+    refused = dict(catalog.refused)
+    for it in catalog:
+        limit = next((limit for limit in limits if limit.refuses(it)), None)
+        if limit is not None:
+            refused[it.key] = f"{it.cloud} {it.instance_type}: {limit.reason} ({limit.source})"
+    return Catalog(catalog, refused)
 
 
 def parse_catalog(text: str, name: str = PACKAGED_NAME) -> Catalog:

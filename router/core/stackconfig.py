@@ -110,7 +110,7 @@ def stack_config(
             "checkpointing": job.checkpoint is not None,
             "checkpointUrl": checkpoint_url,
             **data_values(chosen),
-            "sshCidrs": [],
+            "remoteAccess": False,
             "labels": dict(sorted(job.labels.items())),
             # Always written (empty elsewhere) so moving a job between clouds leaves no stale key.
             "gcpProject": gcp_project if on_gcp else "",

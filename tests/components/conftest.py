@@ -32,7 +32,7 @@ def aws_config() -> dict[str, Any]:
         "checkpointing": True,
         "checkpointUrl": "",
         "dataUrls": ["s3://acme-datasets/llm/"],
-        "sshCidrs": [],
+        "remoteAccess": False,
         "labels": {"team": "ml-platform", "cost-center": "4711"},
         "pricePerHour": 12.5,
         "priceSource": "aws-api",

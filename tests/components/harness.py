@@ -57,6 +57,7 @@ class CapturedResource:
     dependencies: tuple[str, ...] = ()  # URNs from depends_on and from inputs
     ignore_changes: tuple[str, ...] = ()  # wire (camelCase) property names
     delete_before_replace: bool = False
+    replace_on_changes: tuple[str, ...] = ()  # wire (camelCase) property names
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,15 @@ def _aws_named_iam(kind: str) -> StateFiller:
     return fill
 
 
+def _aws_instant_fleet(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """An instant fleet that got all its capacity: one instance id per unit of target capacity."""
+    count = int(inputs.get("targetCapacitySpecification", {}).get("totalTargetCapacity", 0))
+    ids = [f"i-{name[:8]}{n:08x}" for n in range(count)]
+    return {"fleetInstanceSets": [{"instanceIds": ids, "instanceType": "mock"}] if ids else []}
+
+
 DEFAULT_STATES: dict[str, StateFiller] = {
+    "aws:ec2/fleet:Fleet": _aws_instant_fleet,
     "aws:s3/bucket:Bucket": _aws_bucket,
     "aws:iam/role:Role": _aws_named_iam("role"),
     "aws:iam/instanceProfile:InstanceProfile": _aws_named_iam("instance-profile"),
@@ -201,6 +210,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                         dependencies=tuple(request.dependencies),
                         ignore_changes=tuple(request.ignoreChanges),
                         delete_before_replace=bool(request.deleteBeforeReplace),
+                        replace_on_changes=tuple(request.replaceOnChanges),
                     )
                 )
         return response

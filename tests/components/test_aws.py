@@ -31,6 +31,8 @@ TAGGABLE = {
     "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup",
     "aws:ec2/subnet:Subnet",
     "aws:ec2/internetGateway:InternetGateway",
+    "aws:ec2/eip:Eip",
+    "aws:ec2/natGateway:NatGateway",
     "aws:ec2/routeTable:RouteTable",
     "aws:ec2/vpcEndpoint:VpcEndpoint",
     SECURITY_GROUP,
@@ -96,8 +98,9 @@ def test_spot_placement_requests_spot_capacity_capped_at_max_price(
     assert fleet["targetCapacitySpecification"]["defaultTargetCapacityType"] == "spot"
     assert fleet["targetCapacitySpecification"]["totalTargetCapacity"] == 2
     spot = fleet["spotOptions"]
-    assert spot["allocationStrategy"] == "price-capacity-optimized"
     assert spot["instanceInterruptionBehavior"] == "terminate"
+    # The planner's order (override priority) counts only under a prioritized strategy.
+    assert spot["allocationStrategy"] == "capacity-optimized-prioritized"
     assert spot["minTargetCapacity"] == 2  # both nodes or none
     assert spot["maxTotalPrice"] == "40"  # 2 nodes x 20 USD/h
     overrides = fleet["launchTemplateConfigs"][0]["overrides"]
@@ -116,7 +119,7 @@ def test_on_demand_placement_has_no_spot_options_anywhere(
 
     assert "spotOptions" not in fleet
     assert fleet["targetCapacitySpecification"]["defaultTargetCapacityType"] == "on-demand"
-    assert fleet["onDemandOptions"]["allocationStrategy"] == "lowestPrice"
+    assert fleet["onDemandOptions"]["allocationStrategy"] == "prioritized"
     assert fleet["onDemandOptions"]["maxTotalPrice"] == "40"
     assert all("maxPrice" not in o for o in fleet["launchTemplateConfigs"][0]["overrides"])
     assert "instanceMarketOptions" not in stack.one(TEMPLATE).inputs
@@ -126,7 +129,7 @@ def test_fleet_overrides_list_every_instance_type_in_the_placement_zone(
     aws_config: dict[str, Any],
 ) -> None:
     stack = placement(aws_config)
-    subnet = stack.one("aws:ec2/subnet:Subnet")
+    subnet = stack.named("llm-finetune-subnet")
     config = stack.one(FLEET).inputs["launchTemplateConfigs"][0]
     overrides = config["overrides"]
 
@@ -145,6 +148,14 @@ def test_redeploying_never_runs_two_fleets_of_one_job_or_follows_a_new_ami(
     fleet = stack.one(FLEET)
 
     assert fleet.delete_before_replace is True
+    # ModifyFleet refuses instant fleets: what it would carry must replace the fleet instead.
+    assert {
+        "launchTemplateConfigs",
+        "targetCapacitySpecification",
+        "excessCapacityTerminationPolicy",
+        "context",
+    } <= set(fleet.replace_on_changes)
+    assert fleet.inputs["type"] == "instant"
     assert stack.one(TEMPLATE).ignore_changes == ("imageId",)
     # Nodes boot into the job: the role's policy must be attached before they launch.
     assert stack.one(ROLE_POLICY).urn in fleet.dependencies
@@ -162,42 +173,69 @@ def test_destroying_the_stack_terminates_instances_but_keeps_checkpoints(
 # --- network ----------------------------------------------------------------------------------
 
 
-def test_security_group_allows_no_inbound_traffic_by_default(aws_config: dict[str, Any]) -> None:
-    stack = placement(aws_config)
+def test_security_group_admits_only_the_jobs_own_nodes(aws_config: dict[str, Any]) -> None:
+    stack = placement(aws_config, nodeCount=4)
     group = stack.one(SECURITY_GROUP).inputs
 
-    assert group.get("ingress", []) == []
+    (rule,) = group["ingress"]
+    assert rule["self"] is True  # NCCL between the group's nodes, all protocols
+    assert (rule["protocol"], rule["fromPort"], rule["toPort"]) == ("-1", 0, 0)
+    assert "cidrBlocks" not in rule and "ipv6CidrBlocks" not in rule
     assert [rule["cidrBlocks"] for rule in group["egress"]] == [["0.0.0.0/0"]]
     default_group = stack.one("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup").inputs
     assert default_group.get("ingress", []) == [] and default_group.get("egress", []) == []
 
 
-def test_ssh_is_open_only_on_port_22_from_declared_cidrs(aws_config: dict[str, Any]) -> None:
-    stack = placement(aws_config, sshCidrs=["203.0.113.0/24", "2001:db8::/48"])
-    (rule,) = stack.one(SECURITY_GROUP).inputs["ingress"]
-
-    assert (rule["protocol"], rule["fromPort"], rule["toPort"]) == ("tcp", 22, 22)
-    assert rule["cidrBlocks"] == ["203.0.113.0/24"]
-    assert rule["ipv6CidrBlocks"] == ["2001:db8::/48"]
-
-
-@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "::/0"])
-def test_network_refuses_ssh_from_the_whole_internet(cidr: str) -> None:
-    args = NetworkArgs(job_name="llm", region="us-east-1", ssh_cidrs=(cidr,))
-
-    with pytest.raises(ValueError, match="ssh_cidrs"):
-        run_components(lambda: aws_components.Network("llm", args))
-
-
-def test_nodes_reach_the_internet_and_s3_through_the_vpc(aws_config: dict[str, Any]) -> None:
+def test_nodes_have_no_public_address_and_reach_out_through_a_nat_gateway(
+    aws_config: dict[str, Any],
+) -> None:
     stack = placement(aws_config)
+    nodes = stack.named("llm-finetune-subnet")
+    public = stack.named("llm-finetune-public")
+    nat = stack.one("aws:ec2/natGateway:NatGateway")
+    tables = {r.name: r for r in stack.of_type("aws:ec2/routeTable:RouteTable")}
+    associations = {
+        a.inputs["subnetId"]: a.inputs["routeTableId"]
+        for a in stack.of_type("aws:ec2/routeTableAssociation:RouteTableAssociation")
+    }
 
-    (route,) = stack.one("aws:ec2/routeTable:RouteTable").inputs["routes"]
-    assert route["cidrBlock"] == "0.0.0.0/0"
-    assert route["gatewayId"] == f"{stack.one('aws:ec2/internetGateway:InternetGateway').name}-id"
+    assert nodes.inputs["mapPublicIpOnLaunch"] is False
+    assert nat.inputs["subnetId"] == f"{public.name}-id"
+    (node_route,) = tables["llm-finetune-routes"].inputs["routes"]
+    assert node_route == {"cidrBlock": "0.0.0.0/0", "natGatewayId": f"{nat.name}-id"}
+    assert associations[f"{nodes.name}-id"] == "llm-finetune-routes-id"
+    (public_route,) = tables["llm-finetune-public-routes"].inputs["routes"]
+    assert public_route["gatewayId"] == (
+        f"{stack.one('aws:ec2/internetGateway:InternetGateway').name}-id"
+    )
     endpoint = stack.one("aws:ec2/vpcEndpoint:VpcEndpoint").inputs
     assert endpoint["serviceName"] == "com.amazonaws.us-east-1.s3"
     assert endpoint["vpcEndpointType"] == "Gateway"
+    overrides = stack.one(FLEET).inputs["launchTemplateConfigs"][0]["overrides"]
+    assert {o["subnetId"] for o in overrides} == {f"{nodes.name}-id"}
+
+
+def test_remote_access_is_session_manager_on_the_role_and_opens_no_port(
+    aws_config: dict[str, Any],
+) -> None:
+    closed = placement(aws_config)
+    stack = placement(aws_config, remoteAccess=True)
+
+    policies = {r.name: r for r in stack.of_type(ROLE_POLICY)}
+    session = json.loads(policies["llm-finetune-session-manager"].inputs["policy"])
+    register, channels = session["Statement"]
+    assert register["Action"] == "ssm:UpdateInstanceInformation"
+    assert register["Resource"] == "arn:aws:ec2:*:*:instance/*"
+    assert set(channels["Action"]) == {
+        "ssmmessages:CreateControlChannel",
+        "ssmmessages:CreateDataChannel",
+        "ssmmessages:OpenControlChannel",
+        "ssmmessages:OpenDataChannel",
+    }
+    assert "llm-finetune-session-manager" not in {r.name for r in closed.of_type(ROLE_POLICY)}
+    assert (
+        stack.one(SECURITY_GROUP).inputs["ingress"] == closed.one(SECURITY_GROUP).inputs["ingress"]
+    )
 
 
 # --- checkpoint bucket ------------------------------------------------------------------------
@@ -385,7 +423,7 @@ def test_gpu_image_is_looked_up_in_the_placement_region(aws_config: dict[str, An
 
 
 def test_every_resource_type_is_classified_for_tagging(aws_config: dict[str, Any]) -> None:
-    stack = placement(aws_config, sshCidrs=["203.0.113.0/24"])
+    stack = placement(aws_config, remoteAccess=True)
 
     assert {r.type for r in stack.custom_resources()} == TAGGABLE | UNTAGGABLE
 
@@ -414,13 +452,6 @@ def test_component_given_the_wrong_args_class_fails_before_creating_anything() -
 
     with pytest.raises(TypeError, match="NetworkArgs"):
         run_components(lambda: aws_components.Network("llm", args))  # type: ignore[arg-type]
-
-
-def test_ssh_cidrs_given_as_one_string_fails_at_construction() -> None:
-    args = NetworkArgs(job_name="llm", region="us-east-1", ssh_cidrs="203.0.113.0/24")  # type: ignore[arg-type]
-
-    with pytest.raises(TypeError, match="ssh_cidrs"):
-        run_components(lambda: aws_components.Network("llm", args))
 
 
 def test_group_with_unknown_market_fails_at_construction() -> None:
@@ -474,12 +505,42 @@ def test_network_component_builds_on_its_own_without_a_program() -> None:
 def test_subnet_accepts_zone_ids_from_price_catalogs_and_zone_names_from_the_api(
     aws_config: dict[str, Any],
 ) -> None:
-    by_id = placement(aws_config, region="us-east-1", zone="use1-az4").one("aws:ec2/subnet:Subnet")
-    by_name = placement(aws_config, region="us-east-1", zone="us-east-1a").one(
-        "aws:ec2/subnet:Subnet"
+    by_id = placement(aws_config, region="us-east-1", zone="use1-az4").named("llm-finetune-subnet")
+    by_name = placement(aws_config, region="us-east-1", zone="us-east-1a").named(
+        "llm-finetune-subnet"
     )
 
     assert by_id.inputs.get("availabilityZoneId") == "use1-az4"
     assert "availabilityZone" not in by_id.inputs
     assert by_name.inputs.get("availabilityZone") == "us-east-1a"
     assert "availabilityZoneId" not in by_name.inputs
+
+
+def test_fleet_overrides_carry_the_planners_order_as_priority(aws_config: dict[str, Any]) -> None:
+    stack = placement(aws_config)
+    overrides = stack.one(FLEET).inputs["launchTemplateConfigs"][0]["overrides"]
+
+    assert [(o["instanceType"], o["priority"]) for o in overrides] == [
+        ("p4de.24xlarge", 0),
+        ("p4d.24xlarge", 1),
+    ]
+
+
+@pytest.mark.parametrize("launched", [0, 1])
+def test_fleet_that_launched_fewer_nodes_than_asked_fails_the_deploy_with_the_capacity_code(
+    aws_config: dict[str, Any], launched: int
+) -> None:
+    def short_fleet(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        ids = [f"i-{n:017x}" for n in range(launched)]
+        return {"fleetInstanceSets": [{"instanceIds": ids}] if ids else []}
+
+    with pytest.raises(Exception, match=r"InsufficientInstanceCapacity: .* launched "):
+        run_program({**aws_config, "nodeCount": 2}, states={FLEET: short_fleet})
+
+
+def test_nodes_learn_the_group_size(aws_config: dict[str, Any]) -> None:
+    stack = placement(aws_config, nodeCount=4)
+    user_data = base64.b64decode(stack.one(TEMPLATE).inputs["userData"]).decode()
+
+    assert "export SPOTROUTE_NODE_COUNT=4" in user_data
+    assert "--ipc=host" in user_data

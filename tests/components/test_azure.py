@@ -23,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from components import azure as azure_components
+from components import azure_names
 from components.args import (
     CheckpointBucketArgs,
     JobCommand,
@@ -38,6 +39,9 @@ PRINCIPAL_ID = "11111111-1111-4111-8111-111111111111"
 CLIENT_ID = "22222222-2222-4222-8222-222222222222"
 VMSS = "azure-native:compute:VirtualMachineScaleSet"
 NSG = "azure-native:network:NetworkSecurityGroup"
+NAT_GATEWAY = "azure-native:network:NatGateway"
+PUBLIC_IP = "azure-native:network:PublicIPAddress"
+ROLE_DEFINITION = "azure-native:authorization:RoleDefinition"
 SUBNET = "azure-native:network:Subnet"
 ACCOUNT = "azure-native:storage:StorageAccount"
 CONTAINER = "azure-native:storage:BlobContainer"
@@ -66,6 +70,8 @@ TAGGABLE = {
     GROUP,
     "azure-native:network:VirtualNetwork",
     NSG,
+    NAT_GATEWAY,
+    PUBLIC_IP,
     ACCOUNT,
     IDENTITY,
     VMSS,
@@ -76,6 +82,7 @@ UNTAGGABLE = {
     CONTAINER,
     "azure-native:storage:ManagementPolicy",
     ROLE,
+    ROLE_DEFINITION,
 }
 
 # The azure-native invoke the components make: the deploying principal's subscription.
@@ -138,7 +145,7 @@ def azure_config() -> dict[str, Any]:
         "checkpointing": True,
         "checkpointUrl": "",
         "dataUrls": [],
-        "sshCidrs": [],
+        "remoteAccess": False,
         "labels": {"team": "ml-platform", "cost-center": "4711"},
         "pricePerHour": 12.5,
         "priceSource": "azure-api",
@@ -183,8 +190,9 @@ def role_guid(assignment: dict[str, Any]) -> str:
 
 def assignments(stack: CapturedStack) -> dict[str, dict[str, Any]]:
     """Role assignments by role GUID."""
-    found = {role_guid(r.inputs): r.inputs for r in stack.of_type(ROLE)}
-    assert len(found) == len(stack.of_type(ROLE)), "one assignment per role"
+    data_plane = [r for r in stack.of_type(ROLE) if not r.name.endswith("-self-delete")]
+    found = {role_guid(r.inputs): r.inputs for r in data_plane}
+    assert len(found) == len(data_plane), "one assignment per role"
     return found
 
 
@@ -243,61 +251,87 @@ def test_zone_of_another_region_is_refused_at_construction(azure_config: dict[st
 # --- network ----------------------------------------------------------------------------------
 
 
-def test_nsg_lets_nothing_in_from_the_internet_by_default(azure_config: dict[str, Any]) -> None:
-    stack = placement(azure_config)
-    rules = inbound_rules(stack)
+def test_nsg_admits_only_the_subnets_own_nodes(azure_config: dict[str, Any]) -> None:
+    stack = placement(azure_config, nodeCount=4)
+    rules = {r["name"]: r for r in inbound_rules(stack)}
 
-    assert [r for r in rules if r["access"] == "Allow"] == []
-    (deny,) = rules
-    assert (deny["access"], deny["sourceAddressPrefix"], deny["destinationPortRange"]) == (
-        "Deny",
-        "Internet",
-        "*",
-    )
-
-
-def test_ssh_is_open_only_on_port_22_from_declared_cidrs(azure_config: dict[str, Any]) -> None:
-    stack = placement(azure_config, sshCidrs=["203.0.113.0/24", "2001:db8::/32"])
-    rules = inbound_rules(stack)
-    allowed = [r for r in rules if r["access"] == "Allow"]
-    deny = next(r for r in rules if r["access"] == "Deny")
-
-    assert [r["sourceAddressPrefixes"] for r in allowed] == [["203.0.113.0/24"], ["2001:db8::/32"]]
-    for rule in allowed:
-        assert (rule["protocol"], rule["destinationPortRange"]) == ("Tcp", "22")
-        assert "sourceAddressPrefix" not in rule
-        assert rule["priority"] < deny["priority"]
+    nodes = rules["allow-nodes-inbound"]
+    assert (nodes["access"], nodes["protocol"]) == ("Allow", "*")
+    assert nodes["sourceAddressPrefix"] == nodes["destinationAddressPrefix"] == "10.42.0.0/20"
+    vnet = rules["deny-vnet-inbound"]
+    assert (vnet["access"], vnet["sourceAddressPrefix"]) == ("Deny", "VirtualNetwork")
+    internet = rules["deny-internet-inbound"]
+    assert (internet["access"], internet["sourceAddressPrefix"]) == ("Deny", "Internet")
+    assert nodes["priority"] < vnet["priority"] < internet["priority"]
+    assert [r for r in rules.values() if r["access"] == "Allow"] == [nodes]
 
 
-@pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0", "*", "Internet", "any"])
-def test_ssh_from_everyone_is_refused_naming_the_field(everyone: str) -> None:
-    args = NetworkArgs(job_name="llm", region="eastus", ssh_cidrs=("10.0.0.0/8", everyone))
+def test_remote_access_is_refused_on_azure_naming_the_field() -> None:
+    args = NetworkArgs(job_name="llm", region="eastus", remote_access=True)
 
-    with pytest.raises(ValueError, match="ssh_cidrs"):
+    with pytest.raises(ValueError, match="remote_access"):
         run_components(lambda: azure_components.Network("llm", args), calls=AZURE_CALLS)
 
 
 def test_nodes_have_private_addresses_only_in_the_subnet_behind_the_nsg(
     azure_config: dict[str, Any],
 ) -> None:
-    stack = placement(azure_config, sshCidrs=["203.0.113.0/24"])
+    stack = placement(azure_config)
     (nic,) = vm_profile(stack)["networkProfile"]["networkInterfaceConfigurations"]
     (ip,) = nic["ipConfigurations"]
 
     assert "publicIPAddressConfiguration" not in ip
-    assert not [t for t in stack.types() if "PublicIPAddress" in t or "LoadBalancer" in t]
+    assert not [t for t in stack.types() if "LoadBalancer" in t]
     assert ip["subnet"]["id"] == f"{stack.one(SUBNET).name}-id"
     assert nic["networkSecurityGroup"]["id"] == f"{stack.one(NSG).name}-id"
     assert stack.one(SUBNET).inputs["networkSecurityGroup"]["id"] == f"{stack.one(NSG).name}-id"
 
 
-def test_subnet_keeps_outbound_access_and_reaches_storage_over_the_backbone(
+def test_subnet_reaches_the_internet_through_a_standard_nat_gateway_only(
     azure_config: dict[str, Any],
 ) -> None:
-    subnet = placement(azure_config).one(SUBNET).inputs
+    stack = placement(azure_config)
+    subnet = stack.one(SUBNET).inputs
+    nat = stack.one(NAT_GATEWAY)
+    address = stack.one(PUBLIC_IP)
 
-    assert subnet["defaultOutboundAccess"] is True
+    # Flexible scale sets get no default outbound access: outbound must be explicit.
+    assert subnet["natGateway"] == {"id": f"{nat.name}-id"}
+    assert subnet["defaultOutboundAccess"] is False
+    assert nat.inputs["sku"] == {"name": "Standard"}
+    assert nat.inputs["publicIpAddresses"] == [{"id": f"{address.name}-id"}]
+    assert address.inputs["sku"]["name"] == "Standard"
+    assert address.inputs["publicIPAllocationMethod"] == "Static"
+    # The address belongs to the NAT gateway alone, never to a node's NIC.
     assert subnet["serviceEndpoints"] == [{"service": "Microsoft.Storage"}]
+
+
+def test_finished_nodes_delete_themselves_with_a_role_confined_to_the_job_group(
+    azure_config: dict[str, Any],
+) -> None:
+    stack = wired(azure_config)
+    role = stack.one(ROLE_DEFINITION).inputs
+    grant = stack.named("llm-finetune-self-delete").inputs
+    group_scope = (
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{stack.named('llm-finetune-rg').name}a1b2c3"
+    )
+
+    (permission,) = role["permissions"]
+    assert set(permission["actions"]) == {
+        "Microsoft.Compute/virtualMachines/read",
+        "Microsoft.Compute/virtualMachines/delete",
+        "Microsoft.Compute/disks/delete",
+        "Microsoft.Network/networkInterfaces/delete",
+    }
+    assert "dataActions" not in permission
+    assert role["assignableScopes"] == [group_scope] and role["scope"] == group_scope
+    assert grant["scope"] == group_scope
+    assert grant["roleDefinitionId"] == f"{stack.one(ROLE_DEFINITION).name}-id"
+    assert grant["principalId"] == PRINCIPAL_ID
+    script = custom_data(stack)
+    finish = script[script.index("spotroute_finish() {") : script.index("trap spotroute_finish")]
+    assert "-X DELETE" in finish and "management.azure.com${vm}" in finish
+    assert "shutdown -h +" not in script  # a guest power-off alone would keep billing
 
 
 # --- checkpoint storage -----------------------------------------------------------------------
@@ -379,23 +413,23 @@ def test_created_storage_checkpoint_url_is_the_job_prefix_of_the_new_container(
     ["a", "llm-finetune", "x" * 63, "a-b-c-d-e-f-g-h-i-j-k-l-m-n-o-p", "job-2024-01-01", "z9"],
 )
 def test_storage_account_name_fits_azure_rules_for_any_job_name(job_name: str) -> None:
-    name = azure_components.storage_account_name(job_name, f"{SUBSCRIPTION}/rg-a1b2c3")
+    name = azure_names.storage_account_name(job_name, f"{SUBSCRIPTION}/rg-a1b2c3")
 
     assert re.fullmatch(r"[a-z0-9]{3,24}", name)
-    assert name == azure_components.storage_account_name(job_name, f"{SUBSCRIPTION}/rg-a1b2c3")
+    assert name == azure_names.storage_account_name(job_name, f"{SUBSCRIPTION}/rg-a1b2c3")
 
 
 @given(job_name=st.from_regex(JOB_NAME, fullmatch=True), salt=st.text(max_size=80))
 def test_storage_account_name_is_valid_for_every_valid_job_name(job_name: str, salt: str) -> None:
-    assert re.fullmatch(r"sr[a-z0-9]{9,22}", azure_components.storage_account_name(job_name, salt))
+    assert re.fullmatch(r"sr[a-z0-9]{9,22}", azure_names.storage_account_name(job_name, salt))
 
 
 def test_storage_account_name_differs_between_deployments_and_similar_job_names() -> None:
     names = {
-        azure_components.storage_account_name("llm-finetune", f"{SUBSCRIPTION}/rg-1"),
-        azure_components.storage_account_name("llm-finetune", f"{SUBSCRIPTION}/rg-2"),
-        azure_components.storage_account_name("llmfinetune", f"{SUBSCRIPTION}/rg-1"),
-        azure_components.storage_account_name("llm-finetune", "other-subscription/rg-1"),
+        azure_names.storage_account_name("llm-finetune", f"{SUBSCRIPTION}/rg-1"),
+        azure_names.storage_account_name("llm-finetune", f"{SUBSCRIPTION}/rg-2"),
+        azure_names.storage_account_name("llmfinetune", f"{SUBSCRIPTION}/rg-1"),
+        azure_names.storage_account_name("llm-finetune", "other-subscription/rg-1"),
     }
 
     assert len(names) == 4
@@ -636,7 +670,7 @@ def test_nodes_allow_no_password_and_no_usable_ssh_key(azure_config: dict[str, A
     assert key["path"] == f"/home/{os_profile['adminUsername']}/.ssh/authorized_keys"
     public_key = load_ssh_public_key(key["keyData"].encode())
     assert isinstance(public_key, rsa.RSAPublicKey) and public_key.key_size == 2048
-    assert key["keyData"] == azure_components.locked_ssh_public_key()
+    assert key["keyData"] == azure_names.locked_ssh_public_key()
 
 
 def test_nodes_run_as_the_job_identity_only(azure_config: dict[str, Any]) -> None:
@@ -691,13 +725,6 @@ def test_component_given_the_wrong_args_class_fails_before_creating_anything() -
         run_components(lambda: azure_components.Network("llm", args))  # type: ignore[arg-type]
 
 
-def test_ssh_cidrs_given_as_one_string_fails_at_construction() -> None:
-    args = NetworkArgs(job_name="llm", region="eastus", ssh_cidrs="203.0.113.0/24")  # type: ignore[arg-type]
-
-    with pytest.raises(TypeError, match="ssh_cidrs"):
-        run_components(lambda: azure_components.Network("llm", args))
-
-
 def test_group_with_unknown_market_fails_at_construction() -> None:
     def build() -> None:
         network = azure_components.Network("llm", NetworkArgs(job_name="llm", region="eastus"))
@@ -744,3 +771,13 @@ def test_network_component_builds_on_its_own_without_a_program() -> None:
     assert vnet.inputs["location"] == "westeurope"
     assert vnet.parent_type == "spotroute:azure:Network"
     assert stack.named("solo-rg").inputs["tags"]["spotroute-job"] == "solo"
+
+
+def test_a_changed_job_size_or_node_count_replaces_the_scale_set(
+    azure_config: dict[str, Any],
+) -> None:
+    scale_set = placement(azure_config).one(VMSS)
+
+    # Running VMs keep the model they were created with; only a new set runs the new job.
+    assert {"virtualMachineProfile", "sku"} <= set(scale_set.replace_on_changes)
+    assert scale_set.delete_before_replace is True

@@ -98,7 +98,7 @@ def stack_config(cloud: str, market: str) -> dict[str, Any]:
         "gpuCount": 8,
         "job": {"image": "ghcr.io/acme/trainer:1.4", "command": ["python", "train.py"]},
         "checkpointing": market == "spot",
-        "sshCidrs": ["203.0.113.0/24"],  # the one inbound a job may ask for, from named CIDRs
+        "remoteAccess": False,
         "labels": {"team": "ml-platform", "cost-center": "4711"},
         **target["config"],
     }

@@ -74,7 +74,7 @@ def gcp_config() -> dict[str, Any]:
         "checkpointing": True,
         "checkpointUrl": "",
         "dataUrls": ["gs://acme-datasets/llm/"],
-        "sshCidrs": [],
+        "remoteAccess": False,
         "labels": {"team": "ml-platform", "cost-center": "4711", "owner": "Jane.Doe@ACME"},
         "pricePerHour": 12.5,
         "priceSource": "gcp-api",
@@ -201,35 +201,32 @@ def test_placement_without_zone_gets_a_regional_group_kept_in_one_zone(
 # --- network ----------------------------------------------------------------------------------
 
 
-def test_firewall_allows_no_inbound_traffic_by_default(gcp_config: dict[str, Any]) -> None:
-    stack = placement(gcp_config)
-    (rule,) = stack.of_type(FIREWALL)
+def test_firewall_admits_only_the_jobs_own_nodes_by_default(gcp_config: dict[str, Any]) -> None:
+    stack = placement(gcp_config, nodeCount=4)
+    rules = {r.name: r.inputs for r in stack.of_type(FIREWALL)}
+    tag = stack.one(TEMPLATE).inputs["tags"]
 
-    assert rule.inputs["direction"] == "INGRESS"
-    assert rule.inputs["denies"] == [{"protocol": "all"}]
-    assert "allows" not in rule.inputs
+    deny = rules["llm-finetune-deny-ingress"]
+    assert deny["direction"] == "INGRESS"
+    assert deny["denies"] == [{"protocol": "all"}]
     network = stack.one("gcp:compute/network:Network")
-    assert rule.inputs["network"] == f"{network.name}-id"
+    assert deny["network"] == f"{network.name}-id"
+    internal = rules["llm-finetune-internal"]
+    assert internal["allows"] == [{"protocol": "all"}]
+    assert internal["sourceTags"] == internal["targetTags"] == tag == ["llm-finetune-node"]
+    assert "sourceRanges" not in internal
+    assert internal["priority"] < deny["priority"]
+    assert set(rules) == {"llm-finetune-deny-ingress", "llm-finetune-internal"}
 
 
-def test_ssh_is_open_only_on_port_22_from_declared_cidrs(gcp_config: dict[str, Any]) -> None:
-    stack = placement(gcp_config, sshCidrs=["203.0.113.0/24", "2001:db8::/48"])
-    allowing = [r.inputs for r in stack.of_type(FIREWALL) if "allows" in r.inputs]
+def test_remote_access_opens_ssh_to_the_nodes_from_iap_only(gcp_config: dict[str, Any]) -> None:
+    stack = placement(gcp_config, remoteAccess=True)
+    iap = stack.named("llm-finetune-iap-ssh").inputs
 
-    # IPv4 and IPv6 sources cannot share one GCP firewall rule.
-    assert sorted(r["sourceRanges"] for r in allowing) == [["2001:db8::/48"], ["203.0.113.0/24"]]
-    for rule in allowing:
-        assert rule["direction"] == "INGRESS"
-        assert rule["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
-        assert not {"0.0.0.0/0", "::/0"} & set(rule["sourceRanges"])
-
-
-@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "::/0"])
-def test_network_refuses_ssh_from_the_whole_internet(cidr: str) -> None:
-    args = NetworkArgs(job_name="llm", region="us-central1", ssh_cidrs=(cidr,))
-
-    with pytest.raises(ValueError, match="ssh_cidrs"):
-        components(lambda: gcp_components.Network("llm", args))
+    assert iap["sourceRanges"] == ["35.235.240.0/20"]
+    assert iap["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
+    assert iap["targetTags"] == ["llm-finetune-node"]
+    assert stack.one(TEMPLATE).inputs["metadata"]["enable-oslogin"] == "TRUE"
 
 
 def test_private_nodes_reach_storage_directly_and_the_internet_through_nat(
@@ -569,7 +566,7 @@ def test_physical_names_are_rfc1035_and_nothing_is_looked_up_at_deploy_time(
     gcp_config: dict[str, Any],
 ) -> None:
     # Parent, name prefix and provider of every resource: test_component_contract.py.
-    stack = placement(gcp_config, sshCidrs=["203.0.113.0/24"])
+    stack = placement(gcp_config, remoteAccess=True)
 
     assert stack.one("pulumi:providers:gcp").inputs["region"] == "us-central1"
     for resource in stack.custom_resources():
@@ -602,13 +599,6 @@ def test_component_given_the_wrong_args_class_fails_before_creating_anything() -
 
     with pytest.raises(TypeError, match="NetworkArgs"):
         components(lambda: gcp_components.Network("llm", args))  # type: ignore[arg-type]
-
-
-def test_ssh_cidrs_given_as_one_string_fails_at_construction() -> None:
-    args = NetworkArgs(job_name="llm", region="us-central1", ssh_cidrs="203.0.113.0/24")  # type: ignore[arg-type]
-
-    with pytest.raises(TypeError, match="ssh_cidrs"):
-        components(lambda: gcp_components.Network("llm", args))
 
 
 @pytest.mark.parametrize(

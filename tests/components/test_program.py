@@ -87,7 +87,8 @@ def test_optional_keys_fall_back_to_documented_defaults(aws_config: dict[str, An
     assert fleet["targetCapacitySpecification"]["totalTargetCapacity"] == 1
     template = stack.one("aws:ec2/launchTemplate:LaunchTemplate").inputs
     assert template["blockDeviceMappings"][0]["ebs"]["volumeSize"] == 200
-    assert stack.one("aws:ec2/securityGroup:SecurityGroup").inputs.get("ingress", []) == []
+    (ingress,) = stack.one("aws:ec2/securityGroup:SecurityGroup").inputs["ingress"]
+    assert ingress["self"] is True  # the job's own nodes, nothing else
     assert stack.outputs["zone"] == ""
     assert stack.outputs["labels"]["team"] == "unassigned"
 
@@ -119,8 +120,8 @@ def test_missing_required_key_fails_naming_the_key_and_creates_nothing(
         ("instanceTypes", [], "instanceTypes"),
         ("checkpointing", "yes", "checkpointing"),
         ("checkpointUrl", "gs://acme-checkpoints/", "checkpointUrl"),
-        ("sshCidrs", ["0.0.0.0/0"], "sshCidrs"),
-        ("sshCidrs", ["my-laptop"], "sshCidrs"),
+        ("remoteAccess", "yes", "remoteAccess"),
+        ("sshCidrs", ["203.0.113.0/24"], "sshCidrs"),
         ("labels", {"Team": "ml"}, "labels.Team"),
         ("labels", ["team=ml"], "labels"),
         ("job", {"imagee": "ghcr.io/acme/t:1"}, "job.imagee"),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from components.args import JobCommand
-from components.startup import render_startup_script
+from components.startup import LOG_PATH, SHUTDOWN_GRACE_MIN, render_startup_script
 
 HOSTILE = "x'; touch /tmp/spotroute-pwned; echo '$(id) `id` \"$HOME\" \\ \n ;|&"
 
@@ -90,3 +92,70 @@ def test_node_powers_off_after_the_job_unless_asked_not_to() -> None:
 def test_unrunnable_jobs_are_refused(job: JobCommand, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         render_startup_script("llm", "s3://b/llm/", job)
+
+
+def run_script_without_docker(tmp_path: Path, script: str) -> tuple[int, str]:
+    """Run the script as an unprivileged user on a host with no docker; log and `shutdown` faked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    fake = bin_dir / "shutdown"
+    fake.write_text(f'#!/bin/sh\necho "shutdown $*" >> {calls}\n')
+    fake.chmod(0o755)
+    for tool in ("hostname", "cut", "sleep"):  # the only host tools the script reaches for
+        real = shutil.which(tool)
+        if real:
+            (bin_dir / tool).symlink_to(real)
+    log = tmp_path / "job.log"
+    script = script.replace(LOG_PATH, str(log))
+    result = subprocess.run(
+        ["/bin/bash", "-c", script], env={"PATH": str(bin_dir)}, capture_output=True, text=True
+    )
+    return result.returncode, (calls.read_text() if calls.exists() else "") + log.read_text()
+
+
+def test_node_powers_off_even_when_the_script_fails_before_the_job(tmp_path: Path) -> None:
+    job = JobCommand(image="ghcr.io/acme/t:1", command=("python", "t.py"))
+
+    code, output = run_script_without_docker(tmp_path, render_startup_script("llm", "s3://b/", job))
+
+    assert code == 1
+    assert "docker is not installed" in output
+    assert f"shutdown -h +{SHUTDOWN_GRACE_MIN}" in output
+    assert "job exited with status 1" in output
+
+
+def test_cloud_specific_finish_lines_run_from_the_exit_trap(tmp_path: Path) -> None:
+    job = JobCommand(image="", command=("false",))
+    script = render_startup_script(
+        "llm", "s3://b/", job, finish=('echo "deleting this VM after status $code"',)
+    )
+
+    code, output = run_script_without_docker(tmp_path, script)
+
+    assert code == 1
+    assert "deleting this VM after status 1" in output
+
+
+def test_containers_share_host_ipc_so_dataloaders_and_nccl_get_shared_memory() -> None:
+    job = JobCommand(image="ghcr.io/acme/t:1", command=("python", "t.py"))
+
+    run_line = next(
+        line
+        for line in render_startup_script("llm", "s3://b/", job).splitlines()
+        if line.startswith("docker run")
+    )
+
+    assert "--ipc=host" in run_line
+
+
+def test_nodes_get_the_group_size_and_a_single_node_its_rank_and_address() -> None:
+    job = JobCommand(image="ghcr.io/acme/t:1", command=())
+
+    single = render_startup_script("llm", "s3://b/", job)
+    multi = render_startup_script("llm", "s3://b/", job, node_count=4)
+
+    assert run_exports(multi, "SPOTROUTE_NODE_COUNT", "SKYPILOT_NUM_NODES") == ["4", "4"]
+    assert "SKYPILOT_NODE_RANK" not in multi
+    assert run_exports(single, "SKYPILOT_NODE_RANK") == ["0"]
+    assert "-e SKYPILOT_NODE_IPS" in single

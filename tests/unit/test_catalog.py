@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from router.config.datafiles import load_catalog
-from router.core.catalog import COLUMNS, Catalog, InstanceType, offers_from_quotes, parse_catalog
+from router.core.catalog import (
+    COLUMNS,
+    Catalog,
+    InstanceType,
+    offers_from_quotes,
+    parse_catalog,
+    parse_image_limits,
+)
 from router.core.errors import BadInput
 from router.core.gpus import CANONICAL_GPUS, GPUS
 from router.core.offers import Quote
@@ -295,3 +302,61 @@ def test_catalog_object_refuses_duplicate_types() -> None:
     (it,) = parse_catalog(f"{HEADER}\n{GOOD_ROW}\n")
     with pytest.raises(ValueError, match="appears twice"):
         Catalog([it, it])
+
+
+# --- machine images and the GPUs their drivers can drive (router/data/images.csv) ---------------
+
+
+def _quote(cloud: str, instance_type: str) -> Quote:
+    return Quote(
+        cloud=cloud,
+        region="r",
+        zone=None,
+        instance_type=instance_type,
+        market="on-demand",
+        price_per_hour=1.0,
+        source="test",
+        observed_at=datetime(2026, 12, 1, tzinfo=UTC),
+    )
+
+
+@pytest.mark.parametrize(
+    ("cloud", "instance_type", "why"),
+    [
+        ("aws", "p3.2xlarge", "open kernel modules"),
+        ("aws", "p3dn.24xlarge", "Volta"),
+        ("azure", "Standard_NV36ads_A10_v5", "GRID"),
+    ],
+)
+def test_types_the_clouds_image_cannot_drive_get_no_offer_and_say_why(
+    cloud: str, instance_type: str, why: str
+) -> None:
+    result = offers_from_quotes([_quote(cloud, instance_type)], load_catalog())
+
+    assert result.offers == []
+    ((refused_cloud, refused_type, reason),) = result.refused
+    assert (refused_cloud, refused_type) == (cloud, instance_type)
+    assert why in reason and "https://" in reason
+
+
+@pytest.mark.parametrize(
+    ("cloud", "instance_type"),
+    [
+        ("gcp", "n1-standard-8+V100:1"),  # GCP's image ships the proprietary driver
+        ("aws", "p4d.24xlarge"),
+        ("azure", "Standard_NC96ads_A100_v4"),
+    ],
+)
+def test_types_the_image_drives_still_get_offers(cloud: str, instance_type: str) -> None:
+    result = offers_from_quotes([_quote(cloud, instance_type)], load_catalog())
+
+    assert [o.instance_type for o in result.offers] == [instance_type]
+    assert result.refused == ()
+
+
+def test_image_limit_rows_need_one_match_a_reason_and_a_source() -> None:
+    header = "cloud,image,driver,gpu,family,reason,source\n"
+    with pytest.raises(BadInput, match="exactly one of gpu and family"):
+        parse_image_limits(header + "aws,img,drv,V100,p3,why,https://x\n")
+    with pytest.raises(BadInput, match="reason and source"):
+        parse_image_limits(header + "aws,img,drv,V100,,,\n")

@@ -28,7 +28,7 @@ def test_stack_config_doc_lists_every_contract_key_with_its_type_in_order() -> N
 
 def test_unset_keys_take_their_defaults_and_required_ones_are_reported_missing() -> None:
     assert parse_value(key("bootDiskGb"), None) == DEFAULT_BOOT_DISK_GB
-    assert parse_value(key("sshCidrs"), None) == ()
+    assert parse_value(key("remoteAccess"), None) is False
     assert parse_value(key("checkpointing"), None) is False
     with pytest.raises(StackConfigError, match=r"^spotroute:gpuCount: missing — the router"):
         parse_value(key("gpuCount"), None)
