@@ -1,0 +1,162 @@
+"""The manifest: the file that makes a checkpoint count; written last, read by restore and router.
+
+A checkpoint is the directory `<url>/step-<step, 12 digits>/`. It is complete only once
+`manifest.json` exists in it and every file it lists has the listed size and CRC-32. Anything
+else in that directory (a writer killed mid-save, a partial upload) is ignored by restore and
+removed by a later save. The interruption marker `<url>/interruption.json` sits beside the
+checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+FORMAT = "spotroute-checkpoint/1"
+MANIFEST_NAME = "manifest.json"
+MARKER_NAME = "interruption.json"
+STEP_PREFIX = "step-"
+STEP_DIGITS = 12
+READ_BLOCK = 8 << 20  # 8 MiB blocks when checksumming a stored file
+
+
+def step_dir_name(step: int) -> str:
+    """`step-000000000100` for step 100 (names sort in step order)."""
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    return f"{STEP_PREFIX}{step:0{STEP_DIGITS}d}"
+
+
+def parse_step_dir(name: str) -> int | None:
+    """The step of a checkpoint directory name, None for anything else."""
+    base = name.rstrip("/").rsplit("/", 1)[-1]
+    digits = base.removeprefix(STEP_PREFIX)
+    if base == digits or not digits.isdigit():
+        return None
+    return int(digits)
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One stored file: path relative to the checkpoint directory, size in bytes, CRC-32 (hex)."""
+
+    path: str
+    size: int
+    crc32: str
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    step: int
+    time: str  # ISO 8601, UTC, when the manifest was written
+    world_size: int
+    job_id: str
+    mode: str  # "torch" (DCP state dicts) or "files" (plain directory)
+    files: tuple[FileEntry, ...]
+    epoch: int | None = None
+    save_s: float | None = None  # wall time of the whole save (staging + upload + manifest)
+    blocked_s: float | None = None  # how long the training loop waited for this save
+    torch_version: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(entry.size for entry in self.files)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["format"] = FORMAT
+        data["files"] = [asdict(entry) for entry in self.files]
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Manifest:
+        """Parse a manifest; ValueError says what is wrong with it."""
+        try:
+            data = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"manifest is not valid JSON ({error})") from error
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"manifest format is not {FORMAT}")
+        try:
+            files = tuple(
+                FileEntry(str(f["path"]), int(f["size"]), str(f["crc32"])) for f in data["files"]
+            )
+            return cls(
+                step=int(data["step"]),
+                time=str(data["time"]),
+                world_size=int(data["world_size"]),
+                job_id=str(data.get("job_id", "")),
+                mode=str(data.get("mode", "torch")),
+                files=files,
+                epoch=None if data.get("epoch") is None else int(data["epoch"]),
+                save_s=data.get("save_s"),
+                blocked_s=data.get("blocked_s"),
+                torch_version=data.get("torch_version"),
+                extra=dict(data.get("extra") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"manifest is missing or has a bad field ({error})") from error
+
+
+class ChecksumWriter:
+    """A write-only stream wrapper that counts bytes and computes CRC-32 as they pass through."""
+
+    def __init__(self, raw: Any, on_close: Any = None) -> None:
+        self._raw = raw
+        self._on_close = on_close
+        self.size = 0
+        self.crc = 0
+        self._closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self.crc = zlib.crc32(view, self.crc)
+        self.size += view.nbytes
+        written = self._raw.write(view)
+        return view.nbytes if written is None else int(written)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._on_close is not None:
+                self._on_close(self)
+        self._raw.close()
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._raw.closed)
+
+    def __getattr__(self, name: str) -> Any:
+        # tell, flush, fileno, ...: whatever the underlying fsspec file offers.
+        return getattr(self._raw, name)
+
+    def __enter__(self) -> ChecksumWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def crc_hex(crc: int) -> str:
+    return f"{crc & 0xFFFFFFFF:08x}"
+
+
+def checksum_stream(stream: IO[bytes]) -> tuple[int, str]:
+    """(size in bytes, CRC-32 hex) of everything left in `stream`."""
+    size, crc = 0, 0
+    while block := stream.read(READ_BLOCK):
+        crc = zlib.crc32(block, crc)
+        size += len(block)
+    return size, crc_hex(crc)
