@@ -15,6 +15,7 @@ a model, optimizer or other state-dict object is saved or restored, so the plain
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -23,7 +24,6 @@ import sys
 import threading
 import time
 import warnings
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,8 +38,9 @@ from router.checkpoint.manifest import (
     ChecksumWriter,
     FileEntry,
     Manifest,
+    checksum_bytes,
     checksum_stream,
-    crc_hex,
+    default_algorithm,
 )
 from router.checkpoint.notices import Notice, NoticeSource, SigtermNotices, source_for
 from router.checkpoint.ranks import Ranks, current_ranks
@@ -139,6 +140,7 @@ class Checkpointer:
         self.reports: list[SaveReport] = []
         self.last_error: str | None = None
         self.last_saved_step: int | None = None
+        self.checksum_algorithm = default_algorithm()
         sources = list(notice_sources or [])
         # Metadata endpoints are per machine: one poller per node is enough.
         if self._ranks.local_rank != 0:
@@ -206,43 +208,79 @@ class Checkpointer:
 
         `objects` are what has state: model=, optimizer=, scheduler=, scaler= and any other
         object with state_dict() / load_state_dict(). They are remembered for later saves.
-        A damaged newest checkpoint is skipped (with a message) for the one before it.
+        Every file is checked against the manifest's size and checksum as it is read (once); a
+        damaged newest checkpoint is skipped, with a message, for the one before it.
         """
         self._remember(objects)
         resume = Resume()
-        chosen = self._choose_checkpoint(resume.messages, needs_torch=bool(self._objects))
-        if chosen is None:
-            return self._say(resume)
-        manifest = chosen
-        if manifest.mode == "files":
+        rejected: list[str] = []
+        partial = False
+        for step, manifest, problem in self._candidates():
+            if manifest is None:
+                rejected.append(f"step {step}: {problem}")
+                continue
+            if manifest.mode == "files":
+                rejected.append(f"step {step}: saved with save_files(); use restore_files()")
+                continue
+            try:
+                states = self._read_rank_states(manifest)
+                saved = set(states["rank0"].get("components", []))
+                to_load = {k: v for k, v in self._objects.items() if k in saved}
+                if to_load:
+                    served = self._load_state_dicts(manifest, to_load)
+                    partial = partial or served > 0
+            except BaseException as error:  # DCP raises CheckpointException, a BaseException
+                if isinstance(error, KeyboardInterrupt | SystemExit):
+                    raise
+                rejected.append(f"step {step}: damaged ({_damage(error)})")
+                continue
+            for note in rejected:
+                resume.messages.append(f"{note} — skipped; using step {step}")
+            for name in sorted(set(self._objects) - saved):
+                resume.messages.append(f"{name}: not in the checkpoint of step {step}; "
+                                       "left as it is")
+            own = states["own"]
+            resume.messages.extend(rng.restore(own.get("rng", {})))
+            resume.step = manifest.step
+            resume.epoch = manifest.epoch
+            resume.data_position = own.get("data_position")
+            resume.user = dict(states["rank0"].get("user") or {})
+            resume.checkpoint_url = self.location.url_of(posixpath.basename(
+                self.location.step_path(manifest.step)))
             resume.messages.append(
-                f"step {manifest.step} was saved with save_files(); use restore_files() for it"
+                f"restored step {manifest.step} from {resume.checkpoint_url} "
+                f"(saved {manifest.time}, {manifest.world_size} rank(s))"
             )
+            self.last_saved_step = manifest.step
+            self._last_save_at = self._clock()
             return self._say(resume)
-        states = self._read_rank_states(manifest)
-        own = states["own"]
-        saved_components = set(states["rank0"].get("components", []))
-        to_load = {k: v for k, v in self._objects.items() if k in saved_components}
-        for name in sorted(set(self._objects) - saved_components):
-            resume.messages.append(f"{name}: not in the checkpoint of step {manifest.step}; "
-                                   "left as it is")
-        if to_load:
-            self._load_state_dicts(manifest.step, to_load)
-        notes = rng.restore(own.get("rng", {}))
-        resume.messages.extend(notes)
-        resume.step = manifest.step
-        resume.epoch = manifest.epoch
-        resume.data_position = own.get("data_position")
-        resume.user = dict(states["rank0"].get("user") or {})
-        resume.checkpoint_url = self.location.url_of(posixpath.basename(
-            self.location.step_path(manifest.step)))
-        resume.messages.append(
-            f"restored step {manifest.step} from {resume.checkpoint_url} "
-            f"(saved {manifest.time}, {manifest.world_size} rank(s))"
-        )
-        self.last_saved_step = manifest.step
-        self._last_save_at = self._clock()
+        resume.messages.extend(f"{note} — skipped" for note in rejected)
+        if partial:
+            # Damage found after some tensors were copied in: the objects are not fresh either.
+            self._say(resume)
+            raise CheckpointError(
+                f"every checkpoint under {self.url} is damaged and the model was partly loaded "
+                "from one — restart the process to start from scratch, or delete the damaged "
+                "step-* directories"
+            )
+        resume.messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
         return self._say(resume)
+
+    def _candidates(self) -> list[tuple[int, Manifest | None, str | None]]:
+        """Every step directory, newest first, with its manifest or why it has none (all ranks)."""
+        found: list[tuple[int, str | None, str | None]] = []
+        if self._ranks.rank == 0:
+            for step in self.location.steps():
+                try:
+                    text = self.location.fs.cat_file(self.location.step_path(step, MANIFEST_NAME))
+                    Manifest.from_json(text)
+                    found.append((step, text.decode(), None))
+                except FileNotFoundError:
+                    found.append((step, None, "incomplete (no manifest: the save did not finish)"))
+                except ValueError as error:
+                    found.append((step, None, f"damaged ({error})"))
+        found = self._ranks.broadcast(found)
+        return [(s, Manifest.from_json(t) if t is not None else None, p) for s, t, p in found]
 
     def _say(self, resume: Resume) -> Resume:
         if self._ranks.rank == 0:
@@ -296,28 +334,41 @@ class Checkpointer:
                 "spotroute: step %d was saved by %d rank(s), resuming with %d: per-rank RNG "
                 "states and data positions are taken from rank %% %d", manifest.step,
                 manifest.world_size, self._ranks.world_size, manifest.world_size)
-        fs = self.location.fs
-        rank0 = json.loads(fs.cat_file(self.location.step_path(manifest.step, _rank_file(0))))
-        own = rank0 if own_rank == 0 else json.loads(
-            fs.cat_file(self.location.step_path(manifest.step, _rank_file(own_rank))))
-        return {"rank0": rank0, "own": own}
+        problem = ""
+        states: dict[str, dict[str, Any]] = {}
+        try:
+            rank0 = json.loads(_read_verified(self.location, manifest, _rank_file(0)))
+            own = rank0 if own_rank == 0 else json.loads(
+                _read_verified(self.location, manifest, _rank_file(own_rank)))
+            states = {"rank0": rank0, "own": own}
+        except (OSError, ValueError) as error:
+            problem = str(error)
+        # Every rank must take the same decision, whichever rank found the damage.
+        problems = [p for p in self._ranks.all_gather(problem) if p]
+        if problems:
+            raise CheckpointError("; ".join(problems))
+        return states
 
-    def _load_state_dicts(self, step: int, objects: dict[str, Any]) -> None:
+    def _load_state_dicts(self, manifest: Manifest, objects: dict[str, Any]) -> int:
+        """Load through DCP, each file read once and checked; returns how many files it used."""
         from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
         from torch.distributed.checkpoint.state_dict_loader import load
 
         state, apply = _state_dicts_for_load(objects)
-        reader = _fsspec_reader(self.location.url_of(posixpath.basename(
-            self.location.step_path(step))), self.location.storage_options)
-        with _quiet_dcp():
-            load(
-                state,
-                storage_reader=reader,
-                planner=DefaultLoadPlanner(allow_partial_load=False),
-                process_group=self._ranks.control_group,
-                no_dist=not self._ranks.distributed,
-            )
+        reader = _verifying_reader(self.location, manifest)
+        try:
+            with _quiet_dcp():
+                load(
+                    state,
+                    storage_reader=reader,
+                    planner=DefaultLoadPlanner(allow_partial_load=False),
+                    process_group=self._ranks.control_group,
+                    no_dist=not self._ranks.distributed,
+                )
+        finally:
+            served = int(reader.fs.served)
         apply(state)
+        return served
 
     # --- save ---------------------------------------------------------------------------------
 
@@ -418,14 +469,21 @@ class Checkpointer:
             self.location.storage_options,
             # fsync on a local disk; an object store has the object once the upload closes.
             sync_files=self.location.is_local,
+            algorithm=self.checksum_algorithm,
         )
         report = SaveReport(step=step, blocked_s=0.0)
         if blocking:
-            self._write_dcp(state, writer, blocking=True)
+            with _without_zip_crc():
+                self._write_dcp(state, writer, blocking=True)
             self._finish_save(step, epoch, writer, rank_state, report, t0)
             report.blocked_s = time.perf_counter() - t0
         else:
-            future = self._write_dcp(state, writer, blocking=False)
+            _ZIP_CRC.disable()  # until the background upload is done
+            try:
+                future = self._write_dcp(state, writer, blocking=False)
+            except BaseException:
+                _ZIP_CRC.restore()
+                raise
             report.blocked_s = time.perf_counter() - t0
             thread = threading.Thread(
                 target=self._finish_in_background,
@@ -473,11 +531,16 @@ class Checkpointer:
     def _finish_in_background(self, future: Any, step: int, epoch: int | None, writer: Any,
                               rank_state: dict[str, Any], report: SaveReport, t0: float) -> None:
         try:
-            result = future.result() if hasattr(future, "result") else None
-            if result is None and hasattr(future, "upload_completion"):
-                future.upload_completion.result()
+            try:
+                if hasattr(future, "upload_completion"):
+                    future.upload_completion.result()
+                else:
+                    future.result()
+            finally:
+                _ZIP_CRC.restore()
             self._finish_save(step, epoch, writer, rank_state, report, t0)
-        except Exception as error:  # the previous complete checkpoint is untouched
+        except BaseException as error:  # DCP's CheckpointException is a BaseException
+            # The previous complete checkpoint is untouched; training goes on.
             report.error = f"{type(error).__name__}: {error}"
             self.last_error = report.error
             log.error("spotroute: saving step %d failed: %s", step, report.error)
@@ -489,7 +552,8 @@ class Checkpointer:
         data = (json.dumps(rank_state, sort_keys=True) + "\n").encode()
         self.location.fs.pipe_file(posixpath.join(step_dir, _rank_file(self._ranks.rank)), data)
         records = dict(writer.fs.records)
-        records[_rank_file(self._ranks.rank)] = (len(data), crc_hex(zlib.crc32(data)))
+        records[_rank_file(self._ranks.rank)] = (len(data),
+                                                 checksum_bytes(data, self.checksum_algorithm))
         gathered = self._ranks.all_gather(records, save=True)  # also the barrier before it
         if self._ranks.rank == 0:
             files: dict[str, tuple[int, str]] = {}
@@ -507,6 +571,7 @@ class Checkpointer:
                 save_s=round(save_s, 4),
                 blocked_s=round(report.blocked_s, 4),
                 torch_version=str(rank_state.get("torch_version")),
+                checksum_algorithm=self.checksum_algorithm,
             )
             self.location.write_manifest(manifest)
             report.bytes = manifest.total_bytes
@@ -598,7 +663,7 @@ class Checkpointer:
             for path in sorted(p for p in source.rglob("*") if p.is_file()):
                 relative = path.relative_to(source).as_posix()
                 with open(path, "rb") as handle:
-                    size, crc = checksum_stream(handle)
+                    size, crc = checksum_stream(handle, self.checksum_algorithm)
                 remote = posixpath.join(step_dir, relative)
                 if self.location.is_local:
                     fs.makedirs(posixpath.dirname(remote), exist_ok=True)
@@ -606,11 +671,13 @@ class Checkpointer:
                 entries.append(FileEntry(relative, size, crc))
             state = json.dumps({"user": dict(user or {}), "epoch": epoch}).encode()
             fs.pipe_file(posixpath.join(step_dir, _rank_file(0)), state)
-            entries.append(FileEntry(_rank_file(0), len(state), crc_hex(zlib.crc32(state))))
+            entries.append(FileEntry(_rank_file(0), len(state),
+                                     checksum_bytes(state, self.checksum_algorithm)))
             self.location.write_manifest(Manifest(
                 step=step, time=_now_iso(), world_size=1, job_id=self.job_id, mode="files",
                 files=tuple(entries), epoch=epoch, save_s=round(time.perf_counter() - t0, 4),
-                blocked_s=round(time.perf_counter() - t0, 4)))
+                blocked_s=round(time.perf_counter() - t0, 4),
+                checksum_algorithm=self.checksum_algorithm))
             self._apply_retention()
             self.last_saved_step = step
             saved = True
@@ -746,11 +813,80 @@ def _dcp_fsspec_module() -> Any:
         return importlib.import_module("torch.distributed.checkpoint._fsspec_filesystem")
 
 
-def _fsspec_reader(url: str, storage_options: dict[str, Any]) -> Any:
-    return _dcp_fsspec_module().FsspecReader(url, **storage_options)
+class CheckpointDamaged(OSError):
+    """A stored file does not match its manifest entry."""
 
 
-def _recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: bool) -> Any:
+def _read_verified(location: Location, manifest: Manifest, relative: str) -> bytes:
+    """A file of the checkpoint, whole, after checking its size and checksum."""
+    entries = {entry.path: entry for entry in manifest.files}
+    entry = entries.get(relative)
+    if entry is None:
+        raise CheckpointDamaged(f"{relative} is not in the manifest")
+    try:
+        data = bytes(location.fs.cat_file(location.step_path(manifest.step, relative)))
+    except FileNotFoundError as error:
+        raise CheckpointDamaged(f"{relative} is missing") from error
+    if len(data) != entry.size:
+        raise CheckpointDamaged(
+            f"{relative} has {len(data)} bytes, the manifest says {entry.size}")
+    checksum = checksum_bytes(data, manifest.checksum_algorithm)
+    if checksum != entry.checksum:
+        raise CheckpointDamaged(
+            f"{relative} checksum {checksum} differs from the manifest's {entry.checksum}")
+    return data
+
+
+def _verifying_reader(location: Location, manifest: Manifest) -> Any:
+    """DCP's FsspecReader that reads each file once, whole, and checks it before DCP uses it.
+
+    A rank's shard is usually one file, so damage is found before any tensor is copied into
+    the model. Holds one file in memory at a time.
+    """
+    url = location.url_of(posixpath.basename(location.step_path(manifest.step)))
+    reader = _dcp_fsspec_module().FsspecReader(url, **location.storage_options)
+    base = type(reader.fs)
+    prefix = url.rstrip("/") + "/"
+
+    class VerifyingFileSystem(base):  # type: ignore[misc, valid-type]
+        served = 0
+
+        @contextmanager
+        def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
+            text = str(os.fspath(path))
+            relative = text[len(prefix):] if text.startswith(prefix) else posixpath.basename(text)
+            if "r" not in mode:
+                with super().create_stream(path, mode) as stream:
+                    yield stream
+                return
+            data = _read_verified(location, manifest, relative)
+            self.served += 1
+            yield io.BytesIO(data)
+
+    verifying = VerifyingFileSystem()
+    reader.fs = verifying
+    reader.path = verifying.init_path(url, **location.storage_options)
+    return reader
+
+
+def _damage(error: BaseException) -> str:
+    """The reason a load failed, from our own error or the one DCP wrapped per rank."""
+    if isinstance(error, CheckpointDamaged | CheckpointError):
+        return str(error)
+    failures = getattr(error, "failures", None)
+    if isinstance(failures, dict):
+        reasons = []
+        for failure in failures.values():
+            inner = failure[0] if isinstance(failure, tuple) else failure
+            reasons.append(str(inner) if isinstance(inner, CheckpointDamaged)
+                           else f"{type(inner).__name__}: {inner}")
+        if reasons:
+            return "; ".join(dict.fromkeys(reasons))
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
+def _recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: bool,
+                      algorithm: str) -> Any:
     """DCP's FsspecWriter whose streams record each file's size and CRC-32 as it is written."""
     module = _dcp_fsspec_module()
     writer = module.FsspecWriter(url, sync_files=sync_files, **storage_options)
@@ -769,9 +905,9 @@ def _recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: 
                     yield stream
                 return
             with super().create_stream(path, mode) as raw:
-                wrapped = ChecksumWriter(raw)
+                wrapped = ChecksumWriter(raw, algorithm)
                 yield wrapped
-                self.records[_relative(path)] = (wrapped.size, crc_hex(wrapped.crc))
+                self.records[_relative(path)] = (wrapped.size, wrapped.checksum.hexdigest())
 
         def rename(self, path: Any, new_path: Any) -> None:
             super().rename(path, new_path)
@@ -787,6 +923,59 @@ def _recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: 
     writer.fs = recording
     writer.path = recording.init_path(url, **storage_options)
     return writer
+
+
+class _ZipCrcSwitch:
+    """Turns off torch.save's per-record CRC-32 while DCP writes (torch >= 2.6).
+
+    Every file gets our own checksum in the manifest, so the zip records' CRC only doubles the
+    CPU time of a save. Counted, because an asynchronous save's upload outlives the call.
+    Other torch.save calls made meanwhile also skip it; their files still load.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved: bool | None = None
+
+    def _config(self) -> Any:
+        try:
+            from torch.utils.serialization import config
+        except ImportError:
+            return None
+        return getattr(config, "save", None)
+
+    def disable(self) -> None:
+        config = self._config()
+        if config is None or not hasattr(config, "compute_crc32"):
+            return
+        with self._lock:
+            if self._active == 0:
+                self._saved = bool(config.compute_crc32)
+                config.compute_crc32 = False
+            self._active += 1
+
+    def restore(self) -> None:
+        config = self._config()
+        if config is None or not hasattr(config, "compute_crc32"):
+            return
+        with self._lock:
+            self._active = max(0, self._active - 1)
+            if self._active == 0 and self._saved is not None:
+                config.compute_crc32 = self._saved
+                self._saved = None
+
+
+_ZIP_CRC = _ZipCrcSwitch()
+
+
+@contextmanager
+def _without_zip_crc() -> Iterator[None]:
+    _ZIP_CRC.disable()
+    try:
+        yield
+    finally:
+        _ZIP_CRC.restore()
 
 
 @contextmanager

@@ -1,7 +1,9 @@
 """The manifest: the file that makes a checkpoint count; written last, read by restore and router.
 
 A checkpoint is the directory `<url>/step-<step, 12 digits>/`. It is complete only once
-`manifest.json` exists in it and every file it lists has the listed size and CRC-32. Anything
+`manifest.json` exists in it and every file it lists has the listed size and checksum (CRC-32C
+where google-crc32c is installed, hardware-accelerated; else zlib's CRC-32; the manifest names
+which). Anything
 else in that directory (a writer killed mid-save, a partial upload) is ignored by restore and
 removed by a later save. The interruption marker `<url>/interruption.json` sits beside the
 checkpoints.
@@ -40,11 +42,11 @@ def parse_step_dir(name: str) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class FileEntry:
-    """One stored file: path relative to the checkpoint directory, size in bytes, CRC-32 (hex)."""
+    """One stored file: path relative to the checkpoint directory, size in bytes, checksum (hex)."""
 
     path: str
     size: int
-    crc32: str
+    checksum: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,7 @@ class Manifest:
     save_s: float | None = None  # wall time of the whole save (staging + upload + manifest)
     blocked_s: float | None = None  # how long the training loop waited for this save
     torch_version: str | None = None
+    checksum_algorithm: str = "crc32"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -82,7 +85,8 @@ class Manifest:
             raise ValueError(f"manifest format is not {FORMAT}")
         try:
             files = tuple(
-                FileEntry(str(f["path"]), int(f["size"]), str(f["crc32"])) for f in data["files"]
+                FileEntry(str(f["path"]), int(f["size"]), str(f["checksum"]))
+                for f in data["files"]
             )
             return cls(
                 step=int(data["step"]),
@@ -95,25 +99,78 @@ class Manifest:
                 save_s=data.get("save_s"),
                 blocked_s=data.get("blocked_s"),
                 torch_version=data.get("torch_version"),
+                checksum_algorithm=str(data.get("checksum_algorithm", "crc32")),
                 extra=dict(data.get("extra") or {}),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"manifest is missing or has a bad field ({error})") from error
 
 
-class ChecksumWriter:
-    """A write-only stream wrapper that counts bytes and computes CRC-32 as they pass through."""
+def _crc32c() -> Any:
+    try:
+        import google_crc32c
+    except ImportError:
+        return None
+    return google_crc32c if google_crc32c.implementation == "c" else None
 
-    def __init__(self, raw: Any, on_close: Any = None) -> None:
+
+def default_algorithm() -> str:
+    """crc32c when google-crc32c's C extension is installed (~20× faster here), else crc32."""
+    return "crc32c" if _crc32c() is not None else "crc32"
+
+
+class Checksum:
+    """An incremental checksum of one algorithm ("crc32c" or "crc32")."""
+
+    def __init__(self, algorithm: str) -> None:
+        self.algorithm = algorithm
+        self.value = 0
+        if algorithm == "crc32c":
+            module = _crc32c()
+            if module is None:
+                try:
+                    import google_crc32c as module  # the package's slow pure-Python fallback
+                except ImportError as error:
+                    raise ValueError("this checkpoint uses crc32c checksums — pip install "
+                                     "google-crc32c") from error
+            extend = module.extend
+
+            def crc32c(crc: int, data: Any) -> int:
+                # Its C extension takes only bytes: one memcpy, still far cheaper than zlib.
+                return int(extend(crc, data if isinstance(data, bytes) else bytes(data)))
+
+            self._extend: Any = crc32c
+        elif algorithm == "crc32":
+            self._extend = zlib.crc32
+        else:
+            raise ValueError(f"unknown checksum algorithm {algorithm!r}")
+
+    def update(self, data: Any) -> None:
+        self.value = self._extend(self.value, data)
+
+    def hexdigest(self) -> str:
+        return crc_hex(self.value)
+
+
+def checksum_bytes(data: bytes, algorithm: str) -> str:
+    checksum = Checksum(algorithm)
+    checksum.update(data)
+    return checksum.hexdigest()
+
+
+class ChecksumWriter:
+    """A write-only stream wrapper that counts bytes and checksums them as they pass through."""
+
+    def __init__(self, raw: Any, algorithm: str, on_close: Any = None) -> None:
         self._raw = raw
         self._on_close = on_close
         self.size = 0
-        self.crc = 0
+        self.checksum = Checksum(algorithm)
         self._closed = False
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        self.crc = zlib.crc32(view, self.crc)
+        self.checksum.update(view)
         self.size += view.nbytes
         written = self._raw.write(view)
         return view.nbytes if written is None else int(written)
@@ -153,10 +210,10 @@ def crc_hex(crc: int) -> str:
     return f"{crc & 0xFFFFFFFF:08x}"
 
 
-def checksum_stream(stream: IO[bytes]) -> tuple[int, str]:
-    """(size in bytes, CRC-32 hex) of everything left in `stream`."""
-    size, crc = 0, 0
+def checksum_stream(stream: IO[bytes], algorithm: str) -> tuple[int, str]:
+    """(size in bytes, checksum hex) of everything left in `stream`."""
+    size, checksum = 0, Checksum(algorithm)
     while block := stream.read(READ_BLOCK):
-        crc = zlib.crc32(block, crc)
+        checksum.update(block)
         size += len(block)
-    return size, crc_hex(crc)
+    return size, checksum.hexdigest()

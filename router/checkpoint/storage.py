@@ -117,15 +117,15 @@ class Location:
             full = self.step_path(manifest.step, entry.path)
             try:
                 with self.fs.open(full, "rb") as stream:
-                    size, crc = checksum_stream(stream)
+                    size, crc = checksum_stream(stream, manifest.checksum_algorithm)
             except FileNotFoundError:
                 problems.append(f"{entry.path} is missing")
                 continue
             if size != entry.size:
                 problems.append(f"{entry.path} has {size} bytes, the manifest says {entry.size}")
-            elif crc != entry.crc32:
+            elif crc != entry.checksum:
                 problems.append(f"{entry.path} checksum {crc} differs from the manifest's "
-                                f"{entry.crc32}")
+                                f"{entry.checksum}")
         return problems
 
     # --- the interruption marker --------------------------------------------------------------

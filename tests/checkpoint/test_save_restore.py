@@ -153,6 +153,7 @@ def test_plain_directory_mode_round_trips_files_and_user_state(store: Store,
 def test_grad_scaler_and_extra_stateful_objects_are_saved(local_store: Store) -> None:
     model, _optimizer, _ = build(8, 8)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    scaler.scale(torch.tensor(1.0))  # creates the scale tensor, as the first step would
     scaler.update(512.0)
     counter = torch.nn.Module()
     counter.register_buffer("seen", torch.tensor([41]))
