@@ -17,12 +17,17 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from router.checkpoint import Checkpointer
+# Run from a checkout: this repository's router/ first (a training image installs the package).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from router.checkpoint import Checkpointer  # noqa: E402
 
 BATCH = 32
 FEATURES = 32
