@@ -22,6 +22,7 @@ import getpass
 import os
 import signal
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +52,15 @@ def _home() -> Path:
     from router.home import spotroute_home
 
     return spotroute_home()
+
+
+def _project_dir() -> str:
+    """The nearest directory with a Pulumi.yaml above the engine's working directory (`main:`)."""
+    here = Path.cwd()
+    for directory in (here, *here.parents):
+        if (directory / "Pulumi.yaml").is_file():
+            return str(directory)
+    return str(here)
 
 
 # --- processes ----------------------------------------------------------------------------------
@@ -117,6 +127,12 @@ class LocalProcessProvider(ResourceProvider):
             "SPOTROUTE_JOB_ID": props["job_name"],
             "SPOTROUTE_CHECKPOINT_URL": props["checkpoint_url"],
             "SPOTROUTE_CHECKPOINT_DIR": str(checkpoint_dir),
+            # Read by router.checkpoint: the local target stops a job with SIGTERM.
+            "SPOTROUTE_NOTICE_SOURCE": "local",
+            # For jobs that run code from the project (examples/train/job.yaml): the Pulumi
+            # project's directory, and the interpreter the router runs on.
+            "SPOTROUTE_PROJECT_DIR": _project_dir(),
+            "SPOTROUTE_PYTHON": sys.executable,
         }
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(

@@ -20,14 +20,21 @@ SHUTDOWN_GRACE_MIN = 5  # minutes between job exit and power-off, to read logs o
 
 
 def render_startup_script(
-    job_name: str, checkpoint_url: str, job: JobCommand, *, shutdown_when_done: bool = True
+    job_name: str,
+    checkpoint_url: str,
+    job: JobCommand,
+    *,
+    shutdown_when_done: bool = True,
+    notice_source: str | None = None,
 ) -> str:
     """Bash start-up script that runs the job (its container with all GPUs, or its bare command).
 
     Every value from the job (env, image, command) is shell-quoted with shlex.quote, so a value
     can never end the quoted word and run a command of its own. With `shutdown_when_done` the node
     powers off SHUTDOWN_GRACE_MIN minutes after the job exits, whatever its status, so a finished
-    job stops billing GPU hours (`shutdown -c` on the node cancels it).
+    job stops billing GPU hours (`shutdown -c` on the node cancels it). `notice_source` (aws, gcp,
+    azure) becomes SPOTROUTE_NOTICE_SOURCE, which router.checkpoint reads to watch the cloud's
+    preemption notices.
     """
     if not job.image and not job.command:
         raise ValueError("job: set run.image or run.command — there is nothing to start")
@@ -40,7 +47,10 @@ def render_startup_script(
         if key in RESERVED_ENV:
             raise ValueError(f"job.env: {key} is set by spotroute — remove it from run.env")
 
-    env = {"SPOTROUTE_JOB_ID": job_name, "SPOTROUTE_CHECKPOINT_URL": checkpoint_url, **job.env}
+    env = {"SPOTROUTE_JOB_ID": job_name, "SPOTROUTE_CHECKPOINT_URL": checkpoint_url}
+    if notice_source:
+        env["SPOTROUTE_NOTICE_SOURCE"] = notice_source
+    env.update(job.env)
     command = " ".join(shlex.quote(part) for part in job.command)
     lines = [
         "#!/bin/bash",
