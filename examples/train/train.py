@@ -27,7 +27,7 @@ import torch
 # Run from a checkout: this repository's router/ first (a training image installs the package).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from router.checkpoint import Checkpointer  # noqa: E402
+from router.checkpoint import Checkpointer
 
 BATCH = 32
 FEATURES = 32

@@ -40,7 +40,12 @@ def _segment(url: str, out: Connection, result_path: str) -> None:
 
 def _context() -> Any:
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "numpy", "fsspec", "router.checkpoint", "training"])
+    # What a segment would otherwise import each time (DCP's state_dict helpers pull in dynamo).
+    context.set_forkserver_preload([
+        "torch", "numpy", "fsspec", "router.checkpoint", "training",
+        "torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict", "torch._dynamo",
+        "fsspec.implementations.local", "google_crc32c",
+    ])
     return context
 
 
