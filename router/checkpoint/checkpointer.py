@@ -290,8 +290,8 @@ class Checkpointer:
                 log.log(level, "spotroute: %s", message)
         return resume
 
-    def _choose_checkpoint(self, messages: list[str], *, needs_torch: bool) -> Manifest | None:
-        """The newest checkpoint whose manifest and files check out, agreed by every rank."""
+    def _choose_checkpoint(self, messages: list[str]) -> Manifest | None:
+        """The newest checkpoint whose manifest and stored files check out (restore_files)."""
         candidates: list[tuple[int, str | None, str | None]] = []  # (step, manifest, problem)
         if self._ranks.rank == 0:
             for step in self.location.steps():
@@ -694,7 +694,7 @@ class Checkpointer:
     def restore_files(self, directory: str | Path) -> Resume:
         """Download the newest verified `save_files` checkpoint into `directory`."""
         resume = Resume()
-        manifest = self._choose_checkpoint(resume.messages, needs_torch=False)
+        manifest = self._choose_checkpoint(resume.messages)
         if manifest is None:
             return self._say(resume)
         target = Path(directory)
