@@ -6,13 +6,12 @@ import itertools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from servers import STARTERS, StorageServer
+from servers import STARTERS, StorageServer, Store
 
 _counter = itertools.count()
 
@@ -31,20 +30,6 @@ def _stop_servers() -> Iterator[None]:
     yield
     for server in _servers.values():
         server.stop()
-
-
-class Store:
-    """Where one test writes: a fresh URL under a server (or a temp dir), with its options."""
-
-    def __init__(self, kind: str, url: str, storage_options: dict[str, Any],
-                 env: dict[str, str]) -> None:
-        self.kind, self.url, self.storage_options, self.env = kind, url, storage_options, env
-
-    def fs_path(self, *parts: str) -> tuple[Any, str]:
-        import fsspec.core
-
-        fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
-        return fs, "/".join([root.rstrip("/"), *parts])
 
 
 def make_store(kind: str, tmp_path: Path) -> Store:

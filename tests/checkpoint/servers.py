@@ -161,3 +161,18 @@ def _make_bucket(server: StorageServer) -> None:
 
 
 STARTERS = {"s3": start_s3, "gcs": start_gcs, "azure": start_azure}
+
+
+class Store:
+    """Where one test writes: a fresh URL under a server (or a temp dir), with its options."""
+
+    def __init__(self, kind: str, url: str, storage_options: dict[str, Any],
+                 env: dict[str, str]) -> None:
+        self.kind, self.url, self.storage_options, self.env = kind, url, storage_options, env
+
+    def fs_path(self, *parts: str) -> tuple[Any, str]:
+        import fsspec.core
+
+        fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        return fs, "/".join([root.rstrip("/"), *parts])
+

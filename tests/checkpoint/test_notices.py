@@ -10,8 +10,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import Store
 from fake_metadata import FakeMetadataServer
+from servers import Store
 from training import build, reference, run, same, train_step
 
 from router.checkpoint import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import Store
+from servers import Store
 from training import build, params, reference, run, same, train_step
 
 from router.checkpoint import Checkpointer, Manifest
