@@ -8,9 +8,10 @@ BIN := $(VENV)/bin
 setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,checkpoint]'
 	bash scripts/ensure-pulumi.sh
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-test-servers.sh
 
 lint:
 	$(BIN)/ruff check router components policies tests bench

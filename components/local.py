@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,6 +50,15 @@ STOP_GRACE_S = 10.0  # SIGTERM first so the job can write a last checkpoint, the
 REPLACE_ON = ("job_name", "command", "env", "checkpoint_url", "region")
 # Recorded only: the process is untouched.
 UPDATE_IN_PLACE = ("image", "market", "labels", "max_price_per_hour")
+
+
+def _project_dir() -> str:
+    """The nearest directory with a Pulumi.yaml above the engine's working directory (`main:`)."""
+    here = Path.cwd()
+    for directory in (here, *here.parents):
+        if (directory / "Pulumi.yaml").is_file():
+            return str(directory)
+    return str(here)
 
 
 # --- processes ----------------------------------------------------------------------------------
@@ -207,8 +217,12 @@ class LocalProcessProvider(ResourceProvider):
             "SPOTROUTE_CHECKPOINT_DIR": str(checkpoint_dir),
             # Which placement (stack) runs this process: the job says it in its resume record.
             "SPOTROUTE_PLACEMENT_ID": str(props.get("placement", "")),
-            # The engine runs providers in the Pulumi project: commands may name files there.
-            "SPOTROUTE_PROJECT_DIR": os.getcwd(),
+            # Read by router.checkpoint: the local target stops a job with SIGTERM.
+            "SPOTROUTE_NOTICE_SOURCE": "local",
+            # For jobs that run code from the project (examples/train/job.yaml): the Pulumi
+            # project's directory, and the interpreter the router runs on.
+            "SPOTROUTE_PROJECT_DIR": _project_dir(),
+            "SPOTROUTE_PYTHON": sys.executable,
         }
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(

@@ -40,6 +40,7 @@ def render_startup_script(
     shutdown_when_done: bool = True,
     finish: Sequence[str] = POWER_OFF,
     node_count: int = 1,
+    notice_source: str | None = None,
 ) -> str:
     """Bash start-up script that runs the job (its container with all GPUs, or its bare command).
 
@@ -48,6 +49,8 @@ def render_startup_script(
     `finish` lines run from an EXIT trap, so they run whatever ends the script: the job's exit, or
     `set -e` stopping at an early failure (docker missing, pull failed). The default powers the
     node off SHUTDOWN_GRACE_MIN minutes later (`shutdown -c` on the node cancels it).
+    `notice_source` (aws, gcp, azure) becomes SPOTROUTE_NOTICE_SOURCE, which router.checkpoint
+    reads to watch the cloud's preemption notices.
     """
     if not job.image and not job.command:
         raise ValueError("job: set run.image or run.command — there is nothing to start")
@@ -69,8 +72,10 @@ def render_startup_script(
         "SPOTROUTE_NODE_COUNT": str(node_count),
         "SKYPILOT_NUM_NODES": str(node_count),
         **({"SKYPILOT_NODE_RANK": "0"} if node_count == 1 else {}),
-        **job.env,
     }
+    if notice_source:
+        env["SPOTROUTE_NOTICE_SOURCE"] = notice_source
+    env.update(job.env)
     command = " ".join(shlex.quote(part) for part in job.command)
     lines = [
         "#!/bin/bash",

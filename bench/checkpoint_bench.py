@@ -1,0 +1,165 @@
+"""Checkpoint throughput and training-step stall of router.checkpoint (docs/benchmarks.md).
+
+    python bench/checkpoint_bench.py [--size-gb 1] [--backends file,s3]
+
+For a model whose parameters total --size-gb (fp32 4096×4096 layers), per backend:
+  save     Checkpointer.save(blocking=True): DCP write + checksums + rank files + manifest
+  restore  Checkpointer.restore: verify every file's CRC-32, then DCP load into the model
+  raw      fsspec writing / reading the same tensor bytes as one object (the ceiling)
+and, on file://, the stall of an asynchronous save (time the training loop waited) against a
+synchronous save of the same state. S3 is moto's server mode on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "checkpoint")]
+
+import torch  # noqa: E402
+
+from router.checkpoint import Checkpointer  # noqa: E402
+
+LAYER = 4096
+
+
+def build_model(size_gb: float) -> torch.nn.Module:
+    layers = max(1, round(size_gb * (1 << 30) / (LAYER * LAYER * 4)))
+    model = torch.nn.Sequential(*[torch.nn.Linear(LAYER, LAYER, bias=False) for _ in range(layers)])
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def nbytes(model: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def raw_write(fs: Any, path: str, model: torch.nn.Module, fsync: bool) -> float:
+    t0 = time.perf_counter()
+    with fs.open(path, "wb") as handle:
+        for p in model.parameters():
+            handle.write(memoryview(p.detach().numpy()).cast("B"))
+        if fsync:
+            handle.flush()
+            os.fsync(handle.fileno())
+    return time.perf_counter() - t0
+
+
+def raw_read(fs: Any, path: str) -> float:
+    t0 = time.perf_counter()
+    with fs.open(path, "rb") as handle:
+        while block := handle.read(8 << 20):
+            zlib.adler32(block[:1])  # touch it; the bytes are read either way
+    return time.perf_counter() - t0
+
+
+def bench_backend(kind: str, url: str, options: dict[str, Any], model: torch.nn.Module,
+                  reps: int) -> dict[str, float]:
+    import fsspec.core
+
+    size = nbytes(model)
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    fs.makedirs(root, exist_ok=True)
+    results: dict[str, list[float]] = {"save": [], "restore": [], "raw_write": [], "raw_read": []}
+    for rep in range(reps):
+        results["raw_write"].append(raw_write(fs, f"{root}/raw-{rep}.bin", model, kind == "file"))
+        results["raw_read"].append(raw_read(fs, f"{root}/raw-{rep}.bin"))
+        fs.rm(f"{root}/raw-{rep}.bin")
+        ckpt_url = f"{url}/ckpt-{rep}"
+        with Checkpointer(ckpt_url, interval_s=None, handle_sigterm=False,
+                          storage_options=options) as ckpt:
+            t0 = time.perf_counter()
+            ckpt.save(1, blocking=True, model=model)
+            results["save"].append(time.perf_counter() - t0)
+        target = build_model(size / (1 << 30))
+        with Checkpointer(ckpt_url, interval_s=None, handle_sigterm=False,
+                          storage_options=options) as ckpt:
+            t0 = time.perf_counter()
+            assert ckpt.restore(model=target).step == 1
+            results["restore"].append(time.perf_counter() - t0)
+        del target
+        fs.rm(fs._strip_protocol(ckpt_url), recursive=True)
+    best = {name: min(values) for name, values in results.items()}
+    mb = size / 1e6
+    print(f"{kind}: {size / (1 << 30):.2f} GiB, best of {reps}")
+    for name in ("save", "raw_write", "restore", "raw_read"):
+        print(f"  {name:9s} {best[name]:7.2f} s  {mb / best[name]:8.0f} MB/s")
+    print(f"  save    = {100 * best['raw_write'] / best['save']:.0f} % of raw write throughput")
+    print(f"  restore = {100 * best['raw_read'] / best['restore']:.0f} % of raw read throughput")
+    return best
+
+
+def bench_stall(kind: str, url: str, options: dict[str, Any], model: torch.nn.Module,
+                reps: int) -> None:
+    """Blocked time of an async save vs the whole time of a sync save of the same state."""
+    sync_s, blocked_s, total_s = [], [], []
+    with Checkpointer(f"{url}/stall-sync", interval_s=None, handle_sigterm=False,
+                      keep=1, storage_options=options) as ckpt:
+        for step in range(1, reps + 1):
+            t0 = time.perf_counter()
+            ckpt.save(step, blocking=True, model=model)
+            sync_s.append(time.perf_counter() - t0)
+    with Checkpointer(f"{url}/stall-async", interval_s=None, handle_sigterm=False,
+                      keep=1, storage_options=options) as ckpt:
+        for step in range(1, reps + 1):
+            ckpt.save(step, model=model)
+            report = ckpt.wait()
+            assert report is not None and report.error is None, report
+            blocked_s.append(report.blocked_s)
+            total_s.append(report.save_s or 0.0)
+    print(f"{kind} stall: sync save {min(sync_s):.2f} s; async save blocks {min(blocked_s):.3f} s "
+          f"({100 * min(blocked_s) / min(sync_s):.1f} % of sync), finishes in "
+          f"{min(total_s):.2f} s in the background")
+
+
+def warm_up() -> None:
+    """Import DCP and what get_model_state_dict pulls in (seconds, once) outside the timings."""
+    work = tempfile.mkdtemp(prefix="ckpt-warm-")
+    small = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    with Checkpointer(f"file://{work}", interval_s=None, handle_sigterm=False) as ckpt:
+        ckpt.save(1, blocking=True, model=small)
+        ckpt.restore(model=small)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-gb", type=float, default=1.0)
+    parser.add_argument("--backends", default="file,s3")
+    parser.add_argument("--reps", type=int, default=2)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    warm_up()
+    model = build_model(args.size_gb)
+    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, state {nbytes(model) / 1e9:.2f} GB")
+    for kind in args.backends.split(","):
+        if kind == "file":
+            work = tempfile.mkdtemp(prefix="ckpt-bench-")
+            bench_backend("file", f"file://{work}", {}, model, args.reps)
+            bench_stall("file", f"file://{work}", {}, model, args.reps)
+        else:
+            from servers import STARTERS
+
+            server = STARTERS[kind]()
+            options = dict(server.storage_options)
+            if kind == "s3":
+                # 64 MiB multipart parts: moto's server fails CompleteMultipartUpload on the
+                # ~200 parts of s3fs's 5 MiB default for 1 GB (HTTP 500).
+                options["default_block_size"] = 64 << 20
+            try:
+                bench_backend(kind, f"{server.url}/bench", options, model, args.reps)
+                bench_stall(kind, f"{server.url}/bench", options, model, 1)
+            finally:
+                server.stop()
+
+
+if __name__ == "__main__":
+    main()

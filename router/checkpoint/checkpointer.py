@@ -1,0 +1,997 @@
+"""Checkpointer: save and restore a training job's state where spotroute keeps its checkpoints.
+
+    ckpt = Checkpointer.from_env()
+    start = ckpt.restore(model=model, optimizer=optimizer)
+    for step in range(start.step, total_steps):
+        train_one_step()
+        ckpt.maybe_save(step + 1)          # `step + 1` steps are done
+    ckpt.save(total_steps, blocking=True)
+    ckpt.close()
+
+State dicts go through torch.distributed.checkpoint (DCP) and fsspec; torch is imported only when
+a model, optimizer or other state-dict object is saved or restored, so the plain-directory mode
+(`save_files` / `restore_files`) works without it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import posixpath
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from router.checkpoint import rng
+from router.checkpoint.interval import parse_interval_s
+from router.checkpoint.manifest import (
+    MANIFEST_NAME,
+    ChecksumWriter,
+    FileEntry,
+    Manifest,
+    checksum_bytes,
+    checksum_stream,
+    default_algorithm,
+)
+from router.checkpoint.notices import Notice, NoticeSource, SigtermNotices, source_for
+from router.checkpoint.ranks import Ranks, current_ranks
+from router.checkpoint.storage import Location, open_location
+from router.checkpoint.watcher import NoticeWatcher
+
+log = logging.getLogger("spotroute.checkpoint")
+# DCP warns on every single-process save/load (also from async_save's thread, where a
+# catch_warnings block cannot reach) that it assumes one process. That is what we asked for.
+warnings.filterwarnings(
+    "ignore", message="torch.distributed is disabled, unavailable or uninitialized",
+    category=UserWarning,
+)
+
+# Exit status after saving on a preemption notice: EX_TEMPFAIL from sysexits.h ("try again
+# later"), so a supervisor can tell "preempted, resume me" from a crash (1) or success (0).
+EXIT_PREEMPTED = 75
+DEFAULT_INTERVAL_S = 1800.0
+DEFAULT_KEEP = 3
+STATE_DICT_KEYS = ("model", "optimizer", "scheduler", "scaler")
+
+
+class CheckpointError(Exception):
+    """A checkpoint could not be saved or restored; the message says what to do."""
+
+
+@dataclass
+class Resume:
+    """Where training starts: step 0 and nothing restored when there was no usable checkpoint."""
+
+    step: int = 0
+    epoch: int | None = None
+    data_position: Any = None
+    user: dict[str, Any] = field(default_factory=dict)
+    checkpoint_url: str | None = None
+    messages: list[str] = field(default_factory=list)
+    path: Path | None = None  # restore_files: the local directory the files are in
+
+    @property
+    def restored(self) -> bool:
+        return self.checkpoint_url is not None
+
+
+@dataclass
+class SaveReport:
+    """What one save cost: how long training waited, and the save's whole wall time (seconds)."""
+
+    step: int
+    blocked_s: float
+    save_s: float | None = None  # None until the background part has finished
+    bytes: int | None = None
+    error: str | None = None
+
+
+def _rank_file(rank: int) -> str:
+    return f"rank-{rank:05d}.json"
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Checkpointer:
+    """Saves and restores checkpoints under one URL; acts on preemption notices."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        interval_s: float | None = DEFAULT_INTERVAL_S,
+        every_steps: int | None = None,
+        keep: int = DEFAULT_KEEP,
+        job_id: str = "",
+        notice_sources: list[NoticeSource] | None = None,
+        handle_sigterm: bool = True,
+        asynchronous: bool = True,
+        storage_options: dict[str, Any] | None = None,
+        exit_on_notice: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if keep < 1:
+            raise ValueError("keep must be at least 1: the newest complete checkpoint stays")
+        self.location: Location = open_location(url, storage_options)
+        self.url = url
+        self.interval_s = interval_s
+        self.every_steps = every_steps
+        self.keep = keep
+        self.job_id = job_id
+        self.asynchronous = asynchronous
+        self.exit_on_notice = exit_on_notice
+        self._clock = clock
+        self._last_save_at = clock()
+        self._ranks: Ranks = current_ranks()
+        self._objects: dict[str, Any] = {}
+        self._pending: threading.Thread | None = None
+        self._pending_report: SaveReport | None = None
+        self.reports: list[SaveReport] = []
+        self.last_error: str | None = None
+        self.last_saved_step: int | None = None
+        self.checksum_algorithm = default_algorithm()
+        sources = list(notice_sources or [])
+        # Metadata endpoints are per machine: one poller per node is enough.
+        if self._ranks.local_rank != 0:
+            sources = []
+        self._sigterm: SigtermNotices | None = None
+        if handle_sigterm:
+            self._sigterm = SigtermNotices()
+            sources.append(self._sigterm)
+        self.watcher = NoticeWatcher(sources).start()
+
+    # --- construction from the environment the stacks set ----------------------------------
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Checkpointer:
+        """A Checkpointer set up from the SPOTROUTE_* variables of the stack (docs/checkpoints.md).
+
+        SPOTROUTE_CHECKPOINT_URL (or SPOTROUTE_CHECKPOINT_DIR), SPOTROUTE_CHECKPOINT_INTERVAL
+        ("30m", "1h", seconds; default 30m), SPOTROUTE_CHECKPOINT_KEEP (3), SPOTROUTE_JOB_ID,
+        SPOTROUTE_NOTICE_SOURCE (aws | gcp | azure | local | none; default local = SIGTERM only),
+        SPOTROUTE_METADATA_ENDPOINT (override the metadata base URL),
+        SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS (JSON object passed to fsspec),
+        SPOTROUTE_CHECKPOINT_ASYNC (1 / 0).
+        """
+        env = dict(os.environ if environ is None else environ)
+        url = env.get("SPOTROUTE_CHECKPOINT_URL") or env.get("SPOTROUTE_CHECKPOINT_DIR")
+        if not url:
+            raise CheckpointError(
+                "SPOTROUTE_CHECKPOINT_URL is not set — deploy the job with spotroute, or set it to "
+                "a file://, s3://, gs:// or az:// URL"
+            )
+        _ensure_log_handler()
+        interval_text = env.get("SPOTROUTE_CHECKPOINT_INTERVAL", "")
+        try:
+            interval_s = parse_interval_s(interval_text) if interval_text else DEFAULT_INTERVAL_S
+        except ValueError as error:
+            raise CheckpointError(f"SPOTROUTE_CHECKPOINT_INTERVAL: {error}") from error
+        options_text = env.get("SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS", "")
+        try:
+            storage_options = json.loads(options_text) if options_text else {}
+        except json.JSONDecodeError as error:
+            raise CheckpointError(
+                f"SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS is not a JSON object ({error})"
+            ) from error
+        source_name = env.get("SPOTROUTE_NOTICE_SOURCE", "local").strip().lower()
+        try:
+            source = source_for(source_name, env.get("SPOTROUTE_METADATA_ENDPOINT") or None)
+        except ValueError as error:
+            raise CheckpointError(str(error)) from error
+        settings: dict[str, Any] = {
+            "interval_s": interval_s,
+            "keep": int(env.get("SPOTROUTE_CHECKPOINT_KEEP", DEFAULT_KEEP)),
+            "job_id": env.get("SPOTROUTE_JOB_ID", ""),
+            "notice_sources": [source] if source else [],
+            "handle_sigterm": source_name != "none",
+            "asynchronous": env.get("SPOTROUTE_CHECKPOINT_ASYNC", "1") not in ("0", "false", "no"),
+            "storage_options": storage_options,
+        }
+        settings.update(overrides)
+        return cls(url, **settings)
+
+    # --- restore ------------------------------------------------------------------------------
+
+    def restore(self, **objects: Any) -> Resume:
+        """Load the newest complete, verified checkpoint into `objects`; Resume(step=0) if none.
+
+        `objects` are what has state: model=, optimizer=, scheduler=, scaler= and any other
+        object with state_dict() / load_state_dict(). They are remembered for later saves.
+        Every file is checked against the manifest's size and checksum as it is read (once); a
+        damaged newest checkpoint is skipped, with a message, for the one before it.
+        """
+        self._remember(objects)
+        resume = Resume()
+        rejected: list[str] = []
+        partial = False
+        for step, manifest, problem in self._candidates():
+            if manifest is None:
+                rejected.append(f"step {step}: {problem}")
+                continue
+            if manifest.mode == "files":
+                rejected.append(f"step {step}: saved with save_files(); use restore_files()")
+                continue
+            try:
+                states = self._read_rank_states(manifest)
+                saved = set(states["rank0"].get("components", []))
+                to_load = {k: v for k, v in self._objects.items() if k in saved}
+                if to_load:
+                    served = self._load_state_dicts(manifest, to_load)
+                    partial = partial or served > 0
+            except BaseException as error:  # DCP raises CheckpointException, a BaseException
+                if isinstance(error, KeyboardInterrupt | SystemExit):
+                    raise
+                rejected.append(f"step {step}: damaged ({_damage(error)})")
+                continue
+            for note in rejected:
+                resume.messages.append(f"{note} — skipped; using step {step}")
+            for name in sorted(set(self._objects) - saved):
+                resume.messages.append(f"{name}: not in the checkpoint of step {step}; "
+                                       "left as it is")
+            own = states["own"]
+            resume.messages.extend(rng.restore(own.get("rng", {})))
+            resume.step = manifest.step
+            resume.epoch = manifest.epoch
+            resume.data_position = own.get("data_position")
+            resume.user = dict(states["rank0"].get("user") or {})
+            resume.checkpoint_url = self.location.url_of(posixpath.basename(
+                self.location.step_path(manifest.step)))
+            resume.messages.append(
+                f"restored step {manifest.step} from {resume.checkpoint_url} "
+                f"(saved {manifest.time}, {manifest.world_size} rank(s))"
+            )
+            self.last_saved_step = manifest.step
+            self._last_save_at = self._clock()
+            return self._say(resume)
+        resume.messages.extend(f"{note} — skipped" for note in rejected)
+        if partial:
+            # Damage found after some tensors were copied in: the objects are not fresh either.
+            self._say(resume)
+            raise CheckpointError(
+                f"every checkpoint under {self.url} is damaged and the model was partly loaded "
+                "from one — restart the process to start from scratch, or delete the damaged "
+                "step-* directories"
+            )
+        resume.messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
+        return self._say(resume)
+
+    def _candidates(self) -> list[tuple[int, Manifest | None, str | None]]:
+        """Every step directory, newest first, with its manifest or why it has none (all ranks)."""
+        found: list[tuple[int, str | None, str | None]] = []
+        if self._ranks.rank == 0:
+            for step in self.location.steps():
+                try:
+                    text = self.location.fs.cat_file(self.location.step_path(step, MANIFEST_NAME))
+                    Manifest.from_json(text)
+                    found.append((step, text.decode(), None))
+                except FileNotFoundError:
+                    found.append((step, None, "incomplete (no manifest: the save did not finish)"))
+                except ValueError as error:
+                    found.append((step, None, f"damaged ({error})"))
+        found = self._ranks.broadcast(found)
+        return [(s, Manifest.from_json(t) if t is not None else None, p) for s, t, p in found]
+
+    def _say(self, resume: Resume) -> Resume:
+        if self._ranks.rank == 0:
+            for message in resume.messages:
+                level = logging.WARNING if ("damaged" in message or "scratch" in message
+                                            or "incomplete" in message) else logging.INFO
+                log.log(level, "spotroute: %s", message)
+        return resume
+
+    def _choose_checkpoint(self, messages: list[str]) -> Manifest | None:
+        """The newest checkpoint whose manifest and stored files check out (restore_files)."""
+        candidates: list[tuple[int, str | None, str | None]] = []  # (step, manifest, problem)
+        if self._ranks.rank == 0:
+            for step in self.location.steps():
+                try:
+                    text = self.location.fs.cat_file(self.location.step_path(step, MANIFEST_NAME))
+                    Manifest.from_json(text)
+                    candidates.append((step, text.decode(), None))
+                except FileNotFoundError:
+                    candidates.append((step, None, "incomplete (no manifest: the save did not "
+                                                   "finish)"))
+                except ValueError as error:
+                    candidates.append((step, None, f"damaged ({error})"))
+        candidates = self._ranks.broadcast(candidates)
+        rejected: list[str] = []
+        for step, text, problem in candidates:
+            if text is None:
+                rejected.append(f"step {step}: {problem}")
+                continue
+            manifest = Manifest.from_json(text)
+            # Each rank checks every world_size-th file, so verification reads everything once.
+            mine = [e.path for i, e in enumerate(manifest.files)
+                    if i % self._ranks.world_size == self._ranks.rank]
+            problems = [p for ps in self._ranks.all_gather(
+                self.location.verify_files(manifest, mine)) for p in ps]
+            if problems:
+                rejected.append(f"step {step}: damaged ({'; '.join(problems)})")
+                continue
+            for note in rejected:
+                messages.append(f"{note} — skipped; using step {step}")
+            return manifest
+        messages.extend(f"{note} — skipped" for note in rejected)
+        messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
+        return None
+
+    def _read_rank_states(self, manifest: Manifest) -> dict[str, dict[str, Any]]:
+        rank = self._ranks.rank
+        own_rank = rank if rank < manifest.world_size else rank % manifest.world_size
+        if manifest.world_size != self._ranks.world_size and rank == 0:
+            log.warning(
+                "spotroute: step %d was saved by %d rank(s), resuming with %d: per-rank RNG "
+                "states and data positions are taken from rank %% %d", manifest.step,
+                manifest.world_size, self._ranks.world_size, manifest.world_size)
+        problem = ""
+        states: dict[str, dict[str, Any]] = {}
+        try:
+            rank0 = json.loads(_read_verified(self.location, manifest, _rank_file(0)))
+            own = rank0 if own_rank == 0 else json.loads(
+                _read_verified(self.location, manifest, _rank_file(own_rank)))
+            states = {"rank0": rank0, "own": own}
+        except (OSError, ValueError) as error:
+            problem = str(error)
+        # Every rank must take the same decision, whichever rank found the damage.
+        problems = [p for p in self._ranks.all_gather(problem) if p]
+        if problems:
+            raise CheckpointError("; ".join(problems))
+        return states
+
+    def _load_state_dicts(self, manifest: Manifest, objects: dict[str, Any]) -> int:
+        """Load through DCP, each file read once and checked; returns how many files it used."""
+        from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+        from torch.distributed.checkpoint.state_dict_loader import load
+
+        state, apply = _state_dicts_for_load(objects)
+        reader = _verifying_reader(self.location, manifest)
+        try:
+            with _quiet_dcp():
+                load(
+                    state,
+                    storage_reader=reader,
+                    planner=DefaultLoadPlanner(allow_partial_load=False),
+                    process_group=self._ranks.control_group,
+                    no_dist=not self._ranks.distributed,
+                )
+        finally:
+            served = int(reader.fs.served)
+        apply(state)
+        return served
+
+    # --- save ---------------------------------------------------------------------------------
+
+    def maybe_save(
+        self,
+        step: int,
+        *,
+        epoch: int | None = None,
+        data_position: Any = None,
+        user: dict[str, Any] | None = None,
+        **objects: Any,
+    ) -> bool:
+        """Save if the interval has passed (asynchronously), or now and exit on a notice.
+
+        Call once per training step, on every rank, with the number of steps completed. On a
+        preemption notice it saves synchronously, writes the interruption marker and raises
+        SystemExit(EXIT_PREEMPTED). Returns True when a save started.
+        """
+        self._remember(objects)
+        terminal = self.watcher.peek_terminal()
+        rebalance = self.watcher.take_rebalance()
+        due = (
+            (self.every_steps is not None and step > 0 and step % self.every_steps == 0)
+            or (self.interval_s is not None and self._clock() - self._last_save_at
+                >= self.interval_s)
+        )
+        flags = [int(terminal is not None), int(rebalance is not None), int(due), step, -step]
+        if self._ranks.distributed:
+            flags = self._ranks.all_max(flags)
+            if flags[3] != -flags[4]:
+                raise CheckpointError(
+                    f"ranks disagree on the step ({-flags[4]}..{flags[3]}): call maybe_save with "
+                    "the same step on every rank"
+                )
+        if flags[0]:
+            self._save_on_notice(step, terminal, epoch=epoch, data_position=data_position,
+                                 user=user)
+            return True
+        if flags[1]:
+            notice = rebalance or Notice(cloud="unknown", kind="rebalance",
+                                         notice_time=datetime.now(UTC))
+            started = self.save(step, epoch=epoch, data_position=data_position, user=user)
+            self._write_marker(notice, step, exiting=False)
+            return started
+        if flags[2]:
+            return self.save(step, epoch=epoch, data_position=data_position, user=user)
+        return False
+
+    def save(
+        self,
+        step: int,
+        *,
+        blocking: bool | None = None,
+        epoch: int | None = None,
+        data_position: Any = None,
+        user: dict[str, Any] | None = None,
+        **objects: Any,
+    ) -> bool:
+        """Save now (on every rank); asynchronous unless `blocking` or the Checkpointer says so.
+
+        Returns False when a complete checkpoint of this step already exists.
+        """
+        self._remember(objects)
+        if not self._objects:
+            raise CheckpointError(
+                "nothing to save: pass model=/optimizer=/... to restore() or save(), or use "
+                "save_files() for a plain directory"
+            )
+        blocking = (not self.asynchronous) if blocking is None else blocking
+        t0 = time.perf_counter()
+        self.wait()  # one save in flight at a time; its collectives must finish first
+        if not self._prepare_step_dir(step):
+            return False
+        import torch
+
+        state, components = _state_dicts_for_save(self._objects)
+        rank_state = {
+            "rank": self._ranks.rank,
+            "world_size": self._ranks.world_size,
+            "step": step,
+            "epoch": epoch,
+            "data_position": data_position,
+            "rng": rng.capture(),
+            "components": components,
+            "torch_version": torch.__version__,
+        }
+        if self._ranks.rank == 0:
+            rank_state["user"] = dict(user or {})
+        try:
+            json.dumps(rank_state)
+        except TypeError as error:
+            raise CheckpointError(
+                f"data_position and user must be JSON-serialisable ({error}); put tensors in an "
+                "object with state_dict() and pass it as a keyword instead"
+            ) from error
+        writer = _recording_writer(
+            self.location.url_of(posixpath.basename(self.location.step_path(step))),
+            self.location.storage_options,
+            # fsync on a local disk; an object store has the object once the upload closes.
+            sync_files=self.location.is_local,
+            algorithm=self.checksum_algorithm,
+        )
+        report = SaveReport(step=step, blocked_s=0.0)
+        if blocking:
+            with _without_zip_crc():
+                self._write_dcp(state, writer, blocking=True)
+            self._finish_save(step, epoch, writer, rank_state, report, t0)
+            report.blocked_s = time.perf_counter() - t0
+        else:
+            _ZIP_CRC.disable()  # until the background upload is done
+            try:
+                future = self._write_dcp(state, writer, blocking=False)
+            except BaseException:
+                _ZIP_CRC.restore()
+                raise
+            report.blocked_s = time.perf_counter() - t0
+            thread = threading.Thread(
+                target=self._finish_in_background,
+                args=(future, step, epoch, writer, rank_state, report, t0),
+                name=f"spotroute-save-{step}",
+                daemon=True,
+            )
+            self._pending, self._pending_report = thread, report
+            thread.start()
+        self.reports.append(report)
+        self._last_save_at = self._clock()
+        return True
+
+    def wait(self) -> SaveReport | None:
+        """Wait for the save in flight, if any; returns its report (error set if it failed)."""
+        thread, report = self._pending, self._pending_report
+        if thread is None:
+            return None
+        thread.join()
+        self._pending = self._pending_report = None
+        return report
+
+    def _prepare_step_dir(self, step: int) -> bool:
+        """False if `step` is already complete; removes what a killed writer left there."""
+        fresh = True
+        if self._ranks.rank == 0:
+            if self.location.has_manifest(step):
+                fresh = False
+            elif step in self.location.steps():
+                self.location.remove_step(step)
+        return bool(self._ranks.broadcast(fresh))
+
+    def _write_dcp(self, state: dict[str, Any], writer: Any, *, blocking: bool) -> Any:
+        from torch.distributed.checkpoint.state_dict_saver import async_save, save
+
+        group = self._ranks.save_group
+        no_dist = not self._ranks.distributed
+        with _quiet_dcp():
+            if blocking:
+                save(state, storage_writer=writer, process_group=group, no_dist=no_dist)
+                return None
+            return async_save(state, storage_writer=writer, process_group=group,
+                                  no_dist=no_dist)
+
+    def _finish_in_background(self, future: Any, step: int, epoch: int | None, writer: Any,
+                              rank_state: dict[str, Any], report: SaveReport, t0: float) -> None:
+        try:
+            try:
+                if hasattr(future, "upload_completion"):
+                    future.upload_completion.result()
+                else:
+                    future.result()
+            finally:
+                _ZIP_CRC.restore()
+            self._finish_save(step, epoch, writer, rank_state, report, t0)
+        except BaseException as error:  # DCP's CheckpointException is a BaseException
+            # The previous complete checkpoint is untouched; training goes on.
+            report.error = f"{type(error).__name__}: {error}"
+            self.last_error = report.error
+            log.error("spotroute: saving step %d failed: %s", step, report.error)
+
+    def _finish_save(self, step: int, epoch: int | None, writer: Any,
+                     rank_state: dict[str, Any], report: SaveReport, t0: float) -> None:
+        """Rank files, the gather of every rank's checksums, then the manifest (rank 0), last."""
+        step_dir = self.location.step_path(step)
+        data = (json.dumps(rank_state, sort_keys=True) + "\n").encode()
+        self.location.fs.pipe_file(posixpath.join(step_dir, _rank_file(self._ranks.rank)), data)
+        records = dict(writer.fs.records)
+        records[_rank_file(self._ranks.rank)] = (len(data),
+                                                 checksum_bytes(data, self.checksum_algorithm))
+        gathered = self._ranks.all_gather(records, save=True)  # also the barrier before it
+        if self._ranks.rank == 0:
+            files: dict[str, tuple[int, str]] = {}
+            for rank_records in gathered:
+                files.update(rank_records)
+            save_s = time.perf_counter() - t0
+            manifest = Manifest(
+                step=step,
+                time=_now_iso(),
+                world_size=self._ranks.world_size,
+                job_id=self.job_id,
+                mode="torch",
+                files=tuple(FileEntry(p, s, c) for p, (s, c) in sorted(files.items())),
+                epoch=epoch,
+                save_s=round(save_s, 4),
+                blocked_s=round(report.blocked_s, 4),
+                torch_version=str(rank_state.get("torch_version")),
+                checksum_algorithm=self.checksum_algorithm,
+            )
+            self.location.write_manifest(manifest)
+            report.bytes = manifest.total_bytes
+            self._apply_retention()
+        report.save_s = time.perf_counter() - t0
+        self._ranks.barrier(save=True)  # nobody exits before the manifest is written
+        self.last_saved_step = step
+
+    def _apply_retention(self) -> None:
+        """Keep the newest `keep` complete checkpoints; drop older ones and dead partial ones."""
+        steps = self.location.steps()
+        complete = [s for s in steps if self.location.has_manifest(s)]
+        if not complete:
+            return
+        keep = set(complete[: self.keep])
+        newest = complete[0]
+        for step in steps:
+            # A partial directory newer than the newest complete one may be a save in flight.
+            if step not in keep and step < newest:
+                self.location.remove_step(step)
+
+    # --- notices ------------------------------------------------------------------------------
+
+    def _save_on_notice(self, step: int, notice: Notice | None, *, epoch: int | None,
+                        data_position: Any, user: dict[str, Any] | None) -> None:
+        t0 = time.perf_counter()
+        notices = [n.to_json() for n in self._ranks.all_gather(notice) if n is not None]
+        first = notices[0] if notices else {"cloud": "unknown", "kind": "unknown",
+                                            "notice_time": _now_iso()}
+        if self._objects:
+            self.save(step, blocking=True, epoch=epoch, data_position=data_position, user=user)
+        else:
+            self.wait()
+        if self._ranks.rank == 0:
+            self._write_marker_json(first, step, exiting=True, save_s=time.perf_counter() - t0)
+        if notice is not None:
+            self.watcher.acknowledge(notice)  # Azure: go ahead now, the state is saved
+        self._ranks.barrier()
+        if self.exit_on_notice:
+            self.close()
+            raise SystemExit(EXIT_PREEMPTED)
+
+    def _write_marker(self, notice: Notice, step: int, *, exiting: bool) -> None:
+        if self._ranks.rank == 0:
+            self._write_marker_json(notice.to_json(), step, exiting=exiting)
+
+    def _write_marker_json(self, notice: dict[str, Any], step: int, *, exiting: bool,
+                           save_s: float | None = None) -> None:
+        marker = {
+            **notice,
+            "job_id": self.job_id,
+            "last_step": self.last_saved_step if self.last_saved_step is not None else step,
+            "written_at": _now_iso(),
+            "exiting": exiting,
+            "exit_code": EXIT_PREEMPTED if exiting else None,
+            "save_s": None if save_s is None else round(save_s, 3),
+            "host": os.uname().nodename,
+        }
+        self.location.write_marker(marker)
+
+    def notice(self) -> Notice | None:
+        """The terminal notice received so far, if any (for loops that want to stop early)."""
+        return self.watcher.peek_terminal()
+
+    # --- plain-directory mode -----------------------------------------------------------------
+
+    def due(self, step: int) -> bool:
+        """True when a save is due (interval passed or a notice arrived): for save_files users."""
+        if self.watcher.peek_terminal() is not None:
+            return True
+        if self.every_steps is not None and step > 0 and step % self.every_steps == 0:
+            return True
+        return self.interval_s is not None and self._clock() - self._last_save_at >= self.interval_s
+
+    def save_files(self, step: int, directory: str | Path, *, epoch: int | None = None,
+                   user: dict[str, Any] | None = None) -> bool:
+        """Upload every file under `directory` as the checkpoint of `step` (rank 0, blocking).
+
+        After a terminal notice it also writes the marker and raises SystemExit(EXIT_PREEMPTED).
+        """
+        t0 = time.perf_counter()
+        source = Path(directory)
+        if not source.is_dir():
+            raise CheckpointError(f"save_files: {source} is not a directory")
+        saved = False
+        if self._ranks.rank == 0 and self._prepare_step_dir(step):
+            fs, step_dir = self.location.fs, self.location.step_path(step)
+            entries = []
+            for path in sorted(p for p in source.rglob("*") if p.is_file()):
+                relative = path.relative_to(source).as_posix()
+                with open(path, "rb") as handle:
+                    size, crc = checksum_stream(handle, self.checksum_algorithm)
+                remote = posixpath.join(step_dir, relative)
+                if self.location.is_local:
+                    fs.makedirs(posixpath.dirname(remote), exist_ok=True)
+                fs.put_file(str(path), remote)
+                entries.append(FileEntry(relative, size, crc))
+            state = json.dumps({"user": dict(user or {}), "epoch": epoch}).encode()
+            fs.pipe_file(posixpath.join(step_dir, _rank_file(0)), state)
+            entries.append(FileEntry(_rank_file(0), len(state),
+                                     checksum_bytes(state, self.checksum_algorithm)))
+            self.location.write_manifest(Manifest(
+                step=step, time=_now_iso(), world_size=1, job_id=self.job_id, mode="files",
+                files=tuple(entries), epoch=epoch, save_s=round(time.perf_counter() - t0, 4),
+                blocked_s=round(time.perf_counter() - t0, 4),
+                checksum_algorithm=self.checksum_algorithm))
+            self._apply_retention()
+            self.last_saved_step = step
+            saved = True
+        self._last_save_at = self._clock()
+        notice = self.watcher.peek_terminal()
+        if notice is not None:
+            self._write_marker(notice, step, exiting=True)
+            self.watcher.acknowledge(notice)
+            if self.exit_on_notice:
+                self.close()
+                raise SystemExit(EXIT_PREEMPTED)
+        return saved
+
+    def restore_files(self, directory: str | Path) -> Resume:
+        """Download the newest verified `save_files` checkpoint into `directory`."""
+        resume = Resume()
+        manifest = self._choose_checkpoint(resume.messages)
+        if manifest is None:
+            return self._say(resume)
+        target = Path(directory)
+        target.mkdir(parents=True, exist_ok=True)
+        fs, step_dir = self.location.fs, self.location.step_path(manifest.step)
+        for entry in manifest.files:
+            if entry.path == _rank_file(0):
+                continue
+            local = target / entry.path
+            local.parent.mkdir(parents=True, exist_ok=True)
+            fs.get_file(posixpath.join(step_dir, entry.path), str(local))
+        state = json.loads(fs.cat_file(posixpath.join(step_dir, _rank_file(0))))
+        resume.step, resume.epoch = manifest.step, manifest.epoch
+        resume.user = dict(state.get("user") or {})
+        resume.path = target
+        resume.checkpoint_url = self.location.url_of(posixpath.basename(step_dir))
+        resume.messages.append(f"restored step {manifest.step} from {resume.checkpoint_url} "
+                               f"into {target}")
+        self.last_saved_step = manifest.step
+        self._last_save_at = self._clock()
+        return self._say(resume)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def _remember(self, objects: dict[str, Any]) -> None:
+        for name, obj in objects.items():
+            if obj is not None:
+                self._objects[name] = obj
+
+    def close(self) -> None:
+        """Wait for the save in flight and stop watching for notices."""
+        self.wait()
+        self.watcher.stop()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --- torch glue (imported lazily) ------------------------------------------------------------
+
+
+def _state_dicts_for_save(objects: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The DCP state dict for `objects` and the names it holds."""
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    model = objects.get("model")
+    state: dict[str, Any] = {}
+    for name, obj in objects.items():
+        if name == "optimizer":
+            if not obj.state:
+                # Never stepped: saving it would run DCP's zero-lr initialising step, changing
+                # e.g. Adam's step count. A fresh optimizer on resume is the same thing.
+                continue
+            if model is not None:
+                state[name] = get_optimizer_state_dict(model, obj)
+            else:
+                state[name] = obj.state_dict()
+        elif name == "model":
+            state[name] = get_model_state_dict(obj)
+        else:
+            sub = obj.state_dict()
+            if sub:  # e.g. a disabled GradScaler has an empty state dict
+                state[name] = sub
+    return state, sorted(state)
+
+
+def _state_dicts_for_load(
+    objects: dict[str, Any],
+) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
+    """A state dict to load into, and the function that applies it to `objects` afterwards."""
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    model = objects.get("model")
+    state: dict[str, Any] = {}
+    for name, obj in objects.items():
+        if name == "model":
+            state[name] = get_model_state_dict(obj)
+        elif name == "optimizer":
+            state[name] = (get_optimizer_state_dict(model, obj) if model is not None
+                           else obj.state_dict())
+        else:
+            state[name] = obj.state_dict()
+
+    def apply(loaded: dict[str, Any]) -> None:
+        for name, obj in objects.items():
+            if name == "model":
+                set_model_state_dict(obj, loaded[name])
+            elif name == "optimizer":
+                if model is not None:
+                    set_optimizer_state_dict(model, obj, loaded[name])
+                else:
+                    obj.load_state_dict(loaded[name])
+            else:
+                obj.load_state_dict(loaded[name])
+
+    return state, apply
+
+
+def _dcp_fsspec_module() -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module("torch.distributed.checkpoint.fsspec_filesystem")
+    except ImportError:  # torch < 2.6 has only the private module
+        return importlib.import_module("torch.distributed.checkpoint._fsspec_filesystem")
+
+
+class CheckpointDamaged(OSError):
+    """A stored file does not match its manifest entry."""
+
+
+def _read_verified(location: Location, manifest: Manifest, relative: str) -> bytes:
+    """A file of the checkpoint, whole, after checking its size and checksum."""
+    entries = {entry.path: entry for entry in manifest.files}
+    entry = entries.get(relative)
+    if entry is None:
+        raise CheckpointDamaged(f"{relative} is not in the manifest")
+    try:
+        data = bytes(location.fs.cat_file(location.step_path(manifest.step, relative)))
+    except FileNotFoundError as error:
+        raise CheckpointDamaged(f"{relative} is missing") from error
+    if len(data) != entry.size:
+        raise CheckpointDamaged(
+            f"{relative} has {len(data)} bytes, the manifest says {entry.size}")
+    checksum = checksum_bytes(data, manifest.checksum_algorithm)
+    if checksum != entry.checksum:
+        raise CheckpointDamaged(
+            f"{relative} checksum {checksum} differs from the manifest's {entry.checksum}")
+    return data
+
+
+def _verifying_reader(location: Location, manifest: Manifest) -> Any:
+    """DCP's FsspecReader that reads each file once, whole, and checks it before DCP uses it.
+
+    A rank's shard is usually one file, so damage is found before any tensor is copied into
+    the model. Holds one file in memory at a time.
+    """
+    url = location.url_of(posixpath.basename(location.step_path(manifest.step)))
+    reader = _dcp_fsspec_module().FsspecReader(url, **location.storage_options)
+    base = type(reader.fs)
+    prefix = url.rstrip("/") + "/"
+
+    class VerifyingFileSystem(base):  # type: ignore[misc, valid-type]
+        served = 0
+
+        @contextmanager
+        def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
+            text = str(os.fspath(path))
+            relative = text[len(prefix):] if text.startswith(prefix) else posixpath.basename(text)
+            if "r" not in mode:
+                with super().create_stream(path, mode) as stream:
+                    yield stream
+                return
+            data = _read_verified(location, manifest, relative)
+            self.served += 1
+            yield io.BytesIO(data)
+
+    verifying = VerifyingFileSystem()
+    reader.fs = verifying
+    reader.path = verifying.init_path(url, **location.storage_options)
+    return reader
+
+
+def _damage(error: BaseException) -> str:
+    """The reason a load failed, from our own error or the one DCP wrapped per rank."""
+    if isinstance(error, CheckpointDamaged | CheckpointError):
+        return str(error)
+    failures = getattr(error, "failures", None)
+    if isinstance(failures, dict):
+        reasons = []
+        for failure in failures.values():
+            inner = failure[0] if isinstance(failure, tuple) else failure
+            reasons.append(str(inner) if isinstance(inner, CheckpointDamaged)
+                           else f"{type(inner).__name__}: {inner}")
+        if reasons:
+            return "; ".join(dict.fromkeys(reasons))
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
+def _recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: bool,
+                      algorithm: str) -> Any:
+    """DCP's FsspecWriter whose streams record each file's size and CRC-32 as it is written."""
+    module = _dcp_fsspec_module()
+    writer = module.FsspecWriter(url, sync_files=sync_files, **storage_options)
+    base = type(writer.fs)
+    prefix = url.rstrip("/") + "/"
+
+    class RecordingFileSystem(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            self.records: dict[str, tuple[int, str]] = {}
+
+        @contextmanager
+        def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
+            if "w" not in mode:
+                with super().create_stream(path, mode) as stream:
+                    yield stream
+                return
+            with super().create_stream(path, mode) as raw:
+                wrapped = ChecksumWriter(raw, algorithm)
+                yield wrapped
+                self.records[_relative(path)] = (wrapped.size, wrapped.checksum.hexdigest())
+
+        def rename(self, path: Any, new_path: Any) -> None:
+            super().rename(path, new_path)
+            record = self.records.pop(_relative(path), None)
+            if record is not None:
+                self.records[_relative(new_path)] = record
+
+    def _relative(path: Any) -> str:
+        text = str(os.fspath(path))
+        return text[len(prefix):] if text.startswith(prefix) else posixpath.basename(text)
+
+    recording = RecordingFileSystem()
+    writer.fs = recording
+    writer.path = recording.init_path(url, **storage_options)
+    return writer
+
+
+class _ZipCrcSwitch:
+    """Turns off torch.save's per-record CRC-32 while DCP writes (torch >= 2.6).
+
+    Every file gets our own checksum in the manifest, so the zip records' CRC only doubles the
+    CPU time of a save. Counted, because an asynchronous save's upload outlives the call.
+    Other torch.save calls made meanwhile also skip it; their files still load.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved: bool | None = None
+
+    def _config(self) -> Any:
+        try:
+            from torch.utils.serialization import config
+        except ImportError:
+            return None
+        return getattr(config, "save", None)
+
+    def disable(self) -> None:
+        config = self._config()
+        if config is None or not hasattr(config, "compute_crc32"):
+            return
+        with self._lock:
+            if self._active == 0:
+                self._saved = bool(config.compute_crc32)
+                config.compute_crc32 = False
+            self._active += 1
+
+    def restore(self) -> None:
+        config = self._config()
+        if config is None or not hasattr(config, "compute_crc32"):
+            return
+        with self._lock:
+            self._active = max(0, self._active - 1)
+            if self._active == 0 and self._saved is not None:
+                config.compute_crc32 = self._saved
+                self._saved = None
+
+
+_ZIP_CRC = _ZipCrcSwitch()
+
+
+@contextmanager
+def _without_zip_crc() -> Iterator[None]:
+    _ZIP_CRC.disable()
+    try:
+        yield
+    finally:
+        _ZIP_CRC.restore()
+
+
+@contextmanager
+def _quiet_dcp() -> Iterator[None]:
+    """DCP warns that it assumes one process without torch.distributed, and about overwriting a
+    directory a killed writer left (which we emptied first): both expected here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+        warnings.filterwarnings("ignore", message=".*Detected an existing checkpoint.*")
+        yield
+
+
+def _ensure_log_handler() -> None:
+    """Show the library's messages on stderr unless the application configured logging."""
+    if not log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)

@@ -1,0 +1,219 @@
+"""The manifest: the file that makes a checkpoint count; written last, read by restore and router.
+
+A checkpoint is the directory `<url>/step-<step, 12 digits>/`. It is complete only once
+`manifest.json` exists in it and every file it lists has the listed size and checksum (CRC-32C
+where google-crc32c is installed, hardware-accelerated; else zlib's CRC-32; the manifest names
+which). Anything
+else in that directory (a writer killed mid-save, a partial upload) is ignored by restore and
+removed by a later save. The interruption marker `<url>/interruption.json` sits beside the
+checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+FORMAT = "spotroute-checkpoint/1"
+MANIFEST_NAME = "manifest.json"
+MARKER_NAME = "interruption.json"
+STEP_PREFIX = "step-"
+STEP_DIGITS = 12
+READ_BLOCK = 8 << 20  # 8 MiB blocks when checksumming a stored file
+
+
+def step_dir_name(step: int) -> str:
+    """`step-000000000100` for step 100 (names sort in step order)."""
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    return f"{STEP_PREFIX}{step:0{STEP_DIGITS}d}"
+
+
+def parse_step_dir(name: str) -> int | None:
+    """The step of a checkpoint directory name, None for anything else."""
+    base = name.rstrip("/").rsplit("/", 1)[-1]
+    digits = base.removeprefix(STEP_PREFIX)
+    if base == digits or not digits.isdigit():
+        return None
+    return int(digits)
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One stored file: path relative to the checkpoint directory, size in bytes, checksum (hex)."""
+
+    path: str
+    size: int
+    checksum: str
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    step: int
+    time: str  # ISO 8601, UTC, when the manifest was written
+    world_size: int
+    job_id: str
+    mode: str  # "torch" (DCP state dicts) or "files" (plain directory)
+    files: tuple[FileEntry, ...]
+    epoch: int | None = None
+    save_s: float | None = None  # wall time of the whole save (staging + upload + manifest)
+    blocked_s: float | None = None  # how long the training loop waited for this save
+    torch_version: str | None = None
+    checksum_algorithm: str = "crc32"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(entry.size for entry in self.files)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["format"] = FORMAT
+        data["files"] = [asdict(entry) for entry in self.files]
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Manifest:
+        """Parse a manifest; ValueError says what is wrong with it."""
+        try:
+            data = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"manifest is not valid JSON ({error})") from error
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"manifest format is not {FORMAT}")
+        try:
+            files = tuple(
+                FileEntry(str(f["path"]), int(f["size"]), str(f["checksum"]))
+                for f in data["files"]
+            )
+            return cls(
+                step=int(data["step"]),
+                time=str(data["time"]),
+                world_size=int(data["world_size"]),
+                job_id=str(data.get("job_id", "")),
+                mode=str(data.get("mode", "torch")),
+                files=files,
+                epoch=None if data.get("epoch") is None else int(data["epoch"]),
+                save_s=data.get("save_s"),
+                blocked_s=data.get("blocked_s"),
+                torch_version=data.get("torch_version"),
+                checksum_algorithm=str(data.get("checksum_algorithm", "crc32")),
+                extra=dict(data.get("extra") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"manifest is missing or has a bad field ({error})") from error
+
+
+def _crc32c() -> Any:
+    try:
+        import google_crc32c
+    except ImportError:
+        return None
+    return google_crc32c if google_crc32c.implementation == "c" else None
+
+
+def default_algorithm() -> str:
+    """crc32c when google-crc32c's C extension is installed (~20× faster here), else crc32."""
+    return "crc32c" if _crc32c() is not None else "crc32"
+
+
+class Checksum:
+    """An incremental checksum of one algorithm ("crc32c" or "crc32")."""
+
+    def __init__(self, algorithm: str) -> None:
+        self.algorithm = algorithm
+        self.value = 0
+        if algorithm == "crc32c":
+            module = _crc32c()
+            if module is None:
+                try:
+                    import google_crc32c as module  # the package's slow pure-Python fallback
+                except ImportError as error:
+                    raise ValueError("this checkpoint uses crc32c checksums — pip install "
+                                     "google-crc32c") from error
+            extend = module.extend
+
+            def crc32c(crc: int, data: Any) -> int:
+                # Its C extension takes only bytes: one memcpy, still far cheaper than zlib.
+                return int(extend(crc, data if isinstance(data, bytes) else bytes(data)))
+
+            self._extend: Any = crc32c
+        elif algorithm == "crc32":
+            self._extend = zlib.crc32
+        else:
+            raise ValueError(f"unknown checksum algorithm {algorithm!r}")
+
+    def update(self, data: Any) -> None:
+        self.value = self._extend(self.value, data)
+
+    def hexdigest(self) -> str:
+        return crc_hex(self.value)
+
+
+def checksum_bytes(data: bytes, algorithm: str) -> str:
+    checksum = Checksum(algorithm)
+    checksum.update(data)
+    return checksum.hexdigest()
+
+
+class ChecksumWriter:
+    """A write-only stream wrapper that counts bytes and checksums them as they pass through."""
+
+    def __init__(self, raw: Any, algorithm: str, on_close: Any = None) -> None:
+        self._raw = raw
+        self._on_close = on_close
+        self.size = 0
+        self.checksum = Checksum(algorithm)
+        self._closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self.checksum.update(view)
+        self.size += view.nbytes
+        written = self._raw.write(view)
+        return view.nbytes if written is None else int(written)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._on_close is not None:
+                self._on_close(self)
+        self._raw.close()
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._raw.closed)
+
+    def __getattr__(self, name: str) -> Any:
+        # tell, flush, fileno, ...: whatever the underlying fsspec file offers.
+        return getattr(self._raw, name)
+
+    def __enter__(self) -> ChecksumWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def crc_hex(crc: int) -> str:
+    return f"{crc & 0xFFFFFFFF:08x}"
+
+
+def checksum_stream(stream: IO[bytes], algorithm: str) -> tuple[int, str]:
+    """(size in bytes, checksum hex) of everything left in `stream`."""
+    size, checksum = 0, Checksum(algorithm)
+    while block := stream.read(READ_BLOCK):
+        checksum.update(block)
+        size += len(block)
+    return size, checksum.hexdigest()

@@ -1,0 +1,334 @@
+"""Preemption notices: each cloud's instance metadata endpoint, and SIGTERM on the local target.
+
+Every source has the same shape: `poll()` makes one check (it may wait up to a few seconds) and
+returns a `Notice` or None; `acknowledge(notice)` tells the platform the job is ready to go (only
+Azure has such a call). Only the standard library is used (urllib), so a training image needs
+nothing extra.
+
+  aws    IMDSv2: PUT /latest/api/token, then GET /latest/meta-data/spot/instance-action
+         (404 until AWS schedules a stop/terminate, ~2 minutes ahead) and
+         /latest/meta-data/events/recommendations/rebalance (elevated risk, no deadline).
+  gcp    GET /computeMetadata/v1/instance/preempted?wait_for_change=true with
+         `Metadata-Flavor: Google`: "TRUE" once the VM is preempted (~30 s before it stops).
+  azure  GET /metadata/scheduledevents with `Metadata: true`: a `Preempt` event (>= 30 s ahead);
+         acknowledged with POST {"StartRequests": [{"EventId": ...}]}.
+  local  SIGTERM (the local target stops a job with SIGTERM, then SIGKILL after a grace period).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
+
+AWS_ENDPOINT = "http://169.254.169.254"
+GCP_ENDPOINT = "http://metadata.google.internal"
+AZURE_ENDPOINT = "http://169.254.169.254"
+AZURE_API_VERSION = "2020-07-01"
+AWS_TOKEN_TTL_S = 21600  # six hours, the IMDSv2 maximum
+# The kinds after which the machine goes away: save, write the marker, exit.
+TERMINAL_KINDS = frozenset({"terminate", "stop", "hibernate", "preempted", "Preempt", "sigterm"})
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A preemption (or rebalance) notice as one source reported it."""
+
+    cloud: str  # aws | gcp | azure | local
+    kind: str  # terminate | stop | hibernate | rebalance | preempted | Preempt | sigterm
+    notice_time: datetime  # when this process saw the notice (UTC)
+    deadline: datetime | None = None  # when the platform acts, where it says so (UTC)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        """True when the machine is going away (a rebalance recommendation is not terminal)."""
+        return self.kind in TERMINAL_KINDS
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cloud": self.cloud,
+            "kind": self.kind,
+            "notice_time": self.notice_time.isoformat(),
+            "deadline": self.deadline.isoformat() if self.deadline else None,
+            "detail": self.detail,
+        }
+
+
+class NoticeSource(Protocol):
+    cloud: str
+
+    def poll(self) -> Notice | None:
+        """One check; may block up to the source's wait time (seconds)."""
+        ...
+
+    def acknowledge(self, notice: Notice) -> None:
+        """Tell the platform the job has saved and may be stopped now (no-op where unsupported)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MetadataUnavailable(Exception):
+    """The metadata endpoint did not answer (not on that cloud, or the network is down)."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _parse_iso(value: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _request(
+    url: str,
+    *,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+    timeout_s: float = 2.0,
+) -> tuple[int, bytes, dict[str, str]]:
+    """(status, body, headers); 4xx answers are returned, not raised. Never uses a proxy."""
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    # Metadata endpoints are link-local: an HTTP(S)_PROXY from the environment must not apply.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout_s) as response:
+            return response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, error.read(), dict(error.headers or {})
+    except (urllib.error.URLError, OSError) as error:
+        raise MetadataUnavailable(f"{method} {url}: {error}") from error
+
+
+class AwsNotices:
+    """EC2 spot instance-action and rebalance recommendation through IMDSv2."""
+
+    cloud = "aws"
+
+    def __init__(self, endpoint: str = AWS_ENDPOINT, *, timeout_s: float = 2.0) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.timeout_s = timeout_s
+        self._token: str | None = None
+        self._rebalance_seen: str | None = None
+
+    def _fetch_token(self) -> str:
+        status, body, _ = _request(
+            f"{self.endpoint}/latest/api/token",
+            method="PUT",
+            headers={"X-aws-ec2-metadata-token-ttl-seconds": str(AWS_TOKEN_TTL_S)},
+            timeout_s=self.timeout_s,
+        )
+        if status != 200:
+            raise MetadataUnavailable(f"IMDSv2 token request answered HTTP {status}")
+        return body.decode().strip()
+
+    def _get(self, path: str) -> tuple[int, bytes]:
+        for _attempt in range(2):
+            if self._token is None:
+                self._token = self._fetch_token()
+            status, body, _ = _request(
+                f"{self.endpoint}/latest/meta-data/{path}",
+                headers={"X-aws-ec2-metadata-token": self._token},
+                timeout_s=self.timeout_s,
+            )
+            if status != 401:  # 401: the token expired; fetch a new one once
+                return status, body
+            self._token = None
+        return status, body
+
+    def poll(self) -> Notice | None:
+        status, body = self._get("spot/instance-action")
+        if status == 200:
+            action = json.loads(body)
+            return Notice(
+                cloud="aws",
+                kind=str(action.get("action", "terminate")),
+                notice_time=_now(),
+                deadline=_parse_iso(str(action.get("time", ""))),
+                detail=action,
+            )
+        status, body = self._get("events/recommendations/rebalance")
+        if status == 200:
+            recommendation = json.loads(body)
+            notice_time = str(recommendation.get("noticeTime", ""))
+            if notice_time != self._rebalance_seen:  # report each recommendation once
+                self._rebalance_seen = notice_time
+                return Notice(cloud="aws", kind="rebalance", notice_time=_now(),
+                              detail=recommendation)
+        return None
+
+    def acknowledge(self, notice: Notice) -> None:
+        return None  # EC2 has no acknowledgement: the instance stops at action["time"]
+
+    def close(self) -> None:
+        return None
+
+
+class GcpNotices:
+    """GCE `instance/preempted`, long-polled with wait_for_change."""
+
+    cloud = "gcp"
+
+    def __init__(self, endpoint: str = GCP_ENDPOINT, *, wait_s: int = 5) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.wait_s = wait_s
+        self._etag: str | None = None
+
+    def poll(self) -> Notice | None:
+        url = f"{self.endpoint}/computeMetadata/v1/instance/preempted"
+        if self._etag is not None:
+            # Blocks until the value changes or timeout_sec passes, so the watcher loop is cheap.
+            url += f"?wait_for_change=true&timeout_sec={self.wait_s}&last_etag={self._etag}"
+        status, body, headers = _request(
+            url, headers={"Metadata-Flavor": "Google"}, timeout_s=self.wait_s + 5
+        )
+        if status != 200:
+            raise MetadataUnavailable(f"GCE metadata answered HTTP {status}")
+        self._etag = headers.get("ETag") or headers.get("etag") or self._etag or "0"
+        if body.decode().strip().upper() == "TRUE":
+            return Notice(cloud="gcp", kind="preempted", notice_time=_now())
+        return None
+
+    def acknowledge(self, notice: Notice) -> None:
+        return None  # GCE stops the VM ~30 s after preemption whatever the guest does
+
+    def close(self) -> None:
+        return None
+
+
+class AzureNotices:
+    """Azure Scheduled Events: `Preempt` events for this VM, acknowledged through StartRequests."""
+
+    cloud = "azure"
+
+    def __init__(self, endpoint: str = AZURE_ENDPOINT, *, timeout_s: float = 2.0) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.timeout_s = timeout_s
+        self._vm_name: str | None = None
+        self._looked_up_name = False
+
+    @property
+    def _events_url(self) -> str:
+        return f"{self.endpoint}/metadata/scheduledevents?api-version={AZURE_API_VERSION}"
+
+    def _this_vm(self) -> str | None:
+        if not self._looked_up_name:
+            self._looked_up_name = True
+            status, body, _ = _request(
+                f"{self.endpoint}/metadata/instance/compute/name"
+                "?api-version=2021-02-01&format=text",
+                headers={"Metadata": "true"},
+                timeout_s=self.timeout_s,
+            )
+            self._vm_name = body.decode().strip() if status == 200 else None
+        return self._vm_name
+
+    def poll(self) -> Notice | None:
+        status, body, _ = _request(
+            self._events_url, headers={"Metadata": "true"}, timeout_s=self.timeout_s
+        )
+        if status != 200:
+            raise MetadataUnavailable(f"Azure Scheduled Events answered HTTP {status}")
+        document = json.loads(body)
+        vm = self._this_vm()
+        for event in document.get("Events", []):
+            if event.get("EventType") != "Preempt":
+                continue
+            resources = event.get("Resources") or []
+            if vm and resources and vm not in resources:
+                continue  # an event for another VM of the same scale set
+            deadline = None
+            if event.get("NotBefore"):
+                try:
+                    deadline = parsedate_to_datetime(str(event["NotBefore"]))
+                except (TypeError, ValueError):
+                    deadline = None
+            return Notice(
+                cloud="azure",
+                kind="Preempt",
+                notice_time=_now(),
+                deadline=deadline,
+                detail={
+                    "EventId": event.get("EventId"),
+                    "DocumentIncarnation": document.get("DocumentIncarnation"),
+                    "Resources": resources,
+                },
+            )
+        return None
+
+    def acknowledge(self, notice: Notice) -> None:
+        event_id = notice.detail.get("EventId")
+        if not event_id:
+            return
+        body = json.dumps({"StartRequests": [{"EventId": event_id}]}).encode()
+        _request(
+            self._events_url,
+            method="POST",
+            headers={"Metadata": "true", "Content-Type": "application/json"},
+            body=body,
+            timeout_s=self.timeout_s,
+        )
+
+    def close(self) -> None:
+        return None
+
+
+class SigtermNotices:
+    """SIGTERM as a notice (the local target, `docker stop`, a node's shutdown, torchrun)."""
+
+    cloud = "local"
+
+    def __init__(self, *, wait_s: float = 1.0, install: bool = True) -> None:
+        self.wait_s = wait_s
+        self._received = threading.Event()
+        self._previous: Any = None
+        self._installed = False
+        if install and threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._installed = True
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self._received.set()
+
+    def trigger(self) -> None:
+        """Behave as if SIGTERM arrived (for sources that cannot install a handler)."""
+        self._received.set()
+
+    def poll(self) -> Notice | None:
+        if self._received.wait(self.wait_s):
+            return Notice(cloud=self.cloud, kind="sigterm", notice_time=_now())
+        return None
+
+    def acknowledge(self, notice: Notice) -> None:
+        return None
+
+    def close(self) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous or signal.SIG_DFL)
+            self._installed = False
+
+
+def source_for(cloud: str, endpoint: str | None = None) -> NoticeSource | None:
+    """The metadata source for `cloud` (aws, gcp, azure); None for local / none."""
+    if cloud == "aws":
+        return AwsNotices(endpoint or AWS_ENDPOINT)
+    if cloud == "gcp":
+        return GcpNotices(endpoint or GCP_ENDPOINT)
+    if cloud == "azure":
+        return AzureNotices(endpoint or AZURE_ENDPOINT)
+    if cloud in ("local", "none", ""):
+        return None
+    raise ValueError(f"SPOTROUTE_NOTICE_SOURCE: unknown source {cloud!r} — use aws, gcp, azure, "
+                     "local or none")
