@@ -329,6 +329,12 @@ AWS_NEEDS: dict[str, set[str]] = {
         "ec2:AuthorizeSecurityGroupEgress",
         "ec2:DeleteSecurityGroup",
     },
+    "aws:ec2/eip:Eip": {"ec2:AllocateAddress", "ec2:ReleaseAddress", "ec2:DescribeAddresses"},
+    "aws:ec2/natGateway:NatGateway": {
+        "ec2:CreateNatGateway",
+        "ec2:DeleteNatGateway",
+        "ec2:DescribeNatGateways",
+    },
     "aws:s3/bucket:Bucket": {"s3:CreateBucket", "s3:DeleteBucket", "s3:PutBucketTagging"},
     "aws:s3/bucketVersioning:BucketVersioning": {"s3:PutBucketVersioning"},
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": {
