@@ -641,7 +641,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
         )
         user_data = identity.checkpoint_url.apply(
             lambda url: base64.b64encode(
-                render_startup_script(job, url, args.job, node_count=args.node_count).encode()
+                render_startup_script(
+                    job, url, args.job, node_count=args.node_count, notice_source="aws"
+                ).encode()
             ).decode()
         )
         template = aws.ec2.LaunchTemplate(

@@ -592,7 +592,12 @@ class SpotGpuGroup(pulumi.ComponentResource):
             # azure-identity (DefaultAzureCredential, adlfs) picks the node's identity by this.
             command = replace(args.job, env={"AZURE_CLIENT_ID": client_id, **args.job.env})
             script = render_startup_script(
-                job, url, command, finish=SELF_DELETE, node_count=args.node_count
+                job,
+                url,
+                command,
+                finish=SELF_DELETE,
+                node_count=args.node_count,
+                notice_source="azure",
             )
             return base64.b64encode(script.encode()).decode()
 

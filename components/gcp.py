@@ -529,7 +529,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
         labels = gcp_labels(job, args.labels)
 
         startup_script = identity.checkpoint_url.apply(
-            lambda url: render_startup_script(job, url, args.job, node_count=args.node_count)
+            lambda url: render_startup_script(
+                job, url, args.job, node_count=args.node_count, notice_source="gcp"
+            )
         )
         template = gcp.compute.InstanceTemplate(
             f"{name}-template",

@@ -549,3 +549,8 @@ def test_nodes_learn_the_group_size(aws_config: dict[str, Any]) -> None:
 
     assert "export SPOTROUTE_NODE_COUNT=4" in user_data
     assert "--ipc=host" in user_data
+
+
+def test_nodes_watch_aws_preemption_notices(aws_config: dict[str, Any]) -> None:
+    # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
+    assert "export SPOTROUTE_NOTICE_SOURCE=aws" in user_data(placement(aws_config))

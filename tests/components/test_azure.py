@@ -782,3 +782,8 @@ def test_a_changed_job_size_or_node_count_replaces_the_scale_set(
     # Running VMs keep the model they were created with; only a new set runs the new job.
     assert {"virtualMachineProfile", "sku"} <= set(scale_set.replace_on_changes)
     assert scale_set.delete_before_replace is True
+
+
+def test_nodes_watch_azure_preemption_notices(azure_config: dict[str, Any]) -> None:
+    # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
+    assert "export SPOTROUTE_NOTICE_SOURCE=azure" in custom_data(placement(azure_config))

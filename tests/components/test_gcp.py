@@ -643,3 +643,8 @@ def test_program_pins_the_gcp_provider_to_the_configured_project() -> None:
     provider = run_program(config).one("pulumi:providers:gcp")
     assert provider.inputs["project"] == "acme-ml"
     assert provider.inputs["region"] == "us-central1"
+
+
+def test_nodes_watch_gcp_preemption_notices(gcp_config: dict[str, Any]) -> None:
+    # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
+    assert "export SPOTROUTE_NOTICE_SOURCE=gcp" in startup_script(placement(gcp_config))
