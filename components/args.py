@@ -73,6 +73,9 @@ class JobCommand:
     image: str
     command: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    # The job's checkpoint.interval (SPOTROUTE_CHECKPOINT_INTERVAL, seconds); 0 = unset, the
+    # checkpoint library's default applies.
+    checkpoint_interval_s: float = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,6 +44,7 @@ from components.args import (
     require_type,
     standard_labels,
 )
+from components.bootstrap.permissions import aws_job_boundary_arn
 from components.registry import CloudComponents
 from components.startup import render_startup_script
 
@@ -547,9 +548,13 @@ class JobIdentity(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         job, labels = args.job_name, args.labels
 
+        # The bootstrap's job boundary caps the role whatever its inline policy says; the
+        # deployer may create job roles only with it (bootstrap/permissions.py).
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
         role = aws.iam.Role(
             f"{name}-role",
             name_prefix=_name_prefix(job, 38),
+            permissions_boundary=account.account_id.apply(aws_job_boundary_arn),
             description=f"spotroute job {job}: checkpoints under {key_prefix}",
             assume_role_policy=json.dumps(
                 {
@@ -636,7 +641,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
         )
         user_data = identity.checkpoint_url.apply(
             lambda url: base64.b64encode(
-                render_startup_script(job, url, args.job, node_count=args.node_count).encode()
+                render_startup_script(
+                    job, url, args.job, node_count=args.node_count, notice_source="aws"
+                ).encode()
             ).decode()
         )
         template = aws.ec2.LaunchTemplate(

@@ -73,7 +73,11 @@ from components.azure_names import (
     storage_account_name,
     zone_number,
 )
-from components.bootstrap.permissions import azure_job_role_guid
+from components.bootstrap.permissions import (
+    AZURE_SELF_DELETE_ACTIONS,
+    azure_job_role_guid,
+    azure_self_delete_role_guid,
+)
 from components.registry import CloudComponents
 from components.startup import SHUTDOWN_GRACE_MIN, render_startup_script
 
@@ -94,15 +98,11 @@ GPU_IMAGE = {
     "version": "latest",
 }
 ADMIN_USERNAME = "spotroute"
-# What a node may do to end its own bill (a custom role, assignable in the job's resource group
-# only, which holds nothing but this job's network and nodes): delete a VM with its disk and NIC.
-# Deallocating would stop compute billing too, but leaves the disk and the scale set's count.
-SELF_DELETE_ACTIONS = (
-    "Microsoft.Compute/virtualMachines/read",
-    "Microsoft.Compute/virtualMachines/delete",
-    "Microsoft.Compute/disks/delete",
-    "Microsoft.Network/networkInterfaces/delete",
-)
+# What a node may do to end its own bill: delete a VM with its disk and NIC (the bootstrap's
+# self-delete role, assigned in the job's resource group only, which holds nothing but this job's
+# network and nodes). Deallocating would stop compute billing too, but leaves the disk and the
+# scale set's count.
+SELF_DELETE_ACTIONS = AZURE_SELF_DELETE_ACTIONS
 COMPUTE_API_VERSION = "2024-07-01"
 IMDS = "http://169.254.169.254/metadata"
 # Guest `shutdown` leaves an Azure VM "Stopped (Allocated)", billed like a running one; so after
@@ -592,7 +592,12 @@ class SpotGpuGroup(pulumi.ComponentResource):
             # azure-identity (DefaultAzureCredential, adlfs) picks the node's identity by this.
             command = replace(args.job, env={"AZURE_CLIENT_ID": client_id, **args.job.env})
             script = render_startup_script(
-                job, url, command, finish=SELF_DELETE, node_count=args.node_count
+                job,
+                url,
+                command,
+                finish=SELF_DELETE,
+                node_count=args.node_count,
+                notice_source="azure",
             )
             return base64.b64encode(script.encode()).decode()
 
@@ -700,31 +705,21 @@ def _self_delete_grant(
     identity: JobIdentity,
     parent: pulumi.Resource,
 ) -> authorization.RoleAssignment:
-    """Custom role (delete a VM, its disk and NIC) for the job identity in the job's group only."""
+    """The bootstrap's self-delete role for the job identity, in the job's group only."""
     client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=parent))
     group_scope = pulumi.Output.all(client.subscription_id, net.resource_group_name).apply(
         lambda ids: f"/subscriptions/{ids[0]}/resourceGroups/{ids[1]}"
     )
-    child = pulumi.ResourceOptions(parent=parent)
-    role = authorization.RoleDefinition(
-        f"{name}-self-delete-role",
-        scope=group_scope,
-        # Role names are unique per tenant; the group name carries Pulumi's random suffix.
-        role_name=net.resource_group_name.apply(lambda rg: f"spotroute self-delete {rg}"),
-        description=f"spotroute job {job}: a finished node deletes itself so it stops billing",
-        role_type="CustomRole",
-        permissions=[authorization.PermissionArgs(actions=list(SELF_DELETE_ACTIONS))],
-        assignable_scopes=[group_scope],
-        opts=child,
-    )
     return authorization.RoleAssignment(
         f"{name}-self-delete",
         scope=group_scope,
-        role_definition_id=role.id,
+        role_definition_id=client.subscription_id.apply(
+            lambda sub: role_definition_id(sub, azure_self_delete_role_guid(sub))
+        ),
         principal_id=identity.principal_id,
         principal_type="ServicePrincipal",
         description=f"spotroute job {job}: finished nodes delete themselves",
-        opts=child,
+        opts=pulumi.ResourceOptions(parent=parent),
     )
 
 

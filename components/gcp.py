@@ -40,6 +40,7 @@ from components.args import (
     require_type,
     standard_labels,
 )
+from components.bootstrap.permissions import GCP_JOB_BUCKET_PREFIX
 from components.registry import CloudComponents
 from components.startup import render_startup_script
 
@@ -334,9 +335,13 @@ class CheckpointBucket(pulumi.ComponentResource):
         )
 
     def _create(self, name: str, args: CheckpointBucketArgs) -> None:
-        # Bucket names are global: Pulumi's random suffix keeps two teams' "llm" jobs apart.
+        # Bucket names are global and the deployer's grants condition admits spotroute-... only
+        # (bootstrap/permissions.py gcp_grant_condition): spotroute-<job>-ckpt-<8 hex of the
+        # organization, project and stack>, which keeps two teams' "llm" jobs apart. A bucket
+        # created before (autonamed <job>-ckpt-xxxxxxx) keeps its name: no replacement.
         bucket = gcp.storage.Bucket(
             f"{name}-ckpt",
+            name=_bucket_name(name),
             location=args.region.upper(),
             storage_class="STANDARD",
             # IAM conditions (the job's prefix grant) need uniform bucket-level access.
@@ -376,16 +381,23 @@ class CheckpointBucket(pulumi.ComponentResource):
             # does not: destroying the stack deletes it.
             force_destroy=args.expire_days > 0,
             labels=gcp_labels(args.job_name, args.labels),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["name"]),
         )
         self.bucket_name = bucket.name
         self.url = bucket.name.apply(lambda b: f"gs://{b}/")
         self.arn_or_id = bucket.name.apply(lambda b: f"projects/_/buckets/{b}")
 
 
+def _bucket_name(name: str) -> str:
+    """`spotroute-<name>-ckpt-<8 hex>`: the hex from the Pulumi organization, project and stack."""
+    where = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}/{name}"
+    digest = hashlib.sha256(where.encode()).hexdigest()[:AUTONAME_SUFFIX]
+    return f"{GCP_JOB_BUCKET_PREFIX}{name}-ckpt-{digest}"
+
+
 def _check_bucket_name(name: str) -> None:
-    """Fail before registering anything if the autonamed bucket `<name>-ckpt-xxxxxxx` is invalid."""
-    longest = NAME_LIMIT - len("-ckpt") - AUTONAME_SUFFIX
+    """Fail before registering anything if the bucket `spotroute-<name>-ckpt-<hex>` is invalid."""
+    longest = NAME_LIMIT - len(GCP_JOB_BUCKET_PREFIX) - len("-ckpt-") - AUTONAME_SUFFIX
     if len(name) > longest:
         raise ValueError(
             f"job_name: {name!r} is {len(name)} characters; a created Cloud Storage bucket allows "
@@ -517,7 +529,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
         labels = gcp_labels(job, args.labels)
 
         startup_script = identity.checkpoint_url.apply(
-            lambda url: render_startup_script(job, url, args.job, node_count=args.node_count)
+            lambda url: render_startup_script(
+                job, url, args.job, node_count=args.node_count, notice_source="gcp"
+            )
         )
         template = gcp.compute.InstanceTemplate(
             f"{name}-template",

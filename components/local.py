@@ -42,6 +42,7 @@ from components.args import (
     standard_labels,
 )
 from components.registry import CloudComponents
+from components.startup import checkpoint_interval_text
 from router.contract.local_market import ENV_VAR as MARKET_ENV
 from router.contract.local_market import LocalMarket
 
@@ -134,9 +135,7 @@ def running_in(directory: Path, region: str, market: str) -> int:
     return count
 
 
-def check_market(
-    running: Path, region: str, market: str, max_price: float, now: datetime
-) -> None:
+def check_market(running: Path, region: str, market: str, max_price: float, now: datetime) -> None:
     """Refuse a launch the local market cannot take, with a cloud-style error code.
 
     Codes (router.core.failover knows them): LocalCapacityExhausted — the region offers no such
@@ -219,6 +218,12 @@ class LocalProcessProvider(ResourceProvider):
             "SPOTROUTE_PLACEMENT_ID": str(props.get("placement", "")),
             # Read by router.checkpoint: the local target stops a job with SIGTERM.
             "SPOTROUTE_NOTICE_SOURCE": "local",
+            # The job's checkpoint.interval (seconds), when it gives one.
+            **(
+                {"SPOTROUTE_CHECKPOINT_INTERVAL": checkpoint_interval_text(interval)}
+                if (interval := float(props.get("checkpoint_interval_s") or 0))
+                else {}
+            ),
             # For jobs that run code from the project (examples/train/job.yaml): the Pulumi
             # project's directory, and the interpreter the router runs on.
             "SPOTROUTE_PROJECT_DIR": _project_dir(),
@@ -440,6 +445,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 "sandbox_dir": _absolute(args.local_sandbox, "local_sandbox"),
                 "command": list(args.job.command),
                 "env": dict(args.job.env),
+                "checkpoint_interval_s": args.job.checkpoint_interval_s,
                 "image": args.job.image,
                 "checkpoint_url": identity.checkpoint_url,
                 "market": args.market,

@@ -211,7 +211,12 @@ def _job_command(read: _Reader) -> JobCommand:
             raise read.fail(f"job.env.{key}", "is not a variable name — use letters, digits, _")
         if key in RESERVED_ENV:
             raise read.fail(f"job.env.{key}", "is set by spotroute itself — remove it")
-    return JobCommand(image=image, command=tuple(command), env=dict(env))
+    interval = read.value("checkpointIntervalS")
+    if interval < 0:
+        raise read.fail("checkpointIntervalS", f"{interval:g} — use seconds, or 0 for unset")
+    return JobCommand(
+        image=image, command=tuple(command), env=dict(env), checkpoint_interval_s=interval
+    )
 
 
 def _storage_account_ids(read: _Reader) -> dict[str, str]:

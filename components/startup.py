@@ -19,6 +19,7 @@ RESERVED_ENV: tuple[str, ...] = (
     "SPOTROUTE_JOB_ID",
     "SPOTROUTE_CHECKPOINT_URL",
     "SPOTROUTE_NODE_COUNT",
+    "SPOTROUTE_CHECKPOINT_INTERVAL",
     "SKYPILOT_NUM_NODES",
     "SKYPILOT_NODE_RANK",
     "SKYPILOT_NODE_IPS",
@@ -30,6 +31,11 @@ SHUTDOWN_GRACE_MIN = 5  # minutes between job exit and power-off, to read logs o
 POWER_OFF: tuple[str, ...] = (f"shutdown -h +{SHUTDOWN_GRACE_MIN} 'spotroute: job finished'",)
 # PyTorch data-loader workers and NCCL use /dev/shm; Docker's default is 64 MB.
 DOCKER_RUN = "docker run --rm --gpus all --network host --ipc=host"
+
+
+def checkpoint_interval_text(interval_s: float) -> str:
+    """SPOTROUTE_CHECKPOINT_INTERVAL's value: plain seconds, as router.checkpoint parses them."""
+    return f"{interval_s:g}"
 
 
 def render_startup_script(
@@ -75,6 +81,8 @@ def render_startup_script(
     }
     if notice_source:
         env["SPOTROUTE_NOTICE_SOURCE"] = notice_source
+    if job.checkpoint_interval_s:
+        env["SPOTROUTE_CHECKPOINT_INTERVAL"] = checkpoint_interval_text(job.checkpoint_interval_s)
     env.update(job.env)
     command = " ".join(shlex.quote(part) for part in job.command)
     lines = [

@@ -26,10 +26,13 @@ from components.bootstrap.permissions import (
     AZURE_JOB_DATA_ACTIONS,
     AZURE_JOB_ROLE_NAME,
     AZURE_RESOURCE_GROUP,
+    AZURE_SELF_DELETE_ACTIONS,
+    AZURE_SELF_DELETE_ROLE_NAME,
     AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
     azure_grant_condition,
     azure_job_role_guid,
     azure_role_guid,
+    azure_self_delete_role_guid,
 )
 
 # --- Azure ----------------------------------------------------------------------------------------
@@ -213,6 +216,19 @@ class AzureDeployer(pulumi.ComponentResource):
             permissions=[
                 authorization.PermissionArgs(actions=[], data_actions=list(AZURE_JOB_DATA_ACTIONS))
             ],
+            assignable_scopes=[subscription],
+            scope=subscription,
+            opts=child,
+        )
+        # What azure.SpotGpuGroup assigns at the job's resource group: a finished node deletes
+        # its own VM, disk and NIC (a stopped Azure VM still bills).
+        authorization.RoleDefinition(
+            f"{name}-self-delete-role",
+            role_definition_id=azure_self_delete_role_guid(args.subscription_id),
+            role_name=AZURE_SELF_DELETE_ROLE_NAME,
+            description="spotroute job: a finished node deletes its VM, disk and NIC",
+            role_type="CustomRole",
+            permissions=[authorization.PermissionArgs(actions=list(AZURE_SELF_DELETE_ACTIONS))],
             assignable_scopes=[subscription],
             scope=subscription,
             opts=child,

@@ -181,6 +181,16 @@ AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
     "Microsoft.Network/networkInterfaces/write",
     "Microsoft.Network/networkInterfaces/delete",
     "Microsoft.Network/networkInterfaces/join/action",
+    # Outbound for the private nodes: a NAT gateway with its static public address; the subnet
+    # joins the gateway, the gateway joins the address.
+    "Microsoft.Network/natGateways/read",
+    "Microsoft.Network/natGateways/write",
+    "Microsoft.Network/natGateways/delete",
+    "Microsoft.Network/natGateways/join/action",
+    "Microsoft.Network/publicIPAddresses/read",
+    "Microsoft.Network/publicIPAddresses/write",
+    "Microsoft.Network/publicIPAddresses/delete",
+    "Microsoft.Network/publicIPAddresses/join/action",
     "Microsoft.Network/locations/operations/read",
     "Microsoft.Network/locations/operationResults/read",
     # SpotGpuGroup: a Flexible scale set creates its VMs and disks in the caller's name.
@@ -239,6 +249,19 @@ AZURE_JOB_DATA_ACTIONS: tuple[str, ...] = (
     f"{_AZURE_BLOBS}/add/action",
     f"{_AZURE_BLOBS}/move/action",
 )
+# What a finished node may do to end its own bill: delete its VM with its disk and NIC. A custom
+# role the bootstrap defines once per subscription (like the checkpoint role), which
+# azure.SpotGpuGroup assigns to the job identity at the job's resource group only (that group
+# holds nothing but the job's network and nodes). Defined by the bootstrap, not per job: the
+# deployer then needs no roleDefinitions/write (which would let it define any role) and its
+# grants condition names this role's GUID exactly.
+AZURE_SELF_DELETE_ROLE_NAME = "spotroute-job-self-delete"
+AZURE_SELF_DELETE_ACTIONS: tuple[str, ...] = (
+    "Microsoft.Compute/virtualMachines/read",
+    "Microsoft.Compute/virtualMachines/delete",
+    "Microsoft.Compute/disks/delete",
+    "Microsoft.Network/networkInterfaces/delete",
+)
 # Built-in roles (same ids in every tenant): the reader is what JobIdentity grants on data.
 AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # state container
 AZURE_STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
@@ -254,14 +277,23 @@ def azure_job_role_guid(subscription_id: str) -> str:
     return azure_role_guid(subscription_id, AZURE_JOB_ROLE_NAME)
 
 
+def azure_self_delete_role_guid(subscription_id: str) -> str:
+    """GUID of the self-delete role in this subscription (what azure.SpotGpuGroup assigns)."""
+    return azure_role_guid(subscription_id, AZURE_SELF_DELETE_ROLE_NAME)
+
+
 def azure_grant_condition(subscription_id: str, deployer_principal_id: str) -> str:
     """ABAC condition (version 2.0) of the deployer's roleAssignments rights.
 
-    Writes: only the job checkpoint role or Storage Blob Data Reader, only to service principals
-    (managed identities), and never to the deployer itself (it could otherwise grant itself
-    any container's blobs). Deletes: only assignments of those two roles.
+    Writes: only the job checkpoint role, the self-delete role or Storage Blob Data Reader, only
+    to service principals (managed identities), and never to the deployer itself (it could
+    otherwise grant itself any container's blobs, or any VM's deletion). Deletes: only
+    assignments of those three roles.
     """
-    grantable = f"{azure_job_role_guid(subscription_id)}, {AZURE_STORAGE_BLOB_DATA_READER}"
+    grantable = (
+        f"{azure_job_role_guid(subscription_id)}, {azure_self_delete_role_guid(subscription_id)}, "
+        f"{AZURE_STORAGE_BLOB_DATA_READER}"
+    )
     return (
         "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n (\n"
         "  @Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
@@ -329,6 +361,8 @@ def aws_deployer_policy(
         "route-table",
         "security-group",
         "vpc-endpoint",
+        "elastic-ip",  # the NAT gateway's address
+        "natgateway",  # outbound for private nodes
     )
     network = [f"{ec2}:{kind}/*" for kind in network_types]
     launched = [
@@ -348,6 +382,8 @@ def aws_deployer_policy(
         "ec2:CreateRouteTable",
         "ec2:CreateSecurityGroup",
         "ec2:CreateVpcEndpoint",
+        "ec2:AllocateAddress",
+        "ec2:CreateNatGateway",
         "ec2:CreateLaunchTemplate",
     ]
     statements: list[dict[str, Any]] = [
@@ -364,6 +400,9 @@ def aws_deployer_policy(
                 "ec2:DescribeVpcAttribute",
                 "ec2:DescribeSubnets",
                 "ec2:DescribeInternetGateways",
+                "ec2:DescribeAddresses",
+                "ec2:DescribeAddressesAttribute",
+                "ec2:DescribeNatGateways",
                 "ec2:DescribeRouteTables",
                 "ec2:DescribeNetworkAcls",
                 "ec2:DescribeSecurityGroups",
@@ -430,6 +469,8 @@ def aws_deployer_policy(
                 "ec2:AttachInternetGateway",
                 "ec2:DetachInternetGateway",
                 "ec2:DeleteInternetGateway",
+                "ec2:ReleaseAddress",
+                "ec2:DeleteNatGateway",
                 "ec2:CreateRoute",
                 "ec2:ReplaceRoute",
                 "ec2:DeleteRoute",

@@ -90,6 +90,8 @@ KEYS: tuple[Key, ...] = (
     Key("job", "object", required=True),
     Key("checkpointing", "boolean", default=False),
     Key("checkpointUrl", "string", default=""),
+    # The job's checkpoint.interval in seconds (SPOTROUTE_CHECKPOINT_INTERVAL); 0 = unset.
+    Key("checkpointIntervalS", "number", default=0),
     # Data sets (job.yaml data): the chosen copy of each, and the ones staged next to the GPUs.
     Key("dataUrls", "list of strings", default=()),
     Key("dataCopyUrls", "list of strings", default=()),

@@ -109,6 +109,7 @@ def stack_config(
             },
             "checkpointing": job.checkpoint is not None,
             "checkpointUrl": checkpoint_url,
+            "checkpointIntervalS": job.checkpoint.interval_s if job.checkpoint else 0,
             **data_values(chosen),
             "remoteAccess": False,
             "labels": dict(sorted(job.labels.items())),

@@ -411,10 +411,15 @@ def test_nodes_use_imdsv2_an_encrypted_gp3_boot_disk_and_the_job_profile(
 def test_gpu_image_is_looked_up_in_the_placement_region(aws_config: dict[str, Any]) -> None:
     stack = placement(aws_config, region="eu-west-1", zone="eu-west-1b")
     provider = stack.one("pulumi:providers:aws")
-    (lookup,) = stack.invokes
+    (lookup,) = [i for i in stack.invokes if i.token == "aws:ssm/getParameter:getParameter"]
 
     assert provider.inputs["region"] == "eu-west-1"
-    assert lookup.token == "aws:ssm/getParameter:getParameter"
+    # Besides the image: the account id, for the job role's boundary ARN.
+    assert {i.token for i in stack.invokes} == {
+        lookup.token,
+        "aws:index/getCallerIdentity:getCallerIdentity",
+    }
+    assert all(i.provider.startswith(provider.urn + "::") for i in stack.invokes)
     assert "deeplearning" in lookup.args["name"]
     assert lookup.provider.startswith(provider.urn + "::")
 
@@ -544,3 +549,8 @@ def test_nodes_learn_the_group_size(aws_config: dict[str, Any]) -> None:
 
     assert "export SPOTROUTE_NODE_COUNT=4" in user_data
     assert "--ipc=host" in user_data
+
+
+def test_nodes_watch_aws_preemption_notices(aws_config: dict[str, Any]) -> None:
+    # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
+    assert "export SPOTROUTE_NOTICE_SOURCE=aws" in user_data(placement(aws_config))

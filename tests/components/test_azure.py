@@ -31,7 +31,7 @@ from components.args import (
     NetworkArgs,
     SpotGpuGroupArgs,
 )
-from components.bootstrap.permissions import azure_job_role_guid
+from components.bootstrap.permissions import azure_job_role_guid, azure_self_delete_role_guid
 from components.program import JOB_NAME
 
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
@@ -50,6 +50,7 @@ GROUP = "azure-native:resources:ResourceGroup"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 CONTRIBUTOR = azure_job_role_guid(SUBSCRIPTION)  # the checkpoint role: blob data actions only
 READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader
+SELF_DELETE = azure_self_delete_role_guid(SUBSCRIPTION)  # finished nodes delete their VMs
 BROAD_ROLES = {
     "8e3af657-a8ff-443c-a75c-2fe8c4bcb635",  # Owner
     "b24988ac-6180-42a0-ab88-20f7382dd24c",  # Contributor
@@ -82,7 +83,6 @@ UNTAGGABLE = {
     CONTAINER,
     "azure-native:storage:ManagementPolicy",
     ROLE,
-    ROLE_DEFINITION,
 }
 
 # The azure-native invoke the components make: the deploying principal's subscription.
@@ -310,23 +310,24 @@ def test_finished_nodes_delete_themselves_with_a_role_confined_to_the_job_group(
     azure_config: dict[str, Any],
 ) -> None:
     stack = wired(azure_config)
-    role = stack.one(ROLE_DEFINITION).inputs
     grant = stack.named("llm-finetune-self-delete").inputs
     group_scope = (
         f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{stack.named('llm-finetune-rg').name}a1b2c3"
     )
 
-    (permission,) = role["permissions"]
-    assert set(permission["actions"]) == {
+    # The role is the bootstrap's (test_bootstrap_azure checks its actions); the job defines none.
+    assert not stack.of_type(ROLE_DEFINITION)
+    assert set(azure_components.SELF_DELETE_ACTIONS) == {
         "Microsoft.Compute/virtualMachines/read",
         "Microsoft.Compute/virtualMachines/delete",
         "Microsoft.Compute/disks/delete",
         "Microsoft.Network/networkInterfaces/delete",
     }
-    assert "dataActions" not in permission
-    assert role["assignableScopes"] == [group_scope] and role["scope"] == group_scope
     assert grant["scope"] == group_scope
-    assert grant["roleDefinitionId"] == f"{stack.one(ROLE_DEFINITION).name}-id"
+    assert grant["roleDefinitionId"] == (
+        f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/"
+        f"{azure_self_delete_role_guid(SUBSCRIPTION)}"
+    )
     assert grant["principalId"] == PRINCIPAL_ID
     script = custom_data(stack)
     finish = script[script.index("spotroute_finish() {") : script.index("trap spotroute_finish")]
@@ -781,3 +782,8 @@ def test_a_changed_job_size_or_node_count_replaces_the_scale_set(
     # Running VMs keep the model they were created with; only a new set runs the new job.
     assert {"virtualMachineProfile", "sku"} <= set(scale_set.replace_on_changes)
     assert scale_set.delete_before_replace is True
+
+
+def test_nodes_watch_azure_preemption_notices(azure_config: dict[str, Any]) -> None:
+    # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
+    assert "export SPOTROUTE_NOTICE_SOURCE=azure" in custom_data(placement(azure_config))

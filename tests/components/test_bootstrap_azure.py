@@ -33,7 +33,11 @@ from components.bootstrap import (
     AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
     AZURE_STORAGE_BLOB_DATA_READER,
 )
-from components.bootstrap.permissions import azure_job_role_guid
+from components.bootstrap.permissions import (
+    AZURE_SELF_DELETE_ACTIONS,
+    azure_job_role_guid,
+    azure_self_delete_role_guid,
+)
 
 # --- Azure ----------------------------------------------------------------------------------------
 
@@ -97,6 +101,7 @@ def test_azure_deployer_roles_list_actions_and_never_broad_built_ins(home: str) 
         "spotroute-deployer",
         "spotroute-deployer-grants",
         "spotroute-job-checkpoints",  # for job identities (test_azure_job_role.py)
+        "spotroute-job-self-delete",  # finished nodes end their bill (test_azure.py)
     }
     for role_name, definition in definitions.items():
         assert definition["assignableScopes"] == [f"/subscriptions/{SUBSCRIPTION}"]
@@ -104,6 +109,15 @@ def test_azure_deployer_roles_list_actions_and_never_broad_built_ins(home: str) 
             assert not [a for a in permission["actions"] if "*" in a]
             if role_name.startswith("spotroute-deployer"):
                 assert not permission.get("dataActions")
+    self_delete = next(
+        r for r in stack.of_type(AZ_ROLE_DEFINITION) if r.name.endswith("-self-delete-role")
+    ).inputs
+    assert self_delete["roleDefinitionId"] == azure_self_delete_role_guid(SUBSCRIPTION)
+    assert self_delete["permissions"] == [
+        {"actions": list(AZURE_SELF_DELETE_ACTIONS)}
+    ]  # control plane only: no blob data, no role or network writes
+    # The deployer never defines roles itself (it could define any role).
+    assert not [a for a in AZURE_DEPLOYER_ACTIONS if "roleDefinitions" in a]
     deployer = definitions["spotroute-deployer"]["permissions"][0]["actions"]
     assert deployer == list(AZURE_DEPLOYER_ACTIONS)
     assert not [a for a in deployer if a.startswith("Microsoft.Authorization/")]
@@ -122,7 +136,7 @@ def test_azure_deployer_grants_only_the_job_data_roles_and_never_to_itself() -> 
     grants = next(a.inputs for a in stack.of_type(AZ_ROLE_ASSIGNMENT) if "grants" in a.name)
     condition = grants["condition"]
     assert grants["conditionVersion"] == "2.0"
-    job_role = azure_job_role_guid(SUBSCRIPTION)
+    job_role = f"{azure_job_role_guid(SUBSCRIPTION)}, {azure_self_delete_role_guid(SUBSCRIPTION)}"
     request = "@Request[Microsoft.Authorization/roleAssignments:"
     assert condition == (
         "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n"
@@ -184,6 +198,7 @@ AZURE_NEEDS: dict[str, set[str]] = {
         "Microsoft.Network/virtualNetworks/subnets/write",
         "Microsoft.Network/virtualNetworks/subnets/delete",
         "Microsoft.Network/networkSecurityGroups/join/action",
+        "Microsoft.Network/natGateways/join/action",
     },
     "azure-native:storage:StorageAccount": {
         "Microsoft.Storage/storageAccounts/write",
@@ -207,6 +222,15 @@ AZURE_NEEDS: dict[str, set[str]] = {
     "azure-native:authorization:RoleAssignment": {
         "Microsoft.Authorization/roleAssignments/write",
         "Microsoft.Authorization/roleAssignments/delete",
+    },
+    "azure-native:network:PublicIPAddress": {
+        "Microsoft.Network/publicIPAddresses/write",
+        "Microsoft.Network/publicIPAddresses/delete",
+    },
+    "azure-native:network:NatGateway": {
+        "Microsoft.Network/natGateways/write",
+        "Microsoft.Network/natGateways/delete",
+        "Microsoft.Network/publicIPAddresses/join/action",
     },
     "azure-native:compute:VirtualMachineScaleSet": {
         "Microsoft.Compute/virtualMachineScaleSets/write",
@@ -274,5 +298,9 @@ def test_azure_deployer_may_manage_everything_an_azure_placement_creates(
     # The job's own role assignments are ones the grants condition lets through.
     for assignment in placement.of_type("azure-native:authorization:RoleAssignment"):
         guid = assignment.inputs["roleDefinitionId"].rsplit("/", 1)[-1]
-        assert guid in {azure_job_role_guid(SUBSCRIPTION), AZURE_STORAGE_BLOB_DATA_READER}
+        assert guid in {
+            azure_job_role_guid(SUBSCRIPTION),
+            azure_self_delete_role_guid(SUBSCRIPTION),
+            AZURE_STORAGE_BLOB_DATA_READER,
+        }
         assert assignment.inputs["principalType"] == "ServicePrincipal"

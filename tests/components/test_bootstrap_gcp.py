@@ -233,11 +233,6 @@ def test_gcp_deployer_may_still_act_as_any_service_account_of_the_project() -> N
     assert "iam.serviceAccounts.setIamPolicy" not in GCP_DEPLOYER_PERMISSIONS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="components/gcp.py (another branch's file) autonames checkpoint buckets <job>-ckpt-...; "
-    "gcp.CheckpointBucket must name them spotroute-<job>-... for the grants condition",
-)
 def test_gcp_placement_checkpoint_buckets_fall_under_the_grants_condition(
     aws_config: dict[str, Any],
 ) -> None:
@@ -245,6 +240,7 @@ def test_gcp_placement_checkpoint_buckets_fall_under_the_grants_condition(
     config["instanceTypes"] = ["a2-ultragpu-8g"]
     placement = run_program(config, states={"gcp:storage/bucket:Bucket": _autonamed_bucket})
 
+    assert placement.of_type(GCP_BUCKET_MEMBER)
     for grant in placement.of_type(GCP_BUCKET_MEMBER):
         assert grant.inputs["bucket"].startswith("spotroute-"), grant.inputs["bucket"]
 

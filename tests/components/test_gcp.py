@@ -271,14 +271,16 @@ def test_created_bucket_is_private_uniform_versioned_and_expires_old_versions(
     assert [r["condition"] for r in expire] == [
         {"daysSinceNoncurrentTime": 7, "withState": "ARCHIVED"}
     ]
-    assert "name" not in bucket  # autonamed: bucket names are global
+    # Bucket names are global: spotroute-<job>-ckpt-<8 hex of organization, project, stack>,
+    # under the deployer's spotroute-... grants condition.
+    assert re.fullmatch(r"spotroute-llm-finetune-ckpt-[0-9a-f]{8}", bucket["name"])
 
 
 def test_created_bucket_checkpoint_url_is_the_job_prefix_of_the_new_bucket(
     gcp_config: dict[str, Any],
 ) -> None:
     stack = placement(gcp_config)
-    bucket_name = f"{stack.one(BUCKET).name}-mock001"
+    bucket_name = stack.one(BUCKET).inputs["name"]
 
     assert stack.outputs["checkpointUrl"] == f"gs://{bucket_name}/llm-finetune/"
 
@@ -641,3 +643,8 @@ def test_program_pins_the_gcp_provider_to_the_configured_project() -> None:
     provider = run_program(config).one("pulumi:providers:gcp")
     assert provider.inputs["project"] == "acme-ml"
     assert provider.inputs["region"] == "us-central1"
+
+
+def test_nodes_watch_gcp_preemption_notices(gcp_config: dict[str, Any]) -> None:
+    # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
+    assert "export SPOTROUTE_NOTICE_SOURCE=gcp" in startup_script(placement(gcp_config))

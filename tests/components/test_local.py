@@ -31,6 +31,7 @@ def _props(checkpoint_dir: Path, command: list[str]) -> dict[str, object]:
         "checkpoint_url": f"file://{checkpoint_dir}/",
         "market": "spot",
         "labels": {"team": "ml"},
+        "checkpoint_interval_s": 90.0,
     }
 
 
@@ -46,7 +47,7 @@ def _wait_for(predicate, timeout_s: float = 10.0) -> bool:  # type: ignore[no-un
 LOOP = [
     "/bin/sh",
     "-c",
-    'echo "$GREETING $SPOTROUTE_JOB_ID"; '
+    'echo "$GREETING $SPOTROUTE_JOB_ID every $SPOTROUTE_CHECKPOINT_INTERVAL"; '
     'while true; do date > "$SPOTROUTE_CHECKPOINT_DIR/step"; sleep 0.2; done',
 ]
 
@@ -66,7 +67,7 @@ def test_process_starts_in_sandbox_with_job_env_and_stops_on_delete(
         assert created.outs["sandbox"] == str(home / "sandbox" / "quick")
         # The job sees its checkpoint directory and its own env, and writes there.
         assert _wait_for(lambda: (checkpoints / "step").exists())
-        assert _wait_for(lambda: "hi quick" in Path(created.outs["log_path"]).read_text())
+        assert _wait_for(lambda: "hi quick every 90" in Path(created.outs["log_path"]).read_text())
         assert provider.read(created.id, created.outs).id == created.id
     finally:
         provider.delete(created.id, created.outs)

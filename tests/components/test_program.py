@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import runpy
 import subprocess
@@ -210,3 +211,17 @@ def test_jobs_without_checkpointing_carry_no_checkpointing_label(
     config = {**aws_config, "market": "on-demand", "checkpointing": False}
     stack = run_program(config)
     assert "spotroute-checkpointing" not in stack.outputs["labels"]
+
+
+def test_checkpoint_interval_is_read_into_the_job_and_reaches_the_node(
+    aws_config: dict[str, Any],
+) -> None:
+    placement = read_placement_config(RawConfig({**aws_config, "checkpointIntervalS": 1800}))
+    assert placement.job.checkpoint_interval_s == 1800
+    assert read_placement_config(RawConfig(aws_config)).job.checkpoint_interval_s == 0
+    with pytest.raises(PlacementConfigError, match="spotroute:checkpointIntervalS: "):
+        read_placement_config(RawConfig({**aws_config, "checkpointIntervalS": -5}))
+
+    stack = run_program({**aws_config, "checkpointIntervalS": 600})
+    data = stack.one("aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"]
+    assert "export SPOTROUTE_CHECKPOINT_INTERVAL=600" in base64.b64decode(data).decode()

@@ -159,3 +159,19 @@ def test_nodes_get_the_group_size_and_a_single_node_its_rank_and_address() -> No
     assert "SKYPILOT_NODE_RANK" not in multi
     assert run_exports(single, "SKYPILOT_NODE_RANK") == ["0"]
     assert "-e SKYPILOT_NODE_IPS" in single
+
+
+def test_checkpoint_interval_reaches_the_job_in_seconds_and_is_reserved() -> None:
+    job = JobCommand(image="", command=("python", "t.py"), checkpoint_interval_s=1800)
+
+    script = render_startup_script("llm", "s3://bucket/llm/", job)
+
+    assert run_exports(script, "SPOTROUTE_CHECKPOINT_INTERVAL") == ["1800"]
+    unset = render_startup_script("llm", "s3://b/", JobCommand(image="", command=("t",)))
+    assert "SPOTROUTE_CHECKPOINT_INTERVAL" not in unset
+    with pytest.raises(ValueError, match="SPOTROUTE_CHECKPOINT_INTERVAL is set by spotroute"):
+        render_startup_script(
+            "llm",
+            "s3://b/",
+            JobCommand(image="", command=("t",), env={"SPOTROUTE_CHECKPOINT_INTERVAL": "1h"}),
+        )

@@ -48,6 +48,7 @@ def test_config_carries_the_chosen_placement_and_the_job_command() -> None:
     assert config["zone"] == "us-east-1a"
     assert config["instanceTypes"] == ["p4de.24xlarge"]
     assert config["market"] == "spot" and config["checkpointing"] is True
+    assert config["checkpointIntervalS"] == 1800  # job checkpoint.interval, in seconds
     assert config["job"] == {"image": "", "command": ["python", "train.py"], "env": {}}
     assert config["labels"] == {"team": "ml"}
     assert config["pricePerHour"] == 12.0 and config["priceSource"] == "aws-api"
