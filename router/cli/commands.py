@@ -86,11 +86,10 @@ def validate(jobs: tuple[Path, ...]) -> None:
 @cli.command()
 def schema() -> None:
     """Print the job.yaml JSON Schema (for editors and CI linters)."""
-    import json
-
     from router.core.job.schema import job_schema
+    from router.core.strict_json import dumps
 
-    click.echo(json.dumps(job_schema(), indent=2))
+    click.echo(dumps(job_schema()))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -29,7 +28,9 @@ def _console(stderr: bool = False) -> Console:
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    from router.core.strict_json import dumps
+
+    sys.stdout.write(dumps(data) + "\n")
 
 
 def money(usd: float) -> str:

@@ -160,6 +160,7 @@ def offers_from_quotes(quotes: Iterable[Quote], catalog: Catalog) -> OffersResul
                 observed_at=quote.observed_at,
                 interruption_bucket=quote.interruption_bucket,
                 interconnect=it.interconnect,
+                clock_skewed=quote.clock_skewed,
             )
         )
     return OffersResult(offers=offers, dropped=dropped, unknown_types=tuple(sorted(unknown)))

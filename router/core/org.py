@@ -39,7 +39,7 @@ KNOWN_CREDENTIAL_HINTS = (
 class _Section(BaseModel):
     """Every section refuses unknown keys: a typo in a budget must not pass silently."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class RegionRules(_Section):

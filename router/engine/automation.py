@@ -9,7 +9,6 @@ asked to save stack settings.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from router.config.project import Project
 from router.core.errors import BadInput, OperationFailed
+from router.core.strict_json import dumps
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -172,13 +172,13 @@ class Engine:
             f"{namespace}:{key}": (
                 {"value": value, "secret": False}
                 if isinstance(value, str)
-                else {"value": json.dumps(value), "objectValue": value, "secret": False}
+                else {"value": dumps(value, indent=None), "objectValue": value, "secret": False}
             )
             for key, value in config.items()
         }
         ws = self.workspace()
         try:
-            ws.set_all_config_json(job, json.dumps(payload))
+            ws.set_all_config_json(job, dumps(payload, indent=None))
         except auto.CommandError as exc:
             raise engine_error(job, exc) from None
 

@@ -26,6 +26,7 @@ from router.core.job.model import Job
 from router.core.placement import Placement, placement_site
 from router.core.review import Change, Review, change_from_event, review
 from router.core.stackconfig import StackConfig, config_diff, stack_config
+from router.core.strict_json import dumps
 from router.engine.automation import (
     Engine,
     choose_backend,
@@ -278,7 +279,7 @@ def policy_args(engine: Engine, job: str, proposal: Proposal | None) -> tuple[li
         return [str(launcher)], []
     path = engine.home / "policy-config" / f"{job}.json"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.write_text(json.dumps(config, indent=2))
+    path.write_text(dumps(config))
     return [str(launcher)], [str(path)]
 
 
@@ -300,7 +301,7 @@ def record_placement(home: Path, proposal: Proposal, outputs: dict[str, Any], at
         record["deployed_at"] = before["deployed_at"]  # same instances: still up since then
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2, default=str))
+    tmp.write_text(dumps(record))
     os.replace(tmp, path)
     return path
 

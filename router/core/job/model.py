@@ -289,7 +289,9 @@ class Data(Strict):
         default=None, validate_default=True, description="inferred from the URL scheme"
     )
     region: str = Field(description="region the data is in, e.g. us-east-1")
-    size_gb: float = Field(ge=0, description="data size in GB (priced as egress when moved)")
+    size_gb: float = Field(
+        ge=0, le=1e9, description="data size in GB (priced as egress when moved)"
+    )
 
     @field_validator("size_gb", mode="before")
     @classmethod
@@ -397,7 +399,9 @@ class Job(Strict):
     max_price_per_hour: float | None = Field(
         default=None, gt=0, description="USD per instance-hour, at most"
     )
-    duration_hours: float = Field(gt=0, description="expected run time in hours (or 90m, 2h)")
+    duration_hours: float = Field(
+        gt=0, le=87_600, description="expected run time in hours (or 90m, 2h); at most 10 years"
+    )
     deadline: datetime | None = Field(
         default=None, description="ISO 8601 with timezone, e.g. 2026-06-30T18:00:00Z"
     )
