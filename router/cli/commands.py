@@ -69,6 +69,7 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
 def validate(jobs: tuple[Path, ...]) -> None:
     """Check job files; print OK or every problem, one line each (exit 2 if any)."""
     from router.config.job_file import validate_job_file
+    from router.core.user_values import MAX_MESSAGE_CHARS, printable
 
     bad = False
     for job in jobs:
@@ -76,9 +77,9 @@ def validate(jobs: tuple[Path, ...]) -> None:
         if problems:
             bad = True
             for line in problems:
-                click.echo(f"error: {line}", err=True)
+                click.echo(f"error: {printable(line, limit=MAX_MESSAGE_CHARS)}", err=True)
         else:
-            click.echo(f"OK {job}")
+            click.echo(f"OK {printable(str(job))}")
     if bad:
         sys.exit(EXIT_BAD_INPUT)
 
@@ -302,6 +303,11 @@ def _target(value: str | None) -> str | None:
 )
 @click.option("--to", "to", help="Place in this CLOUD or CLOUD/REGION only.")
 @click.option("--require-fresh", is_flag=True, help="Refuse stale quotes.")
+@click.option(
+    "--allow-stale",
+    is_flag=True,
+    help="Deploy to a cloud even when the best price is stale and a refresh did not help.",
+)
 @json_option
 @click.pass_context
 def deploy(
@@ -311,6 +317,7 @@ def deploy(
     dry_run: bool,
     to: str | None,
     require_fresh: bool,
+    allow_stale: bool,
     as_json: bool,
 ) -> None:
     """Plan → choose → write stack config → preview → confirm → up → record."""
@@ -319,7 +326,13 @@ def deploy(
 
     project = _project(ctx, required=True)
     proposal = jobs.propose(
-        job, project=project, now=_now(), to=_target(to), require_fresh=require_fresh
+        job,
+        project=project,
+        now=_now(),
+        to=_target(to),
+        require_fresh=require_fresh,
+        allow_stale=allow_stale,
+        refresh=jobs.refresh_for_deploy,
     )
     if not as_json:
         render.proposal(proposal)
@@ -494,7 +507,7 @@ def main() -> None:
     except RouteError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"error: {exc.message}", err=True)
+        click.echo(f"error: {_line(exc.message)}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort as exc:
         if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
@@ -503,7 +516,11 @@ def main() -> None:
         click.echo("error: aborted", err=True)
         sys.exit(EXIT_FAILED)
     except click.ClickException as exc:
-        exc.show()
+        # click quotes the user's argument back; print it through the same escape
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f"{exc.ctx.get_usage()}\nTry '{exc.ctx.command_path} --help' for help.\n\n"
+        click.echo(f"{hint}Error: {_line(exc.format_message())}", err=True)
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, click.UsageError) else exc.exit_code)
     except KeyboardInterrupt:
         click.echo("error: interrupted", err=True)
@@ -512,7 +529,15 @@ def main() -> None:
         if debug:
             traceback.print_exc()
         click.echo(
-            f"error: unexpected {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+            f"error: unexpected {type(exc).__name__}: {_line(str(exc))} "
+            "(rerun with --debug for the traceback)",
             err=True,
         )
         sys.exit(EXIT_FAILED)
+
+
+def _line(message: str) -> str:
+    """An error message as one printable line of readable length (the value may be 100 KB)."""
+    from router.core.user_values import MAX_MESSAGE_CHARS, printable
+
+    return printable(message, limit=MAX_MESSAGE_CHARS)

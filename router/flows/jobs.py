@@ -58,6 +58,28 @@ class Proposal:
     config: StackConfig
     config_diff: tuple[str, ...]
     stack_file: Path
+    refreshed: tuple[Any, ...] = ()  # RefreshOutcome per cloud tried because prices were stale
+    allowed_stale: bool = False  # deploying on a stale price because the user said so
+
+
+# Refreshes the clouds named (for one GPU) into the price cache; returns RefreshOutcomes.
+Refresher = Callable[[tuple[str, ...], str], list[Any]]
+
+
+def refresh_for_deploy(clouds: tuple[str, ...], gpu: str) -> list[Any]:
+    """Live prices for the clouds in play; a cloud without credentials fails fast, per cloud."""
+    from router.flows.prices import refresh_prices
+
+    return refresh_prices(clouds=clouds, regions=(), gpu=gpu, timeout_s=5.0, now=datetime.now(UTC))
+
+
+def _stale_cloud(p: Placement) -> bool:
+    return p.cloud != "local" and p.stale  # the local target has no market
+
+
+def _age_text(age_s: float) -> str:
+    days = age_s / 86400
+    return f"{days:.0f} days" if days >= 2 else f"{age_s / 3600:.1f} h"
 
 
 def _matches(p: Placement, target: str) -> bool:
@@ -72,18 +94,54 @@ def propose(
     now: datetime,
     to: str | None = None,
     require_fresh: bool = False,
+    allow_stale: bool = False,
+    refresh: Refresher | None = None,
 ) -> Proposal:
-    """Plan the job and pick the best placement (within `to` = CLOUD or CLOUD/REGION if given)."""
+    """Plan the job and pick the best placement (within `to` = CLOUD or CLOUD/REGION if given).
+
+    A cloud placement priced by a stale quote is never deployed silently: the clouds in play
+    are refreshed first (`refresh`), and if the best price is still stale the deploy is refused
+    unless `allow_stale` (or spotroute.yaml's `allow_stale_deploy`) says otherwise.
+    """
+
+    def candidates_of(report: Any) -> list[Placement]:
+        ranked = report.result.placements
+        found = [p for p in ranked if to is None or _matches(p, to)]
+        if not found:
+            where = f" in {to}" if to else ""
+            raise OperationFailed(
+                f"no placement{where} fits job '{report.job.name}' — "
+                f"see `route plan {job_path} --explain`"
+            )
+        return found
+
     report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
-    ranked = report.result.placements
-    candidates = [p for p in ranked if to is None or _matches(p, to)]
-    if not candidates:
-        where = f" in {to}" if to else ""
-        raise OperationFailed(
-            f"no placement{where} fits job '{report.job.name}' — "
-            f"see `route plan {job_path} --explain`"
-        )
+    candidates = candidates_of(report)
+    refreshed: tuple[Any, ...] = ()
+    if _stale_cloud(candidates[0]) and refresh is not None:
+        clouds = tuple(sorted({p.cloud for p in candidates if p.cloud != "local"}))
+        refreshed = tuple(refresh(clouds, candidates[0].gpu))
+        if any(o.quotes_stored for o in refreshed):
+            report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
+            candidates = candidates_of(report)
     chosen = candidates[0]
+    allowed_stale = False
+    if _stale_cloud(chosen):
+        if not (allow_stale or report.org.allow_stale_deploy):
+            tried = (
+                " (refresh failed: "
+                + "; ".join(f"{o.cloud}: {o.error}" for o in refreshed if o.error)[:300]
+                + ")"
+                if any(o.error for o in refreshed)
+                else ""
+            )
+            raise OperationFailed(
+                f"job {report.job.name}: the best price, {chosen.cloud} {chosen.region} "
+                f"${chosen.price_per_hour:,.2f}/h, is {_age_text(chosen.price_age_s)} old "
+                f"({chosen.price_source}) — stale{tried}; run `route prices refresh` with "
+                "credentials, or pass --allow-stale to deploy on it anyway"
+            )
+        allowed_stale = True
     gcp_project = report.org.credentials.get("gcp_project", "")
     home = spotroute_home()
     config = stack_config(
@@ -105,6 +163,8 @@ def propose(
         config,
         tuple(config_diff(read_stack_file(stack_file), config)),
         stack_file,
+        refreshed,
+        allowed_stale,
     )
 
 

@@ -57,7 +57,7 @@ def plan_job(
         egress=load_egress(),
         interruption=load_interruption_model(),
         now=now,
-        require_fresh=require_fresh,
+        require_fresh=require_fresh or org.require_fresh,
         top=top,
     )
     return PlanReport(job=job, org=org, result=result, offers_considered=len(offers))
