@@ -353,6 +353,7 @@ def deploy(
             confirm=confirm,
             dry_run=dry_run,
             on_event=progress,
+            notify=progress.notice,
         )
     if as_json:
         render.print_json(
@@ -414,7 +415,9 @@ def status(ctx: click.Context, job: str | None, as_json: bool) -> None:
     from router.flows import jobs
 
     now = _now()
-    statuses = jobs.job_status(project=_project(ctx, required=True), now=now, job=job)
+    statuses = jobs.job_status(
+        project=_project(ctx, required=True), now=now, job=job, notify=render.notice
+    )
     if as_json:
         render.print_json([s.to_json() for s in statuses])
     else:
@@ -436,8 +439,21 @@ def destroy(ctx: click.Context, job: str, yes: bool) -> None:
             raise click.UsageError("not a terminal to confirm on — pass --yes to destroy")
         click.confirm(f"Destroy job {job}?", default=False, abort=True)
     with render.EngineProgress(f"destroying {job}") as progress:
-        deleted = jobs.destroy_job(job, project=project, on_event=progress)
+        deleted = jobs.destroy_job(job, project=project, on_event=progress, notify=progress.notice)
     click.echo(f"destroyed {job}: {deleted} resources deleted")
+
+
+@cli.command()
+@click.argument("job")
+@click.pass_context
+def unlock(ctx: click.Context, job: str) -> None:
+    """Clear JOB's backend lock left by a route command that died (refused while it runs here)."""
+    from router.flows import jobs
+
+    held = jobs.unlock_job(job, project=_project(ctx, required=True))
+    click.echo(
+        f"unlocked {job}" + (f" (was held by {held[0]})" if held else " (it was not locked)")
+    )
 
 
 @cli.command()

@@ -390,6 +390,10 @@ class EngineProgress:
             elif event.diagnostic_event is not None and event.diagnostic_event.severity == "error":
                 self.diagnostics.append(event.diagnostic_event.message.strip())
 
+    def notice(self, line: str) -> None:
+        """A one-line notice (a lock cleared, processes stopped) printed above the progress."""
+        self._live.console.print(f"[yellow]note[/]: {safe(line)}")
+
     def __enter__(self) -> EngineProgress:
         self._live.__enter__()
         return self
@@ -401,6 +405,11 @@ class EngineProgress:
         elapsed = self._clock() - self._started
         counts = ", ".join(f"{n} {op}" for op, n in sorted(self.counts.items())) or "no changes"
         _console(stderr=True).print(f"{self.title}: {counts} in {elapsed:.1f}s")
+
+
+def notice(line: str) -> None:
+    """A one-line notice on stderr (outside an engine progress display)."""
+    _console(stderr=True).print(f"[yellow]note[/]: {safe(line)}")
 
 
 def proposal(p: Any) -> None:
@@ -491,3 +500,11 @@ def status_table(statuses: Sequence[Any], now: datetime) -> None:
             money(s.cost_so_far) if s.cost_so_far is not None else "-",
         )
     console.print(table)
+    for s in statuses:
+        if s.locked_by:
+            console.print(
+                f"[yellow]{s.job}[/] is locked by {safe(s.locked_by)} — if that command died, "
+                f"run `route unlock {s.job}`"
+            )
+        if s.problem:
+            console.print(f"[red]{s.job}[/]: {safe(s.problem)}")

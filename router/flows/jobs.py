@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,9 +35,21 @@ from router.engine.automation import (
     engine_interrupts,
     job_lock,
 )
+from router.engine.processes import signal_hook, sweep_orphans
 from router.flows.plan import plan_job
 
 EventHandler = Callable[[Any], None]
+Notify = Callable[[str], None]  # one line for the user (the CLI prints it on stderr)
+
+
+def recover(engine: Engine, job: str, notify: Notify | None) -> None:
+    """Converge after a killed route command: orphaned engine processes, dead holders' locks."""
+    say = notify or (lambda _line: None)
+    orphans = sweep_orphans(engine.home)
+    if orphans:
+        say(f"stopped {len(orphans)} engine process(es) left by a killed route command")
+    for lock in engine.clear_dead_locks(job):
+        say(f"cleared the lock on job {job} held by {lock.holder()}: that process is gone")
 
 
 def engine_for(project: Project) -> Engine:
@@ -211,10 +223,6 @@ def fan_out(*handlers: EventHandler | None) -> EventHandler:
     return handle
 
 
-def _stack_exists(engine: Engine, job: str) -> bool:
-    return any(s.name == job for s in engine.list_stacks())
-
-
 def deploy(
     proposal: Proposal,
     *,
@@ -222,6 +230,7 @@ def deploy(
     confirm: Callable[[Review], bool],
     dry_run: bool = False,
     on_event: EventHandler | None = None,
+    notify: Notify | None = None,
 ) -> DeployOutcome:
     """Write config → preview (with the policy pack) → confirm → up → record; undo on failure.
 
@@ -232,13 +241,15 @@ def deploy(
 
     engine = engine_for(project)
     job = proposal.job.name
+    on_event = fan_out(on_event, signal_hook("deploy"))
     preview = PreviewResult()
     changes: dict[str, int] = {}
     with job_lock(engine.home, job), engine_interrupts() as interrupted:
-        existed = _stack_exists(engine, job)
+        recover(engine, job, notify)
+        created = False
         try:
             with config_transaction(proposal.stack_file):
-                stack = engine.stack(job)
+                stack, created = engine.select_or_create(job)
                 engine.write_config(job, proposal.config)
                 packs, configs = policy_args(engine, job, proposal)
                 try:
@@ -250,7 +261,9 @@ def deploy(
                     )
                 except auto.CommandError as exc:
                     raise (
-                        _interrupted(job) if interrupted() else _preview_error(job, exc, preview)
+                        _interrupted(job)
+                        if interrupted()
+                        else _preview_error(job, exc, preview, engine)
                     ) from None
                 summary = review(
                     job, preview.changes, proposal.config_diff, preview.policy_violations
@@ -260,7 +273,7 @@ def deploy(
                 if dry_run or not confirm(summary):
                     raise _Rollback
                 try:
-                    if summary.counts or proposal.config_diff or not existed:
+                    if summary.counts or proposal.config_diff or created:
                         result = stack.up(
                             on_event=on_event, policy_packs=packs, policy_pack_configs=configs
                         )
@@ -273,13 +286,15 @@ def deploy(
                     else:
                         outputs = {k: v.value for k, v in stack.outputs().items()}
                 except auto.CommandError as exc:
-                    raise _interrupted(job) if interrupted() else engine_error(job, exc) from None
+                    raise (
+                        _interrupted(job) if interrupted() else engine_error(job, exc, engine)
+                    ) from None
         except _Rollback:
-            if not existed:
-                engine.workspace().remove_stack(job)
+            if created:
+                _remove_if_empty(engine, job)
             return DeployOutcome(job, False, summary, {}, proposal.chosen)
         except BaseException as exc:
-            if not existed:
+            if created:
                 _remove_if_empty(engine, job)
             if interrupted() and not isinstance(exc, Interrupted):
                 raise _interrupted(job) from None  # whichever engine call the Ctrl-C cut short
@@ -296,13 +311,26 @@ def _interrupted(job: str) -> Interrupted:
 
 
 def _remove_if_empty(engine: Engine, job: str) -> None:
-    """Remove a stack this deploy created if nothing was deployed into it (a failed first try)."""
-    for s in engine.list_stacks():
-        if s.name == job and not s.resource_count:
-            engine.workspace().remove_stack(job)
+    """Remove a stack this deploy created if nothing was deployed into it (a failed first try).
+
+    Never one that another home on the same backend has started using meanwhile (it holds the
+    stack's lock): removing it under them made both deploys fail.
+    """
+    from pulumi import automation as auto
+
+    try:
+        if engine.held_locks(job):
+            return
+        for s in engine.list_stacks():
+            if s.name == job and not s.resource_count and not s.update_in_progress:
+                engine.workspace().remove_stack(job)
+    except (auto.CommandError, OperationFailed):
+        pass  # the original error matters more; an empty stack left behind is harmless
 
 
-def _preview_error(job: str, exc: Exception, preview: PreviewResult) -> OperationFailed:
+def _preview_error(
+    job: str, exc: Exception, preview: PreviewResult, engine: Engine
+) -> OperationFailed:
     mandatory = [v for v in preview.policy_violations if v.startswith("[mandatory]")]
     if mandatory:
         return OperationFailed(
@@ -313,7 +341,7 @@ def _preview_error(job: str, exc: Exception, preview: PreviewResult) -> Operatio
                 else ""
             )
         )
-    return engine_error(job, exc)
+    return engine_error(job, exc, engine)
 
 
 def policy_args(engine: Engine, job: str, proposal: Proposal | None) -> tuple[list[str], list[str]]:
@@ -397,22 +425,39 @@ def preview_job(
 # --- destroy ------------------------------------------------------------------------------------
 
 
-def destroy_job(job: str, *, project: Project, on_event: EventHandler | None = None) -> int:
+def destroy_job(
+    job: str,
+    *,
+    project: Project,
+    on_event: EventHandler | None = None,
+    notify: Notify | None = None,
+) -> int:
     """Tear the job's stack down and forget it; returns how many resources were deleted."""
     from pulumi import automation as auto
 
     _check_job_name(job)
     engine = engine_for(project)
+    on_event = fan_out(on_event, signal_hook("destroy"))
     with job_lock(engine.home, job), engine_interrupts() as interrupted:
+        recover(engine, job, notify)
         stack = engine.stack(job, create=False)
         try:
             result = stack.destroy(on_event=on_event)
             stack.workspace.remove_stack(job)
         except auto.CommandError as exc:
-            raise _interrupted(job) if interrupted() else engine_error(job, exc) from None
+            raise (_interrupted(job) if interrupted() else engine_error(job, exc, engine)) from None
         (engine.home / "placements" / f"{job}.json").unlink(missing_ok=True)
         project.stack_config_path(job).unlink(missing_ok=True)
     return op_counts(result.summary.resource_changes).get("delete", 0)
+
+
+def unlock_job(job: str, *, project: Project) -> list[str]:
+    """`route unlock JOB`: clear the stack's backend lock; returns who held it."""
+    _check_job_name(job)
+    engine = engine_for(project)
+    with job_lock(engine.home, job):
+        sweep_orphans(engine.home)
+        return [lock.holder() for lock in engine.unlock(job)]
 
 
 def op_counts(changes: Any) -> dict[str, int]:
@@ -445,6 +490,8 @@ class JobStatus:
     up_since: datetime | None
     cost_so_far: float | None  # USD
     resources: int
+    locked_by: str | None = None  # who holds the backend's lock on the stack, and since when
+    problem: str | None = None  # why part of the job's record could not be read
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -461,70 +508,115 @@ class JobStatus:
             "up_since": self.up_since.isoformat() if self.up_since else None,
             "cost_so_far": self.cost_so_far,
             "resources": self.resources,
+            "locked_by": self.locked_by,
+            "problem": self.problem,
         }
 
 
-def job_status(*, project: Project, now: datetime, job: str | None = None) -> list[JobStatus]:
-    """Every job found in the backend (or one), with its placement, price then and now, and cost."""
-    from router.prices.book import OfferFilter, offers_now, select_offers
+def job_status(
+    *, project: Project, now: datetime, job: str | None = None, notify: Notify | None = None
+) -> list[JobStatus]:
+    """Every job found in the backend (or one), with its placement, price then and now, and cost.
 
+    A job whose record cannot be read is listed with the problem; the others are unaffected.
+    """
     engine = engine_for(project)
     stacks = [s for s in engine.list_stacks() if job is None or s.name == job]
     if job is not None and not stacks:
         raise OperationFailed(
             f"no deployed job '{job}' on backend {engine.backend.url} — see `route status`"
         )
-    offers = None
+    offers: list[Any] = []
     statuses = []
     for s in sorted(stacks, key=lambda s: s.name):
-        record = read_placement(engine.home, s.name) or {}
-        config = read_stack_file(project.stack_config_path(s.name))
-        cloud = record.get("cloud") or config.get("cloud")
-        market = record.get("market") or config.get("market")
-        gpu, gpu_count = (
-            record.get("gpu") or config.get("gpu"),
-            record.get("gpu_count") or config.get("gpuCount"),
-        )
-        best = None
-        if cloud and cloud != "local" and gpu and gpu_count:
-            if offers is None:
-                offers = offers_now()
-            same = select_offers(
-                offers,
-                OfferFilter(gpu=gpu, gpu_count=int(gpu_count), markets=(market,) if market else ()),
+        recover(engine, s.name, notify)
+        held = engine.held_locks(s.name)
+        locked_by = held[0].holder() if held else None
+        try:
+            status = _one_status(engine, project, s, now, offers)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            status = JobStatus(
+                s.name,
+                "unknown",
+                None,
+                None,
+                None,
+                None,
+                None,
+                1,
+                None,
+                None,
+                None,
+                None,
+                s.resource_count or 0,
+                problem=f"placements/{s.name}.json is unreadable ({type(exc).__name__}) — "
+                f"`route deploy` the job again to rewrite it",
             )
-            best = same[0].price_per_hour if same else None
-        elif cloud == "local":
-            best = 0.0
-        up_since = (
-            datetime.fromisoformat(record["deployed_at"]) if record.get("deployed_at") else None
-        )
-        price = record.get("price_per_hour", config.get("pricePerHour"))
-        nodes = int(record.get("node_count") or config.get("nodeCount") or 1)
-        cost = (
-            price * nodes * (now - up_since).total_seconds() / 3600
-            if price is not None and up_since
-            else None
-        )
-        statuses.append(
-            JobStatus(
-                job=s.name,
-                state=_state(s, record),
-                cloud=cloud,
-                region=record.get("region") or config.get("region"),
-                zone=record.get("zone") or config.get("zone") or None,
-                instance_type=record.get("instance_type")
-                or (config.get("instanceTypes") or [None])[0],
-                market=market,
-                node_count=nodes,
-                price_per_hour=price,
-                best_price_now=best,
-                up_since=up_since,
-                cost_so_far=cost,
-                resources=s.resource_count or 0,
-            )
-        )
+        if locked_by:
+            status = replace(status, state="locked", locked_by=locked_by)
+        statuses.append(status)
     return statuses
+
+
+def _one_status(
+    engine: Engine, project: Project, s: Any, now: datetime, offers: list[Any]
+) -> JobStatus:
+    from router.prices.book import OfferFilter, offers_now, select_offers
+
+    record = read_placement(engine.home, s.name) or {}
+    if not isinstance(record, dict):
+        raise TypeError("not a JSON object")
+    config = read_stack_file(project.stack_config_path(s.name))
+    cloud = record.get("cloud") or config.get("cloud")
+    market = record.get("market") or config.get("market")
+    gpu, gpu_count = (
+        record.get("gpu") or config.get("gpu"),
+        record.get("gpu_count") or config.get("gpuCount"),
+    )
+    best = None
+    if cloud and cloud != "local" and gpu and gpu_count:
+        if not offers:
+            offers.extend(offers_now())
+        same = select_offers(
+            offers,
+            OfferFilter(gpu=gpu, gpu_count=int(gpu_count), markets=(market,) if market else ()),
+        )
+        best = same[0].price_per_hour if same else None
+    elif cloud == "local":
+        best = 0.0
+    up_since = datetime.fromisoformat(record["deployed_at"]) if record.get("deployed_at") else None
+    price = record.get("price_per_hour", config.get("pricePerHour"))
+    if price is not None:
+        price = float(price)
+    nodes = int(record.get("node_count") or config.get("nodeCount") or 1)
+    cost = (
+        price * nodes * (now - up_since).total_seconds() / 3600
+        if price is not None and up_since
+        else None
+    )
+    return JobStatus(
+        job=s.name,
+        state=_state(s, record),
+        cloud=_text(cloud),
+        region=_text(record.get("region") or config.get("region")),
+        zone=_text(record.get("zone") or config.get("zone") or None),
+        instance_type=_text(
+            record.get("instance_type") or (config.get("instanceTypes") or [None])[0]
+        ),
+        market=_text(market),
+        node_count=nodes,
+        price_per_hour=price,
+        best_price_now=best,
+        up_since=up_since,
+        cost_so_far=cost,
+        resources=s.resource_count or 0,
+    )
+
+
+def _text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"expected text, got {type(value).__name__}")
 
 
 def _state(summary: Any, record: dict[str, Any]) -> str:

@@ -81,10 +81,10 @@ class QuoteCache:
                 str(self.path), timeout=busy_timeout_s, isolation_level=None
             )
         except (OSError, sqlite3.Error) as err:
-            raise OperationFailed(
+            raise BadInput(
                 f"cannot open price cache {self.path}: {err}; check the directory exists "
                 "and is writable"
-            ) from err
+            ) from None
         try:
             self._prepare()
         except BaseException:

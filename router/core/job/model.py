@@ -24,7 +24,12 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from router.contract.clouds import PUBLIC_CLOUDS, Cloud
-from router.contract.stack_config import JOB_NAME_MAX, JOB_NAME_PATTERN, JOB_NAME_RULE
+from router.contract.stack_config import (
+    JOB_NAME_MAX,
+    JOB_NAME_PATTERN,
+    JOB_NAME_RULE,
+    RESERVED_ENV,
+)
 from router.core.durations import DURATION_PATTERN, parse_duration_s
 from router.core.gpus import CANONICAL_GPUS, UnknownGpu, canonical_gpu
 from router.core.user_values import show_value
@@ -361,6 +366,8 @@ class Run(Strict):
                     " — use letters, digits and '_', not starting with a digit",
                     key=name,
                 )
+            if name in RESERVED_ENV:
+                raise _problem(f"{name} is set by spotroute on every node — remove it", key=name)
         return value
 
 
