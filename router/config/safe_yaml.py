@@ -73,7 +73,16 @@ def parse_yaml(text: str, *, what: str = "file") -> object:
         raise YamlProblem(f"YAML error: {problem} — {yaml_fix(problem, what)}", where) from None
     except yaml.YAMLError as e:
         raise YamlProblem(f"YAML error: {str(e)[:200]} — check the {what} is YAML") from None
-    except (ValueError, RecursionError, OverflowError, TypeError, MemoryError) as e:
+    except (
+        ValueError,
+        RecursionError,
+        OverflowError,
+        TypeError,
+        MemoryError,
+        AttributeError,  # PyYAML's timestamp constructor on a value its regex does not match
+        KeyError,
+        IndexError,
+    ) as e:
         # e.g. an integer with thousands of digits, a timestamp out of range, nesting deeper
         # than Python's stack
         raise YamlProblem(

@@ -43,6 +43,8 @@ class StackLock:
 
     def provably_dead(self, *, hostname: str | None = None) -> bool:
         """True when the holder ran on this host and its process is gone (or is another one)."""
+        if self.pid <= 0:
+            return False  # unreadable lock: nothing proves its holder is gone
         if self.hostname != (hostname or socket.gethostname()):
             return False  # another machine: it may be deploying right now
         return not pulumi_process_alive(self.pid, since=self.since)

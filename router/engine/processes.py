@@ -20,6 +20,7 @@ import shlex
 import shutil
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,13 +140,30 @@ def find_orphans(home: Path, *, proc: Path = Path("/proc")) -> list[Orphan]:
     return found
 
 
-def sweep_orphans(home: Path) -> list[Orphan]:
-    """Kill engine processes an earlier, killed route command left behind; returns them."""
+def sweep_orphans(home: Path, *, grace_s: float = 15.0) -> list[Orphan]:
+    """Stop engine processes an earlier, killed route command left behind; returns them.
+
+    An orphaned pulumi CLI got SIGINT when route died and is cancelling: it is given `grace_s`
+    to write the stack's state and release its lock (a SIGKILL mid-write truncates the state
+    file); the plugins exit by themselves. Whatever is still running after that is killed.
+    """
     orphans = find_orphans(home)
+    deadline = time.monotonic() + grace_s
+    while orphans and time.monotonic() < deadline and any(_running(o.pid) for o in orphans):
+        time.sleep(0.1)
     for o in orphans:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(o.pid, signal.SIGKILL)
+        if _running(o.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(o.pid, signal.SIGKILL)
     return orphans
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 SIGNAL_HOOK_ENV = "SPOTROUTE_TEST_SIGNAL_AT"  # "<command>:<event number>:<KILL|INT>", tests only

@@ -35,7 +35,7 @@ from router.engine.automation import (
     engine_interrupts,
     job_lock,
 )
-from router.engine.processes import signal_hook, sweep_orphans
+from router.engine.processes import guarded_python, signal_hook, sweep_orphans
 from router.flows.plan import plan_job
 
 EventHandler = Callable[[Any], None]
@@ -348,7 +348,9 @@ def policy_args(engine: Engine, job: str, proposal: Proposal | None) -> tuple[li
     """The policy pack's launcher and this job's pack config (budget, allowed regions)."""
     from policies import write_launcher
 
-    launcher = write_launcher(engine.home / "policy-pack", sys.executable)
+    launcher = write_launcher(
+        engine.home / "policy-pack", str(guarded_python(engine.home, sys.executable))
+    )
     org = org_config_for(engine.project)
     caps = [
         c
