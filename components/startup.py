@@ -10,7 +10,7 @@ import re
 import shlex
 
 from components.args import JobCommand
-from router.contract.stack_config import RESERVED_ENV
+from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
 
 # POSIX shell variable names; anything else could not be exported and would break the script.
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -70,14 +70,14 @@ def _wide_sources(sources: list[str]) -> list[str]:
     for version, found in networks.items():
         if not found:
             continue
-        collapsed = list(ipaddress.collapse_addresses(found))  # type: ignore[arg-type]
+        collapsed = list(ipaddress.collapse_addresses(found))  # type: ignore[type-var]
         # Private and reserved space is not the internet: a VPC's 10.0.0.0/8 is fine.
         share = sum(
             2.0**-n.prefixlen
             - sum(
                 2.0 ** -max(n.prefixlen, p.prefixlen)
                 for p in _NOT_INTERNET[version]
-                if n.overlaps(p)  # type: ignore[arg-type]
+                if n.overlaps(p)
             )
             for n in collapsed
         )

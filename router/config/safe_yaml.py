@@ -33,7 +33,7 @@ class StrictLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
-                event = self.peek_event()
+                event = self.peek_event()  # type: ignore[no-untyped-call]
                 raise yaml.composer.ComposerError(
                     None, None, f"more than {MAX_ALIASES} aliases", event.start_mark
                 )

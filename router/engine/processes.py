@@ -140,22 +140,29 @@ def find_orphans(home: Path, *, proc: Path = Path("/proc")) -> list[Orphan]:
     return found
 
 
-def sweep_orphans(home: Path, *, grace_s: float = 15.0) -> list[Orphan]:
+def sweep_orphans(home: Path, *, grace_s: float = 30.0) -> list[Orphan]:
     """Stop engine processes an earlier, killed route command left behind; returns them.
 
-    An orphaned pulumi CLI got SIGINT when route died and is cancelling: it is given `grace_s`
-    to write the stack's state and release its lock (a SIGKILL mid-write truncates the state
-    file); the plugins exit by themselves. Whatever is still running after that is killed.
+    An orphaned pulumi CLI got SIGINT when route died and is cancelling: it is never killed here
+    (a SIGKILL while it writes the stack's state truncates the state file), only waited for, up
+    to `grace_s`; if it is still busy after that its lock names it and the next command says
+    so. Orphaned plugins exit by themselves; one still running after the wait is killed.
     """
     orphans = find_orphans(home)
     deadline = time.monotonic() + grace_s
     while orphans and time.monotonic() < deadline and any(_running(o.pid) for o in orphans):
         time.sleep(0.1)
     for o in orphans:
-        if _running(o.pid):
+        if _running(o.pid) and not _is_cli(o.command):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(o.pid, signal.SIGKILL)
     return orphans
+
+
+def _is_cli(command: str) -> bool:
+    """The pulumi CLI itself (as opposed to a plugin it started)."""
+    first = command.split(" ", 1)[0]
+    return Path(first).name == "pulumi"
 
 
 def _running(pid: int) -> bool:
