@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from router.config.project import Project
-from router.core.errors import BadInput, OperationFailed
+from router.core.errors import BadInput, OperationFailed, RouteError
 from router.core.strict_json import dumps
 from router.engine.locks import StackLock, StackLocks, stack_locks_for
 from router.engine.processes import OWNER_ENV, guarded_python, owner_token, pulumi_wrapper
@@ -334,11 +334,19 @@ def config_transaction(path: Path) -> Iterator[None]:
     before = path.read_bytes() if path.exists() else None
     try:
         yield
-    except BaseException:
-        if before is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.write_bytes(before)
+    except BaseException as exc:
+        try:
+            if before is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(before)
+        except OSError as restore:
+            # The original error is what the user must see; the failed restore is added to it.
+            if isinstance(exc, RouteError):
+                exc.message += (
+                    f" (and {path.name} could not be restored: {restore.strerror}; "
+                    "check it with `git diff`)"
+                )
         raise
 
 

@@ -62,7 +62,11 @@ def killed(route: Route, command: tuple[str, ...], at: int, sig: str) -> dict[st
 def converges(route: Route) -> None:
     """The next route command (status) clears what the kill left; nothing runs twice."""
     status = route("status", "--json")
-    assert status.returncode == 0, status
+    state = route.home / "state" / ".pulumi"
+    files = sorted(
+        f"{p.relative_to(state)} {p.stat().st_size}B" for p in state.rglob("*") if p.is_file()
+    )
+    assert status.returncode == 0, f"{status}\nbackend files: {files}"
     no_traceback(status)
     assert locks(route) == [], locks(route)
     assert engine_processes(route.home) == [], engine_processes(route.home)

@@ -129,3 +129,20 @@ def test_signal_hook_is_off_unless_the_test_variable_names_the_command(
     assert signal_hook("deploy") is None
     monkeypatch.setenv("SPOTROUTE_TEST_SIGNAL_AT", "destroy:3:KILL")
     assert signal_hook("deploy") is None and signal_hook("destroy") is not None
+
+
+def test_a_failing_restore_of_the_stack_file_does_not_hide_the_original_error(
+    tmp_path: Path,
+) -> None:
+    from router.core.errors import OperationFailed
+    from router.engine.automation import config_transaction
+
+    stack_file = tmp_path / "stacks" / "Pulumi.job.yaml"
+    stack_file.parent.mkdir()
+    stack_file.write_text("config: {}\n")
+    with pytest.raises(OperationFailed) as err, config_transaction(stack_file):
+        stack_file.parent.chmod(0o500)
+        stack_file.chmod(0o400)
+        raise OperationFailed("job job: the original problem")
+    stack_file.parent.chmod(0o700)
+    assert err.value.message.startswith("job job: the original problem")
