@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Any
 from router.config.project import Project
 from router.core.errors import BadInput, OperationFailed, RouteError
 from router.core.strict_json import dumps
-from router.engine.locks import StackLock, StackLocks, stack_locks_for
+from router.engine.locks import (
+    StackLock,
+    StackLocks,
+    repair_interrupted_writes,
+    stack_locks_for,
+)
 from router.engine.processes import OWNER_ENV, guarded_python, owner_token, pulumi_wrapper
 
 if TYPE_CHECKING:
@@ -154,6 +159,13 @@ class Engine:
     def locks(self) -> StackLocks | None:
         """The backend's stack-lock reader (None when spotroute cannot read this backend's)."""
         return stack_locks_for(self.backend.url, pulumi_project_name(self.project))
+
+    def repair_backend(self) -> int:
+        """Undo what a killed CLI leaves half-written in a file:// backend; returns how many."""
+        if not self.backend.url.startswith("file://"):
+            return 0
+        state = Path(self.backend.url.removeprefix("file://")).expanduser()
+        return len(repair_interrupted_writes(state))
 
     def held_locks(self, job: str) -> list[StackLock]:
         reader = self.locks()

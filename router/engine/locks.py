@@ -79,6 +79,30 @@ class FileStackLocks:
             p.unlink(missing_ok=True)
 
 
+def repair_interrupted_writes(state_dir: Path) -> list[Path]:
+    """Remove the empty `.attrs` sidecars a killed CLI leaves in a file:// backend; returns them.
+
+    The storage driver writes a blob's attributes next to it before renaming the blob into
+    place; a CLI killed in between leaves a 0-byte `<stack>.json.attrs`, and every later
+    `pulumi stack ls` fails with "EOF". A missing sidecar is read as "no attributes", so
+    removing an empty one loses nothing.
+    """
+    removed = []
+    root = state_dir / ".pulumi"
+    try:
+        candidates = list(root.rglob("*.attrs"))
+    except OSError:
+        return []
+    for path in candidates:
+        try:
+            if path.is_file() and path.stat().st_size == 0:
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue
+    return removed
+
+
 def stack_locks_for(backend_url: str, project: str) -> StackLocks | None:
     """The lock reader of a backend, or None when spotroute cannot read that backend's locks."""
     if backend_url.startswith("file://"):

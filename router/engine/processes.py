@@ -140,23 +140,35 @@ def find_orphans(home: Path, *, proc: Path = Path("/proc")) -> list[Orphan]:
     return found
 
 
-def sweep_orphans(home: Path, *, grace_s: float = 30.0) -> list[Orphan]:
+def sweep_orphans(home: Path, *, grace_s: float = 10.0) -> list[Orphan]:
     """Stop engine processes an earlier, killed route command left behind; returns them.
 
-    An orphaned pulumi CLI got SIGINT when route died and is cancelling: it is never killed here
-    (a SIGKILL while it writes the stack's state truncates the state file), only waited for, up
-    to `grace_s`; if it is still busy after that its lock names it and the next command says
-    so. Orphaned plugins exit by themselves; one still running after the wait is killed.
+    An orphaned pulumi CLI got SIGINT (a clean cancel) when route died; it gets `grace_s` to
+    finish. One still running then — a cancel that waits on a program that is gone — gets a
+    second SIGINT, Pulumi's hard stop, and 5 s more; only what survives both is killed. Plugins
+    exit by themselves when the CLI goes; leftovers are killed with it.
     """
     orphans = find_orphans(home)
-    deadline = time.monotonic() + grace_s
-    while orphans and time.monotonic() < deadline and any(_running(o.pid) for o in orphans):
-        time.sleep(0.1)
+    if not orphans:
+        return []
+    _wait(orphans, grace_s)
     for o in orphans:
-        if _running(o.pid) and not _is_cli(o.command):
+        if _running(o.pid) and _is_cli(o.command):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(o.pid, signal.SIGINT)
+    _wait(orphans, 5.0)
+    for o in orphans:
+        if _running(o.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(o.pid, signal.SIGKILL)
+    _wait(orphans, 2.0)
     return orphans
+
+
+def _wait(orphans: list[Orphan], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_running(o.pid) for o in orphans):
+        time.sleep(0.1)
 
 
 def _is_cli(command: str) -> bool:

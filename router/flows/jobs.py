@@ -48,6 +48,8 @@ def recover(engine: Engine, job: str, notify: Notify | None) -> None:
     orphans = sweep_orphans(engine.home)
     if orphans:
         say(f"stopped {len(orphans)} engine process(es) left by a killed route command")
+    if engine.repair_backend():
+        say("repaired a state file a killed engine left half-written")
     for lock in engine.clear_dead_locks(job):
         say(f"cleared the lock on job {job} held by {lock.holder()}: that process is gone")
 
@@ -523,6 +525,10 @@ def job_status(
     A job whose record cannot be read is listed with the problem; the others are unaffected.
     """
     engine = engine_for(project)
+    if sweep_orphans(engine.home):
+        (notify or (lambda _line: None))("stopped engine processes left by a killed route command")
+    if engine.repair_backend():
+        (notify or (lambda _line: None))("repaired a state file a killed engine left half-written")
     stacks = [s for s in engine.list_stacks() if job is None or s.name == job]
     if job is not None and not stacks:
         raise OperationFailed(

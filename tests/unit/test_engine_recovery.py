@@ -146,3 +146,15 @@ def test_a_failing_restore_of_the_stack_file_does_not_hide_the_original_error(
         raise OperationFailed("job job: the original problem")
     stack_file.parent.chmod(0o700)
     assert err.value.message.startswith("job job: the original problem")
+
+
+def test_empty_attrs_sidecar_left_by_a_killed_cli_is_removed(tmp_path: Path) -> None:
+    from router.engine.locks import repair_interrupted_writes
+
+    stacks = tmp_path / ".pulumi" / "stacks" / "spotroute"
+    stacks.mkdir(parents=True)
+    (stacks / "job.json").write_text("{}")
+    (stacks / "job.json.attrs").write_text("")  # what `pulumi stack ls` failed on with "EOF"
+    (stacks / "job.json.bak.attrs").write_text('{"user.content_type": "x"}')
+    assert repair_interrupted_writes(tmp_path) == [stacks / "job.json.attrs"]
+    assert (stacks / "job.json.bak.attrs").exists()
