@@ -262,6 +262,12 @@ class LocalProcessProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in (*REPLACE_ON, *UPDATE_IN_PLACE) if olds.get(k) != news.get(k)]
         replaces = [k for k in changed if k in REPLACE_ON]
+        ids = parse_group_id(_id)
+        if ids is not None and not process_alive(*ids):
+            # The state says the job runs but its process is gone (killed, or a destroy cut
+            # short): start it again rather than report a deployed stack with nothing running.
+            replaces = sorted({*replaces, "command"})
+            changed = sorted({*changed, "command"})
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:

@@ -11,19 +11,12 @@ import shlex
 from collections.abc import Sequence
 
 from components.args import JobCommand
+from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
 
 # POSIX shell variable names; anything else could not be exported and would break the script.
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Set by spotroute itself: a job env entry with one of these names would silently win otherwise.
-RESERVED_ENV: tuple[str, ...] = (
-    "SPOTROUTE_JOB_ID",
-    "SPOTROUTE_CHECKPOINT_URL",
-    "SPOTROUTE_NODE_COUNT",
-    "SPOTROUTE_CHECKPOINT_INTERVAL",
-    "SKYPILOT_NUM_NODES",
-    "SKYPILOT_NODE_RANK",
-    "SKYPILOT_NODE_IPS",
-)
+# Set by spotroute itself: a job env entry with one of these names would silently win otherwise
+# (the one list, shared with validation: router.contract.stack_config.RESERVED_ENV).
 LOG_PATH = "/var/log/spotroute-job.log"
 SHUTDOWN_GRACE_MIN = 5  # minutes between job exit and power-off, to read logs or cancel
 # Power off after the grace period. What power-off means for the bill is the cloud's: AWS

@@ -8,6 +8,7 @@ takes the whole stack as `StackResource`s. `evaluate()` runs every rule the way 
 the same functions; policies/pack.py wraps `RULES` for `pulumi_policy`.
 
 One module per rule family: storage.py (not public, encrypted and versioned, complete), iam.py,
+credentials.py (no long-lived keys), compute.py (node disks, IMDSv2),
 network.py, labels.py, spot.py, budget.py, regions.py; model.py holds what they share and
 resource_types.py the type tokens they inspect. A new rule is a function in its family's module
 and one `Rule` entry in `RULES` below.
@@ -24,6 +25,12 @@ from typing import Any
 
 from policies.rules.budget import (
     budget_violations,
+)
+from policies.rules.compute import (
+    node_hardening_violations,
+)
+from policies.rules.credentials import (
+    long_lived_key_violations,
 )
 from policies.rules.iam import (
     iam_wildcard_violations,
@@ -106,10 +113,24 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "no-inbound-from-internet",
-        "No security group, firewall or NSG rule accepts inbound traffic from 0.0.0.0/0, ::/0 or "
-        "'*'/'Internet'.",
+        "No security group, firewall or NSG rule accepts inbound traffic from 0.0.0.0/0, ::/0, "
+        "'*'/'Internet', or any set of ranges covering 1/256 or more of the address space.",
         {},
         resource_check=internet_ingress_violations,
+    ),
+    Rule(
+        "no-long-lived-keys",
+        "No static credential of any cloud: AWS access keys, GCP service-account or API keys, "
+        "Azure AD application/service-principal secrets and certificates.",
+        {},
+        resource_check=long_lived_key_violations,
+    ),
+    Rule(
+        "node-disks-encrypted-imdsv2",
+        "EBS volumes and launch-template/instance disks are encrypted; instance metadata "
+        "requires IMDSv2 session tokens.",
+        {},
+        resource_check=node_hardening_violations,
     ),
     Rule(
         "required-labels",

@@ -40,11 +40,61 @@ ACTIONS_WITHOUT_RESOURCE_TYPES = frozenset(
     }
 )
 
+GCP_IMPERSONATION_ROLES = (
+    "roles/iam.serviceAccountTokenCreator",
+    "roles/iam.serviceAccountUser",
+    "roles/iam.serviceAccountKeyAdmin",
+    "roles/iam.workloadIdentityUser",
+    "roles/iam.serviceAccountOpenIdTokenCreator",
+)
+
 
 def _is_read_only(action: str, prefixes: Sequence[str]) -> bool:
     """s3:GetObject, ec2:Describe* … (IAM action names are case-insensitive)."""
     verb = action.split(":", 1)[-1].lower()
     return any(verb.startswith(prefix.lower()) for prefix in prefixes)
+
+
+# Reads that return data (secrets, keys, objects) rather than metadata: "read-only" is no excuse
+# for reaching every secret or bucket of the account.
+DATA_READ_ACTIONS = (
+    "secretsmanager:getsecretvalue",
+    "secretsmanager:batchgetsecretvalue",
+    "ssm:getparameter",
+    "ssm:getparameters",
+    "ssm:getparametersbypath",
+    "ssm:getparameterhistory",
+    "kms:decrypt",
+    "s3:getobject",
+    "s3:getobjectversion",
+    "dynamodb:getitem",
+    "dynamodb:scan",
+    "dynamodb:query",
+)
+# Actions that change who can do what: on every role they are a path to administrator.
+ESCALATION_PREFIXES = ("iam:passrole", "iam:put", "iam:attach", "iam:create", "iam:update")
+
+
+def _matches_any(action: str, names: Sequence[str]) -> bool:
+    """An action (maybe with wildcards, e.g. ssm:GetParameter*) that can be any of `names`."""
+    import fnmatch
+
+    lowered = action.lower()
+    return any(fnmatch.fnmatchcase(name, lowered) or name.startswith(lowered) for name in names)
+
+
+def _reaches_everything(resource: str) -> bool:
+    """Whether a Resource names every resource of its kind: '*', 'arn:aws:s3:::*/*', 'role/*'."""
+    if resource == "*":
+        return True
+    parts = resource.split(":", 5)
+    if len(parts) < 6:
+        return False
+    service, rest = parts[2], parts[5]
+    if service == "s3":
+        return "*" in rest.split("/", 1)[0]  # the bucket name itself is a wildcard
+    name = rest.split("/", 1)[1] if "/" in rest else rest.split(":", 1)[-1]
+    return set(name) <= {"*", "/", ":"}
 
 
 def _wildcard_statement_problems(
@@ -64,7 +114,8 @@ def _wildcard_statement_problems(
                 f"{label} allows every {action.split(':', 1)[0]} action ({action!r}) — "
                 "list the actions the job needs"
             )
-    whole_account = "NotResource" in statement or "*" in as_strings(statement.get("Resource"))
+    resources = as_strings(statement.get("Resource"))
+    whole_account = "NotResource" in statement or "*" in resources
     writes = [a for a in actions if a != "*" and not a.endswith(":*")]
     writes = [a for a in writes if not _is_read_only(a, read_only_prefixes)]
     writes = [a for a in writes if a.lower() not in ACTIONS_WITHOUT_RESOURCE_TYPES]
@@ -73,6 +124,28 @@ def _wildcard_statement_problems(
             f"{label} allows {', '.join(writes)} on Resource '*' — scope Resource to the "
             "checkpoint bucket/prefix ARN"
         )
+    # By what an action can reach: data reads and privilege changes on every resource of a kind.
+    everything = [r for r in resources if _reaches_everything(r)] or (
+        ["NotResource"] if "NotResource" in statement else []
+    )
+    if everything:
+        reach = everything[0]
+        readers = [a for a in actions if a != "*" and _matches_any(a, DATA_READ_ACTIONS)]
+        if readers and not (whole_account and writes):  # that statement is refused already
+            problems.append(
+                f"{label} allows {', '.join(readers)} on {reach!r}, which reads every secret, "
+                "key or object of the account — name the resources the job reads"
+            )
+        escalators = [
+            a
+            for a in actions
+            if a != "*" and (a.lower().startswith(ESCALATION_PREFIXES) or a.lower() == "iam:*")
+        ]
+        if escalators and (reach in ("*", "NotResource") or ":iam:" in reach):
+            problems.append(
+                f"{label} allows {', '.join(escalators)} on {reach!r}, a path to administrator "
+                "— name the one role (arn:aws:iam::<account>:role/<name>)"
+            )
     return problems
 
 
@@ -109,10 +182,11 @@ def iam_wildcard_violations(
     elif resource_type == AWS_ROLE:
         arns = as_strings(props.get("managedPolicyArns"))
     for arn in arns:
+        managed = arn.rsplit("/", 1)[-1]
         if (
             arn.startswith("arn:")
-            and arn.rsplit("/", 1)[-1] in forbidden_managed
             and ":aws:policy/" in arn
+            and (managed in forbidden_managed or managed.endswith("FullAccess"))
         ):
             problems.append(
                 f"attaches AWS managed policy {arn.rsplit('/', 1)[-1]} — attach a policy that "
@@ -138,6 +212,14 @@ def iam_wildcard_violations(
                 f"grants the primitive role {role} — grant a predefined role such as "
                 "roles/storage.objectUser on the checkpoint bucket"
             )
+        # Granted on a project/folder/organization, these let the member act as every service
+        # account in it; granted on one service account they are how federation works.
+        if resource_type.startswith(("gcp:projects/", "gcp:folder/", "gcp:organizations/")):
+            for role in sorted(set(roles) & set(GCP_IMPERSONATION_ROLES)):
+                problems.append(
+                    f"grants {role} on the whole {kind.split('IAM')[0].lower() or 'project'} — "
+                    "grant it on the one service account (gcp.serviceaccount.IAMMember)"
+                )
 
     if resource_type == AZURE_ROLE_ASSIGNMENT:
         role_id = props.get("roleDefinitionId")

@@ -32,15 +32,63 @@ from policies.rules.resource_types import (
 # --- no-inbound-from-internet --------------------------------------------------------------------
 
 
+# A set of sources reaching at least this share of an address family counts as "the internet":
+# a /8's worth. Ranges are reasoned about as ranges, so 0.0.0.0/1 + 128.0.0.0/1 is 100 %.
+WIDE_SHARE = 1 / 256
+_NOT_INTERNET = {
+    4: [
+        ipaddress.ip_network(n)
+        for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8")
+    ],
+    6: [ipaddress.ip_network(n) for n in ("fc00::/7", "fe80::/10")],
+}
+
+
 def _is_internet(source: str) -> bool:
     """0.0.0.0/0, ::/0 (any /0), or Azure's "*", "Internet", "Any"."""
-    text = source.strip()
-    if text.lower() in AZURE_INTERNET_SOURCES:
-        return True
-    try:
-        return ipaddress.ip_network(text, strict=False).prefixlen == 0
-    except ValueError:
-        return False
+    return bool(_wide_sources([source]))
+
+
+def _wide_sources(sources: list[str]) -> list[str]:
+    """The sources that together expose a large share of the internet, described for a message.
+
+    Azure's "*"/"Internet"/"Any" count on their own; CIDRs are collapsed per address family and
+    flagged when they cover WIDE_SHARE or more of it, however they are split.
+    """
+    out: list[str] = []
+    networks: dict[int, list[ipaddress.IPv4Network | ipaddress.IPv6Network]] = {4: [], 6: []}
+    for source in sources:
+        text = source.strip()
+        if text.lower() in AZURE_INTERNET_SOURCES:
+            out.append(text)
+            continue
+        try:
+            network = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            continue
+        networks[network.version].append(network)
+    for version, found in networks.items():
+        if not found:
+            continue
+        collapsed = list(ipaddress.collapse_addresses(found))  # type: ignore[type-var]
+        # Private and reserved space is not the internet: a VPC's 10.0.0.0/8 is fine.
+        share = sum(
+            2.0**-n.prefixlen
+            - sum(
+                2.0 ** -max(n.prefixlen, p.prefixlen)
+                for p in _NOT_INTERNET[version]
+                if n.overlaps(p)
+            )
+            for n in collapsed
+        )
+        if share < WIDE_SHARE:
+            continue
+        if len(found) == 1 and found[0].prefixlen == 0:
+            out.append(str(found[0]))
+        else:
+            listed = ", ".join(str(n) for n in found[:4]) + (", …" if len(found) > 4 else "")
+            out.append(f"{listed} ({share:.1%} of IPv{version})")
+    return out
 
 
 def _ports(rule: Mapping[str, Any]) -> str:
@@ -70,12 +118,12 @@ def internet_ingress_violations(
             sources = as_strings(prop_at(rule, "cidrBlocks")) + as_strings(
                 prop_at(rule, "ipv6CidrBlocks")
             )
-            for source in filter(_is_internet, sources):
+            for source in _wide_sources(sources):
                 problems.append(f"ingress ({_ports(rule)}) is open to {source} — {fix}")
     elif resource_type == AWS_SECURITY_GROUP_RULE:
         if props.get("type") == "ingress":
             sources = as_strings(props.get("cidrBlocks")) + as_strings(props.get("ipv6CidrBlocks"))
-            for source in filter(_is_internet, sources):
+            for source in _wide_sources(sources):
                 problems.append(f"ingress rule ({_ports(props)}) is open to {source} — {fix}")
     elif resource_type == AWS_INGRESS_RULE:
         rule = {
@@ -84,7 +132,7 @@ def internet_ingress_violations(
             "toPort": props.get("toPort"),
         }
         sources = as_strings(props.get("cidrIpv4")) + as_strings(props.get("cidrIpv6"))
-        for source in filter(_is_internet, sources):
+        for source in _wide_sources(sources):
             problems.append(f"ingress rule ({_ports(rule)}) is open to {source} — {fix}")
     elif resource_type == GCP_FIREWALL:
         direction = str(props.get("direction") or "INGRESS").upper()
@@ -106,11 +154,11 @@ def internet_ingress_violations(
                         "allow rule has no source, which GCP treats as 0.0.0.0/0 — set "
                         "sourceRanges to your CIDRs or remove the rule"
                     )
-                for source in filter(_is_internet, sources):
+                for source in _wide_sources(sources):
                     problems.append(f"allow rule is open to {source} — {fix}")
     elif resource_type in GCP_FIREWALL_POLICY_RULES:
         if str(props.get("direction", "")).upper() == "INGRESS" and props.get("action") == "allow":
-            for source in filter(_is_internet, as_strings(prop_at(props, "match", "srcIpRanges"))):
+            for source in _wide_sources(as_strings(prop_at(props, "match", "srcIpRanges"))):
                 problems.append(f"allow rule is open to {source} — {fix}")
     elif resource_type in (AZURE_NSG, AZURE_SECURITY_RULE):
         rules = as_list(props.get("securityRules")) if resource_type == AZURE_NSG else [props]
@@ -124,7 +172,7 @@ def internet_ingress_violations(
             )
             if inbound and allow:
                 name = rule.get("name") or "inbound rule"
-                for source in filter(_is_internet, sources):
+                for source in _wide_sources(sources):
                     problems.append(
                         f"security rule {name!r} allows inbound from {source!r} — {fix}"
                     )

@@ -217,6 +217,7 @@ def storage_protection_violations(
         problems = []
         if is_false(props.get("enableHttpsTrafficOnly")):
             problems.append("enableHttpsTrafficOnly is false — set enableHttpsTrafficOnly: true")
+
         tls = props.get("minimumTlsVersion")
         minimum = str(settings.get("min_tls_version", "TLS1_2"))
         if tls is not UNKNOWN and (

@@ -6,6 +6,7 @@ them, so `route --help` and `route plan` start fast.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import traceback
@@ -80,6 +81,7 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
 def validate(jobs: tuple[Path, ...], explain: bool) -> None:
     """Check job files (or SkyPilot task files); print OK or every problem, one line each."""
     from router.config.job_file import explain_job_file, validate_job_file
+    from router.core.user_values import MAX_MESSAGE_CHARS, printable
 
     bad = False
     for job in jobs:
@@ -90,9 +92,9 @@ def validate(jobs: tuple[Path, ...], explain: bool) -> None:
         if problems:
             bad = True
             for line in problems:
-                click.echo(f"error: {line}", err=True)
+                click.echo(f"error: {printable(line, limit=MAX_MESSAGE_CHARS)}", err=True)
         else:
-            click.echo(f"OK {job}")
+            click.echo(f"OK {printable(str(job))}")
     if bad:
         sys.exit(EXIT_BAD_INPUT)
 
@@ -100,11 +102,10 @@ def validate(jobs: tuple[Path, ...], explain: bool) -> None:
 @cli.command()
 def schema() -> None:
     """Print the job.yaml JSON Schema (for editors and CI linters)."""
-    import json
-
     from router.core.job.schema import job_schema
+    from router.core.strict_json import dumps
 
-    click.echo(json.dumps(job_schema(), indent=2))
+    click.echo(dumps(job_schema()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -456,6 +457,11 @@ def _target(value: str | None) -> str | None:
     show_default=True,
     help="Placements to try when the cloud refuses capacity, quota or price.",
 )
+@click.option(
+    "--allow-stale",
+    is_flag=True,
+    help="Deploy to a cloud even when the best price is stale and a refresh did not help.",
+)
 @json_option
 @click.pass_context
 def deploy(
@@ -466,6 +472,7 @@ def deploy(
     to: str | None,
     require_fresh: bool,
     max_tries: int,
+    allow_stale: bool,
     as_json: bool,
 ) -> None:
     """Plan → choose → write stack config → preview → confirm → up → record.
@@ -479,12 +486,26 @@ def deploy(
     from router.flows.plan import plan_job
 
     project = _project(ctx, required=True)
-    report = plan_job(job, project=project, now=_now(), require_fresh=require_fresh)
+    now = _now()
+    report = plan_job(job, project=project, now=now, require_fresh=require_fresh)
     candidates = jobs.candidates_within(report.job, report.result.placements, _target(to), job)
+    report, candidates, refreshed, allowed_stale = jobs.fresh_candidates(
+        report,
+        candidates,
+        job,
+        project=project,
+        now=now,
+        to=_target(to),
+        require_fresh=require_fresh,
+        allow_stale=allow_stale,
+        refresh=jobs.refresh_for_deploy,
+    )
 
-    def show(proposal: object) -> None:
+    def show(proposal: Any) -> None:
         if not as_json:
-            render.proposal(proposal)
+            render.proposal(
+                dataclasses.replace(proposal, refreshed=refreshed, allowed_stale=allowed_stale)
+            )
 
     def confirm(review: object) -> bool:
         if not as_json:
@@ -641,7 +662,9 @@ def status(ctx: click.Context, job: str | None, history: bool, as_json: bool) ->
         else:
             render.history(data)
         return
-    statuses = jobs.job_status(project=_project(ctx, required=True), now=now, job=job)
+    statuses = jobs.job_status(
+        project=_project(ctx, required=True), now=now, job=job, notify=render.notice
+    )
     if as_json:
         render.print_json([s.to_json() for s in statuses])
     else:
@@ -663,7 +686,7 @@ def destroy(ctx: click.Context, job: str, yes: bool) -> None:
             raise click.UsageError("not a terminal to confirm on — pass --yes to destroy")
         click.confirm(f"Destroy job {job}?", default=False, abort=True)
     with render.EngineProgress(f"destroying {job}") as progress:
-        deleted = jobs.destroy_job(job, project=project, on_event=progress)
+        deleted = jobs.destroy_job(job, project=project, on_event=progress, notify=progress.notice)
     click.echo(f"destroyed {job}: {deleted} resources deleted")
 
 
@@ -842,6 +865,19 @@ def watch(
 
 
 @cli.command()
+@click.argument("job")
+@click.pass_context
+def unlock(ctx: click.Context, job: str) -> None:
+    """Clear JOB's backend lock left by a route command that died (refused while it runs here)."""
+    from router.flows import jobs
+
+    held = jobs.unlock_job(job, project=_project(ctx, required=True))
+    click.echo(
+        f"unlocked {job}" + (f" (was held by {held[0]})" if held else " (it was not locked)")
+    )
+
+
+@cli.command()
 @click.option(
     "--clouds",
     multiple=True,
@@ -998,6 +1034,7 @@ def report(days: float | None, out: Path | None, as_json: bool) -> None:
     if written is not None:
         click.echo(f"chart: {written}")
 
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1024,7 +1061,7 @@ def main() -> None:
     except RouteError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"error: {exc.message}", err=True)
+        click.echo(f"error: {_line(exc.message)}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort as exc:
         if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
@@ -1033,7 +1070,11 @@ def main() -> None:
         click.echo("error: aborted", err=True)
         sys.exit(EXIT_FAILED)
     except click.ClickException as exc:
-        exc.show()
+        # click quotes the user's argument back; print it through the same escape
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f"{exc.ctx.get_usage()}\nTry '{exc.ctx.command_path} --help' for help.\n\n"
+        click.echo(f"{hint}Error: {_line(exc.format_message())}", err=True)
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, click.UsageError) else exc.exit_code)
     except KeyboardInterrupt:
         click.echo("error: interrupted", err=True)
@@ -1042,7 +1083,15 @@ def main() -> None:
         if debug:
             traceback.print_exc()
         click.echo(
-            f"error: unexpected {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+            f"error: unexpected {type(exc).__name__}: {_line(str(exc))} "
+            "(rerun with --debug for the traceback)",
             err=True,
         )
         sys.exit(EXIT_FAILED)
+
+
+def _line(message: str) -> str:
+    """An error message as one printable line of readable length (the value may be 100 KB)."""
+    from router.core.user_values import MAX_MESSAGE_CHARS, printable
+
+    return printable(message, limit=MAX_MESSAGE_CHARS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -29,8 +28,19 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width, emoji=False)
 
 
+def safe(value: object) -> str:
+    """A user-supplied value ready for a rich console: controls escaped, no markup."""
+    from rich.markup import escape
+
+    from router.core.user_values import printable
+
+    return escape(printable(str(value), limit=200))
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    from router.core.strict_json import dumps
+
+    sys.stdout.write(dumps(data) + "\n")
 
 
 def money(usd: float) -> str:
@@ -101,15 +111,15 @@ def price_table(offers: Sequence[Offer], now: datetime, max_age_s: float, total:
         stale_rows += stale
         table.add_row(
             o.cloud,
-            o.region,
-            o.zone or "-",
-            o.instance_type,
+            safe(o.region),
+            safe(o.zone or "-"),
+            safe(o.instance_type),
             f"{o.gpu}×{o.gpu_count}",
             o.market,
             f"{o.price_per_hour:,.3f}",
             f"{o.price_per_hour / o.gpu_count:,.3f}",
-            o.interruption_bucket or "-",
-            o.source,
+            safe(o.interruption_bucket or "-"),
+            safe(o.source),
             f"[yellow]{age(age_s)} stale[/]" if stale else age(age_s),
         )
     console.print(table)
@@ -136,14 +146,14 @@ def refresh_summary(outcomes: Sequence[RefreshOutcome]) -> None:
     console = _console()
     for o in outcomes:
         if o.error:
-            console.print(f"[red]{o.cloud}[/]: {o.error}")
+            console.print(f"[red]{o.cloud}[/]: {safe(o.error)}")
         else:
             console.print(
                 f"[green]{o.cloud}[/]: {o.quotes_stored} quotes from {len(o.regions)} "
                 f"regions, {o.instance_types} instance types in {o.elapsed_s:.1f}s"
             )
         for warning in o.warnings:
-            console.print(f"  [yellow]{o.cloud}[/]: {warning}")
+            console.print(f"  [yellow]{o.cloud}[/]: {safe(warning)}")
 
 
 def import_json(result: ImportResult) -> dict[str, Any]:
@@ -162,7 +172,7 @@ def import_summary(result: ImportResult) -> None:
         f"imported {len(result.quotes)} quotes ({result.cloud}) from {result.rows_read} rows, "
         f"skipped {result.rows_skipped}"
     )
-    _console().print(line + (f": {reasons}" if reasons else ""))
+    _console().print(safe(line + (f": {reasons}" if reasons else "")))
 
 
 def quote_json(quote: Quote, now: datetime) -> dict[str, Any]:
@@ -192,11 +202,11 @@ def history_table(quotes: Sequence[Quote], now: datetime) -> None:
     for q in quotes:
         table.add_row(
             q.observed_at.strftime("%Y-%m-%d %H:%M"),
-            q.region,
-            q.zone or "-",
+            safe(q.region),
+            safe(q.zone or "-"),
             q.market,
             f"{q.price_per_hour:,.4f}",
-            q.source,
+            safe(q.source),
         )
     console.print(table)
 
@@ -304,7 +314,7 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
     job, result = report.job, report.result
     if not result.placements:
         console.print(
-            f"[red]no placement fits job '{job.name}'[/] ({report.offers_considered} "
+            f"[red]no placement fits job '{safe(job.name)}'[/] ({report.offers_considered} "
             "offers considered) — rerun with --explain to see why each was rejected"
         )
     else:
@@ -342,8 +352,8 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
             source = f"{p.price_source} {age(p.price_age_s)}"
             cells = [
                 str(rank),
-                f"{p.cloud} {p.zone or p.region}",
-                p.instance_type,
+                safe(f"{p.cloud} {p.zone or p.region}"),
+                safe(p.instance_type),
                 p.market,
                 f"{p.price_per_hour:,.2f}",
                 money(p.compute_cost),
@@ -358,21 +368,21 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
             cells += [
                 money(p.interruption_cost),
                 f"[bold]{money(p.total_cost)}[/]",
-                f"[yellow]{source} stale[/]" if p.stale else source,
+                f"[yellow]{safe(source)} stale[/]" if p.stale else safe(source),
                 _QUOTA_SHOWN.get(p.quota_status, p.quota_status),
             ]
             table.add_row(*cells)
         console.print(table)
         best = result.placements[0]
         for reason in best.reasons:
-            console.print(f"  #1: {reason}")
+            console.print(f"  #1: {safe(reason)}")
         if report.time_shift is not None:
-            console.print(f"  later start: {report.time_shift.reason}")
+            console.print(f"  later start: {safe(report.time_shift.reason)}")
         if explain and with_data:
             # Per placement: which copy of each data set is read, and how, in dollars.
             for rank, p in enumerate(shown[1:], 2):
                 for d in p.data:
-                    console.print(f"  #{rank} {p.cloud} {p.zone or p.region}: {d.summary()}")
+                    console.print(f"  #{rank} {p.cloud} {p.zone or p.region}: {safe(d.summary())}")
         if any(p.stale for p in result.placements):
             console.print(
                 "[yellow]some prices are stale[/]: run `route prices refresh`, or "
@@ -386,12 +396,12 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
             o = r.offer
             table.add_row(
                 o.cloud,
-                o.region,
-                o.zone or "-",
-                o.instance_type,
+                safe(o.region),
+                safe(o.zone or "-"),
+                safe(o.instance_type),
                 o.market,
                 f"{o.price_per_hour:,.2f}",
-                r.reason,
+                safe(r.reason),
             )
         console.print(table)
 
@@ -451,6 +461,10 @@ class EngineProgress:
             elif event.diagnostic_event is not None and event.diagnostic_event.severity == "error":
                 self.diagnostics.append(event.diagnostic_event.message.strip())
 
+    def notice(self, line: str) -> None:
+        """A one-line notice (a lock cleared, processes stopped) printed above the progress."""
+        self._live.console.print(f"[yellow]note[/]: {safe(line)}")
+
     def __enter__(self) -> EngineProgress:
         self._live.__enter__()
         return self
@@ -464,20 +478,35 @@ class EngineProgress:
         _console(stderr=True).print(f"{self.title}: {counts} in {elapsed:.1f}s")
 
 
+def notice(line: str) -> None:
+    """A one-line notice on stderr (outside an engine progress display)."""
+    _console(stderr=True).print(f"[yellow]note[/]: {safe(line)}")
+
+
 def proposal(p: Any) -> None:
     """The chosen placement and the stack config change, before the preview."""
     console = _console()
     c = p.chosen
+    for o in p.refreshed:
+        console.print(
+            f"  refreshed {o.cloud}: "
+            + (f"[yellow]{safe(o.error)}[/]" if o.error else f"{o.quotes_stored} quotes")
+        )
+    fresh = f"{c.price_source}, {age(c.price_age_s)} old"
+    if c.stale:
+        fresh += ", [yellow]stale[/]" + (
+            " — deploying anyway (--allow-stale)" if p.allowed_stale else ""
+        )
     console.print(
-        f"[bold]{p.job.name}[/] → {c.cloud} {c.region} {c.zone or ''} {c.instance_type} "
-        f"{c.market} at {money(c.price_per_hour)}/h ({c.price_source}), "
+        f"[bold]{safe(p.job.name)}[/] → {c.cloud} {safe(c.region)} {safe(c.zone or '')} "
+        f"{safe(c.instance_type)} {c.market} at {money(c.price_per_hour)}/h ({fresh}), "
         f"expected total {money(c.total_cost)}"
     )
     if p.config_diff:
         console.print(f"config changes in {p.stack_file.name}:")
         for line in p.config_diff:
             color = {"+": "green", "-": "red", "~": "yellow"}[line[0]]
-            console.print(f"  [{color}]{line}[/]", markup=True, highlight=False)
+            console.print(f"  [{color}]{safe(line)}[/]", markup=True, highlight=False)
     else:
         console.print(f"config in {p.stack_file.name} unchanged")
 
@@ -488,9 +517,9 @@ def review_summary(r: Any) -> None:
     console.print(f"preview: {counts}")
     for name, changes in r.by_category.items():
         for c in changes:
-            console.print(f"  {c.op:>8} {name:<17} {c.type} {c.name}")
+            console.print(f"  {c.op:>8} {name:<17} {safe(c.type)} {safe(c.name)}")
     for v in r.policy_violations:
-        console.print(f"  [red]policy[/] {v}")
+        console.print(f"  [red]policy[/] {safe(v)}")
 
 
 def launch_try(t: Any) -> None:
@@ -515,7 +544,7 @@ def deploy_outcome(o: Any) -> None:
     console.print(
         f"[green]deployed[/] {o.job}: "
         + ", ".join(
-            f"{k}={v}"
+            f"{k}={safe(v)}"
             for k, v in sorted(o.outputs.items())
             if k in ("groupId", "checkpointUrl", "identity")
         )
@@ -565,6 +594,14 @@ def status_table(statuses: Sequence[Any], now: datetime) -> None:
             _decision_cell(s.last_decision),
         )
     console.print(table)
+    for s in statuses:
+        if s.locked_by:
+            console.print(
+                f"[yellow]{s.job}[/] is locked by {safe(s.locked_by)} — if that command died, "
+                f"run `route unlock {s.job}`"
+            )
+        if s.problem:
+            console.print(f"[red]{s.job}[/]: {safe(s.problem)}")
 
 
 # --- migrate / watch ----------------------------------------------------------------------------

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from router.config.datafiles import load_catalog
+from router.config.safe_yaml import YamlProblem, parse_yaml
 from router.config.skypilot import SkyPilotProblem, explain_lines, is_skypilot_task, translate
 from router.core.errors import BadInput
 from router.core.job.model import Job
@@ -81,36 +79,16 @@ class _FileProblem(Exception):
         self.where = where
 
 
-class _JobLoader(yaml.SafeLoader):
-    """Safe YAML that refuses duplicate keys (the later one would silently win)."""
-
-
-def _construct_mapping(loader: _JobLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[object] = set()
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            duplicate = key in seen
-            seen.add(key)
-        except TypeError:
-            continue  # unhashable: the constructor below reports it
-        if duplicate:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-    loader.flatten_mapping(node)
-    return dict(loader.construct_pairs(node, deep=True))
-
-
-_JobLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _read_yaml(path: Path, source: str) -> object:
-    if not path.exists():
+    try:
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError as e:  # e.g. a path component longer than the file system allows
+        raise _FileProblem(
+            f"cannot use this path ({e.strerror or type(e).__name__}) — check the path"
+        ) from None
+    if not exists:
         raise _FileProblem("file not found — check the path and the current directory")
-    if path.is_dir():
+    if is_dir:
         hint = next((p.name for p in (path / "job.yaml", path / "job.yml") if p.is_file()), None)
         fix = f"pass the job file, e.g. {path / hint}" if hint else "pass a job .yaml file"
         raise _FileProblem(f"is a directory — {fix}")
@@ -133,30 +111,6 @@ def _read_yaml(path: Path, source: str) -> object:
             where=f"line {line}",
         ) from None
     try:
-        return yaml.load(text, Loader=_JobLoader)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = e.problem or e.context or "invalid YAML"
-        raise _FileProblem(f"YAML error: {problem} — {_yaml_fix(problem)}", where=where) from None
-    except yaml.YAMLError as e:
-        raise _FileProblem(f"YAML error: {e} — check the file is YAML") from None
-    except (ValueError, RecursionError, OverflowError, TypeError) as e:
-        # e.g. an integer with thousands of digits, or nesting deeper than Python's stack
-        raise _FileProblem(
-            f"cannot read the YAML ({type(e).__name__}) — a job file holds plain short values"
-        ) from None
-
-
-def _yaml_fix(problem: str) -> str:
-    if "duplicate key" in problem:
-        return "keep only one of them"
-    if "another document" in problem or "single document" in problem:
-        return "keep one job per file (remove the second '---' document)"
-    if "constructor for the tag" in problem:
-        return "remove the YAML tag (!!...); job files hold plain values"
-    if "'\\t'" in problem:
-        return "indent with spaces, not tabs"
-    if "recursive" in problem:
-        return "remove the alias that refers to itself"
-    return "check indentation, colons and quotes around there"
+        return parse_yaml(text, what="job file")
+    except YamlProblem as e:
+        raise _FileProblem(e.text, where=e.where) from None

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from router.config.project import Project
+from router.config.safe_yaml import YamlProblem, parse_yaml
 from router.core.errors import BadInput
 from router.core.org import ORG_CONFIG_FILE, OrgConfig, org_config_from_data
 
@@ -18,23 +17,27 @@ def org_config_for(project: Project | None) -> OrgConfig:
 
 def load_org_config(path: Path | None) -> OrgConfig:
     """Read spotroute.yaml; None or a missing file gives the defaults, bad content BadInput."""
-    if path is None or not path.exists():
-        return OrgConfig()
+    try:
+        if path is None or not path.exists():
+            return OrgConfig()
+    except OSError as exc:
+        raise BadInput(f"{ORG_CONFIG_FILE}: cannot use the path ({exc.strerror})") from None
     name = path.name
     try:
+        if path.stat().st_size > 1 << 20:
+            raise BadInput(f"{name}: file is larger than 1 MiB — is this spotroute.yaml?")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{name}: cannot read the file ({exc})") from exc
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise BadInput(f"{name}: cannot read the file ({why}) — check its permissions") from None
     return parse_org_config(text, name=name)
 
 
 def parse_org_config(text: str, *, name: str = ORG_CONFIG_FILE) -> OrgConfig:
     """Validate spotroute.yaml text; the first problem becomes a one-line BadInput."""
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise BadInput(f"{name}: not valid YAML{where}: {problem}") from None
+        raw = parse_yaml(text, what="spotroute.yaml")
+    except YamlProblem as exc:
+        where = f" at {exc.where}" if exc.where else ""
+        raise BadInput(f"{name}: not valid YAML{where}: {exc.text}") from None
     return org_config_from_data(raw, name=name)

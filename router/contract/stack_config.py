@@ -37,6 +37,19 @@ JOB_NAME_RULE = (
     "lowercase letters, digits and dashes, starting with a letter, "
     f"at most {JOB_NAME_MAX} characters"
 )
+# Set by spotroute itself on every node (startup script, local target): a job env entry with one
+# of these names is refused at validate time, the same rule the components enforce.
+RESERVED_ENV: tuple[str, ...] = (
+    "SPOTROUTE_JOB_ID",
+    "SPOTROUTE_CHECKPOINT_URL",
+    "SPOTROUTE_CHECKPOINT_DIR",
+    "SPOTROUTE_NODE_COUNT",
+    "SPOTROUTE_CHECKPOINT_INTERVAL",
+    "SPOTROUTE_NOTICE_SOURCE",
+    "SKYPILOT_NUM_NODES",
+    "SKYPILOT_NODE_RANK",
+    "SKYPILOT_NODE_IPS",
+)
 # Keys of the `spotroute:job` object.
 JOB_KEYS: tuple[str, ...] = ("image", "command", "env")
 

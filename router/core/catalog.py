@@ -176,6 +176,7 @@ def offers_from_quotes(quotes: Iterable[Quote], catalog: Catalog) -> OffersResul
                 observed_at=quote.observed_at,
                 interruption_bucket=quote.interruption_bucket,
                 interconnect=it.interconnect,
+                clock_skewed=quote.clock_skewed,
             )
         )
     return OffersResult(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from router.core.user_values import kind_of, show_value
@@ -25,14 +26,31 @@ def parse_duration_s(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a duration, got {show_value(value)} — {_DURATION_EXAMPLES}")
     if isinstance(value, int | float):
-        return float(value)
+        return _finite(float(value) if abs(value) < 1e300 else math.inf, value)
     if not isinstance(value, str):
         raise ValueError(f"expected a duration, got {kind_of(value)} — {_DURATION_EXAMPLES}")
     text = value.strip()
+    if len(text) > 40:
+        raise ValueError(f"bad duration {show_value(value)} — {_DURATION_EXAMPLES}")
     if re.fullmatch(r"\d+(?:\.\d+)?", text):
-        return float(text)
+        return _finite(float(text), value)
     if re.fullmatch(DURATION_PATTERN, text):
-        return sum(
-            float(n) * _SECONDS_PER_UNIT[unit.lower()] for n, unit in _DURATION_PART.findall(text)
+        return _finite(
+            sum(
+                float(n) * _SECONDS_PER_UNIT[unit.lower()]
+                for n, unit in _DURATION_PART.findall(text)
+            ),
+            value,
         )
     raise ValueError(f"bad duration {show_value(value)} — {_DURATION_EXAMPLES}")
+
+
+MAX_DURATION_S = 10 * 365 * 86400.0  # ten years: longer is a typo, and costs must stay finite
+
+
+def _finite(seconds: float, value: object) -> float:
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_S:
+        raise ValueError(
+            f"duration {show_value(value)} is longer than ten years — {_DURATION_EXAMPLES}"
+        )
+    return seconds

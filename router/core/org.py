@@ -40,7 +40,7 @@ KNOWN_CREDENTIAL_HINTS = (
 class _Section(BaseModel):
     """Every section refuses unknown keys: a typo in a budget must not pass silently."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class RegionRules(_Section):
@@ -128,6 +128,10 @@ class OrgConfig(_Section):
     # hashivault:// (teammates then share cloud permissions, not a passphrase); None = passphrase.
     secrets_provider: str | None = None
     max_quote_age_s: float = Field(default=DEFAULT_MAX_QUOTE_AGE_S, gt=0)
+    # Plans refuse quotes older than max_quote_age_s (as `--require-fresh` does).
+    require_fresh: bool = False
+    # Deploys to a cloud on stale prices without `--allow-stale` (default: refused).
+    allow_stale_deploy: bool = False
     credentials: dict[str, str] = Field(default_factory=dict)
     # Existing Azure storage the jobs may reuse or read: account name → resource id. Needed
     # because a blob URL does not say which subscription and resource group hold the account.

@@ -37,6 +37,7 @@ instance type, market lexicographically, so the order never depends on the input
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -252,7 +253,8 @@ def _cost_rows(
     lost_h = ctx.lost_hours_per_interruption
     for o in survivors:
         age_s = max(0.0, (now - o.observed_at).total_seconds())
-        stale = age_s > max_age_s
+        # A quote that claimed to come from the future has no trustworthy age.
+        stale = age_s > max_age_s or o.clock_skewed
         if stale and require_fresh:
             rejects.append((o, ctx.stale_reason(age_s)))
             continue
@@ -281,6 +283,9 @@ def _cost_rows(
         compute = price * node_hours
         interrupted = rate * node_hours * lost_h * price
         total = compute + egress_usd + storage_usd + staging_usd + interrupted
+        if not math.isfinite(total):  # NaN > budget is False: never let one through
+            rejects.append((o, "expected cost is not a finite number — check duration_hours"))
+            continue
         if ctx.max_job_cost is not None and total > ctx.max_job_cost:
             rejects.append(
                 (
@@ -684,7 +689,11 @@ class _JobContext:
             )
         if row.quota is not None and row.quota.status == UNKNOWN:
             out.append(row.quota.note)
-        if row.stale:
+        if o.clock_skewed:
+            out.append(
+                "price was dated in the future (clock skew): clamped to now, treated as stale"
+            )
+        elif row.stale:
             out.append(
                 f"price is {row.age_s / 3600:.1f} h old (max {self.max_quote_age_s / 3600:g} h): "
                 "stale — run `route prices refresh`"

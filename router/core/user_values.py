@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 
@@ -29,3 +30,33 @@ def show_value(value: object) -> str:
         return str(value).lower()
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "…'"
+
+
+# C0 controls (but tab and newline where allowed), DEL, C1 controls, bidi overrides and line
+# separators: what a terminal could act on (retitle, move the cursor) or a reader misread.
+_UNPRINTABLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+)
+_UNPRINTABLE_LINE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+)
+MAX_MESSAGE_CHARS = 400
+
+
+def printable(text: str, *, one_line: bool = True, limit: int | None = None) -> str:
+    """`text` safe to print on a terminal: controls shown as \\xNN, cut to `limit` characters.
+
+    The one escape function for everything user-supplied that reaches the terminal (error
+    lines, tables, progress): a field name or region holding `\\x1b]0;…\\x07` is shown, not run.
+    """
+    pattern = _UNPRINTABLE_LINE if one_line else _UNPRINTABLE
+    shown = pattern.sub(lambda m: _escape(m.group()), text)
+    if limit is not None and len(shown) > limit:
+        cut = len(shown) - limit
+        shown = f"{shown[: limit - 30]}… ({cut + 30} more characters)"
+    return shown
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

@@ -9,7 +9,6 @@ asked to save stack settings.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
@@ -23,7 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from router.config.project import Project
-from router.core.errors import BadInput, OperationFailed
+from router.core.errors import BadInput, OperationFailed, RouteError
+from router.core.strict_json import dumps
+from router.engine.locks import (
+    StackLock,
+    StackLocks,
+    repair_interrupted_writes,
+    stack_locks_for,
+)
+from router.engine.processes import OWNER_ENV, guarded_python, owner_token, pulumi_wrapper
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -150,10 +157,13 @@ class Engine:
             "PULUMI_BACKEND_URL": self.backend.url,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
-            # The engine's Python plugins (dynamic providers, policy packs) use this interpreter.
-            "SPOTROUTE_PYTHON": sys.executable,
+            # The engine's Python plugins (dynamic providers, policy packs) use this interpreter,
+            # wrapped so that a plugin exits when the engine that started it is gone.
+            "SPOTROUTE_PYTHON": str(guarded_python(self.home, sys.executable)),
             "SPOTROUTE_HOME": str(self.home),
             **self._local_market_env(),
+            # Which route command started these processes: the orphan sweep's evidence.
+            OWNER_ENV: owner_token(),
             **passphrase_env(self.home, self.backend),
         }
 
@@ -179,12 +189,82 @@ class Engine:
                 program=self.program or placement_program,
                 env_vars=self.env(),
                 secrets_provider=self.backend.secrets_provider,
-                # PulumiCommand runs <root>/bin/pulumi; a binary elsewhere is run from PATH.
-                pulumi_command=auto.PulumiCommand(
-                    root=str(pulumi.parent.parent) if pulumi.parent.name == "bin" else None
-                ),
+                # PulumiCommand runs <root>/bin/pulumi: a wrapper that cancels the CLI cleanly
+                # if this process dies (router.engine.processes).
+                pulumi_command=auto.PulumiCommand(root=str(pulumi_wrapper(self.home, pulumi))),
             )
         return self._workspace
+
+    def locks(self) -> StackLocks | None:
+        """The backend's stack-lock reader (None when spotroute cannot read this backend's)."""
+        return stack_locks_for(self.backend.url, pulumi_project_name(self.project))
+
+    def repair_backend(self) -> int:
+        """Undo what a killed CLI leaves half-written in a file:// backend; returns how many."""
+        if not self.backend.url.startswith("file://"):
+            return 0
+        state = Path(self.backend.url.removeprefix("file://")).expanduser()
+        return len(repair_interrupted_writes(state))
+
+    def held_locks(self, job: str) -> list[StackLock]:
+        reader = self.locks()
+        return reader.held(job) if reader is not None else []
+
+    def clear_dead_locks(self, job: str) -> list[StackLock]:
+        """Remove locks whose holder provably died (same host, process gone); returns them."""
+        reader = self.locks()
+        if reader is None:
+            return []
+        cleared = [lock for lock in reader.held(job) if lock.provably_dead()]
+        for lock in cleared:
+            reader.remove(lock)
+        return cleared
+
+    def unlock(self, job: str) -> list[StackLock]:
+        """`route unlock JOB`: clear the stack's locks unless a live process here holds one."""
+        from pulumi import automation as auto
+
+        held = self.held_locks(job)
+        live = [lock for lock in held if lock.hostname == _hostname() and not lock.provably_dead()]
+        if live:
+            raise OperationFailed(
+                f"job {job} is being changed right now by {live[0].holder()} — wait for it, or "
+                f"stop that process first (kill {live[0].pid}), then run `route unlock {job}`"
+            )
+        stack = self.stack(job, create=False)
+        try:
+            stack.cancel()  # removes the stack's locks on every DIY backend
+        except auto.CommandError as exc:
+            if "no stack" in str(exc).lower():
+                raise OperationFailed(f"no deployed job '{job}' — see `route status`") from None
+            raise engine_error(job, exc) from None
+        return held
+
+    def select_or_create(self, job: str) -> tuple[auto.Stack, bool]:
+        """The job's stack and whether this call created it.
+
+        Two homes on one backend may both find no stack and both try to create it: the loser of
+        that race selects the winner's stack instead of failing with "already exists".
+        """
+        from pulumi import automation as auto
+
+        ws = self.workspace()
+        for _attempt in range(3):
+            try:
+                return auto.Stack.select(job, ws), False
+            except auto.StackNotFoundError:
+                pass
+            except auto.CommandError as exc:
+                raise engine_error(job, exc, self) from None
+            try:
+                return auto.Stack.create(job, ws), True
+            except auto.StackAlreadyExistsError:
+                continue
+            except auto.CommandError as exc:
+                if "already exists" in str(exc):
+                    continue
+                raise engine_error(job, exc, self) from None
+        raise OperationFailed(f"job {job}: the stack keeps appearing and vanishing — try again")
 
     def stack(self, job: str, *, create: bool = True) -> auto.Stack:
         from pulumi import automation as auto
@@ -192,14 +272,14 @@ class Engine:
         ws = self.workspace()
         try:
             if create:
-                return auto.Stack.create_or_select(job, ws)
+                return self.select_or_create(job)[0]
             return auto.Stack.select(job, ws)
         except auto.StackNotFoundError:
             raise OperationFailed(
                 f"no deployed job '{job}' on backend {self.backend.url} — see `route status`"
             ) from None
         except auto.CommandError as exc:
-            raise engine_error(job, exc) from None
+            raise engine_error(job, exc, self) from None
 
     def write_config(
         self, job: str, config: Mapping[str, Any], namespace: str = "spotroute"
@@ -211,13 +291,13 @@ class Engine:
             f"{namespace}:{key}": (
                 {"value": value, "secret": False}
                 if isinstance(value, str)
-                else {"value": json.dumps(value), "objectValue": value, "secret": False}
+                else {"value": dumps(value, indent=None), "objectValue": value, "secret": False}
             )
             for key, value in config.items()
         }
         ws = self.workspace()
         try:
-            ws.set_all_config_json(job, json.dumps(payload))
+            ws.set_all_config_json(job, dumps(payload, indent=None))
         except auto.CommandError as exc:
             raise engine_error(job, exc) from None
 
@@ -256,13 +336,15 @@ class EngineFailed(OperationFailed):
         self.detail = detail
 
 
-def engine_error(job: str, exc: Exception) -> OperationFailed:
-    """A one-line OperationFailed for an engine CommandError (locks get their own wording)."""
+def engine_error(job: str, exc: Exception, engine: Engine | None = None) -> OperationFailed:
+    """A one-line OperationFailed for an engine CommandError (locks say who holds them)."""
     text = str(exc)
     if "currently locked" in text or "Conflict: Another update is currently in progress" in text:
+        held = engine.held_locks(job) if engine is not None else []
+        who = f"by {held[0].holder()}" if held else "by another process"
         return OperationFailed(
-            f"job {job} is being changed by another process — wait for it to finish, or if it "
-            f"died, run `pulumi cancel --stack {job}`"
+            f"job {job} is being changed {who} — wait for it to finish, or if it died, run "
+            f"`route unlock {job}`"
         )
     from router.core.failover import classify_launch_error
 
@@ -270,6 +352,24 @@ def engine_error(job: str, exc: Exception) -> OperationFailed:
     if refused is not None:  # the provider's sentence says more than "update failed"
         return EngineFailed(f"job {job}: {refused.code}: {refused.message}", text)
     return EngineFailed(f"job {job}: {first_line(exc)}", text)
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def pulumi_project_name(project: Project) -> str:
+    """The `name:` in the project's Pulumi.yaml (the DIY backend files stacks under it)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load((project.root / "Pulumi.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return "spotroute"
+    name = data.get("name") if isinstance(data, dict) else None
+    return str(name) if name else "spotroute"
 
 
 @contextmanager
@@ -293,11 +393,19 @@ def config_transaction(path: Path) -> Iterator[None]:
     before = path.read_bytes() if path.exists() else None
     try:
         yield
-    except BaseException:
-        if before is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.write_bytes(before)
+    except BaseException as exc:
+        try:
+            if before is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(before)
+        except OSError as restore:
+            # The original error is what the user must see; the failed restore is added to it.
+            if isinstance(exc, RouteError):
+                exc.message += (
+                    f" (and {path.name} could not be restored: {restore.strerror}; "
+                    "check it with `git diff`)"
+                )
         raise
 
 

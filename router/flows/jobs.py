@@ -6,11 +6,10 @@ from router/stackconfig.py. Confirmation and progress are callbacks the CLI pass
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from router.core.job.model import Job
 from router.core.placement import Placement, placement_site
 from router.core.review import Change, Review, change_from_event, review
 from router.core.stackconfig import StackConfig, config_diff, stack_config
+from router.core.strict_json import dumps
 from router.engine.automation import (
     Engine,
     choose_backend,
@@ -34,10 +34,24 @@ from router.engine.automation import (
     engine_interrupts,
     job_lock,
 )
+from router.engine.processes import guarded_python, signal_hook, sweep_orphans
 from router.engine.records import RecordStore
 from router.flows.plan import plan_job
 
 EventHandler = Callable[[Any], None]
+Notify = Callable[[str], None]  # one line for the user (the CLI prints it on stderr)
+
+
+def recover(engine: Engine, job: str, notify: Notify | None) -> None:
+    """Converge after a killed route command: orphaned engine processes, dead holders' locks."""
+    say = notify or (lambda _line: None)
+    orphans = sweep_orphans(engine.home)
+    if orphans:
+        say(f"stopped {len(orphans)} engine process(es) left by a killed route command")
+    if engine.repair_backend():
+        say("repaired a state file a killed engine left half-written")
+    for lock in engine.clear_dead_locks(job):
+        say(f"cleared the lock on job {job} held by {lock.holder()}: that process is gone")
 
 
 def engine_for(project: Project) -> Engine:
@@ -62,9 +76,32 @@ class Proposal:
     stack: str = ""  # the placement's stack; "" = the job's first stack, named as the job
     job_file: Path | None = None  # where the job was read from (route watch re-plans it)
 
+    refreshed: tuple[Any, ...] = ()  # RefreshOutcome per cloud tried because prices were stale
+    allowed_stale: bool = False  # deploying on a stale price because the user said so
+
     @property
     def stack_name(self) -> str:
         return self.stack or self.job.name
+
+
+# Refreshes the clouds named (for one GPU) into the price cache; returns RefreshOutcomes.
+Refresher = Callable[[tuple[str, ...], str], list[Any]]
+
+
+def refresh_for_deploy(clouds: tuple[str, ...], gpu: str) -> list[Any]:
+    """Live prices for the clouds in play; a cloud without credentials fails fast, per cloud."""
+    from router.flows.prices import refresh_prices
+
+    return refresh_prices(clouds=clouds, regions=(), gpu=gpu, timeout_s=5.0, now=datetime.now(UTC))
+
+
+def _stale_cloud(p: Placement) -> bool:
+    return p.cloud != "local" and p.stale  # the local target has no market
+
+
+def _age_text(age_s: float) -> str:
+    days = age_s / 86400
+    return f"{days:.0f} days" if days >= 2 else f"{age_s / 3600:.1f} h"
 
 
 def _matches(p: Placement, target: str) -> bool:
@@ -79,13 +116,79 @@ def propose(
     now: datetime,
     to: str | None = None,
     require_fresh: bool = False,
+    allow_stale: bool = False,
+    refresh: Refresher | None = None,
 ) -> Proposal:
-    """Plan the job and pick the best placement (within `to` = CLOUD or CLOUD/REGION if given)."""
+    """Plan the job and pick the best placement (within `to` = CLOUD or CLOUD/REGION if given).
+
+    A cloud placement priced by a stale quote is never deployed silently: the clouds in play
+    are refreshed first (`refresh`), and if the best price is still stale the deploy is refused
+    unless `allow_stale` (or spotroute.yaml's `allow_stale_deploy`) says otherwise.
+    """
+
     report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
     candidates = candidates_within(report.job, report.result.placements, to, job_path)
-    return proposal_for(
-        report.job, report.org, candidates[0], candidates, project=project, job_file=job_path
+    report, candidates, refreshed, allowed_stale = fresh_candidates(
+        report,
+        candidates,
+        job_path,
+        project=project,
+        now=now,
+        to=to,
+        require_fresh=require_fresh,
+        allow_stale=allow_stale,
+        refresh=refresh,
     )
+    chosen = candidates[0]
+    proposal = proposal_for(
+        report.job, report.org, chosen, candidates, project=project, job_file=job_path
+    )
+    return replace(proposal, refreshed=refreshed, allowed_stale=allowed_stale)
+
+
+def fresh_candidates(
+    report: Any,
+    candidates: list[Placement],
+    job_path: Path,
+    *,
+    project: Project,
+    now: datetime,
+    to: str | None,
+    require_fresh: bool,
+    allow_stale: bool,
+    refresh: Refresher | None,
+) -> tuple[Any, list[Placement], tuple[Any, ...], bool]:
+    """Never deploy a cloud placement on a stale price silently: refresh the clouds in play,
+    re-plan, and refuse if the best price is still stale (unless the user allows it).
+
+    Returns (report, candidates, refresh outcomes, whether a stale price was allowed).
+    """
+    refreshed: tuple[Any, ...] = ()
+    if _stale_cloud(candidates[0]) and refresh is not None:
+        clouds = tuple(sorted({p.cloud for p in candidates if p.cloud != "local"}))
+        refreshed = tuple(refresh(clouds, candidates[0].gpu))
+        if any(o.quotes_stored for o in refreshed):
+            report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
+            candidates = candidates_within(report.job, report.result.placements, to, job_path)
+    chosen = candidates[0]
+    allowed_stale = False
+    if _stale_cloud(chosen):
+        if not (allow_stale or report.org.allow_stale_deploy):
+            tried = (
+                " (refresh failed: "
+                + "; ".join(f"{o.cloud}: {o.error}" for o in refreshed if o.error)[:300]
+                + ")"
+                if any(o.error for o in refreshed)
+                else ""
+            )
+            raise OperationFailed(
+                f"job {report.job.name}: the best price, {chosen.cloud} {chosen.region} "
+                f"${chosen.price_per_hour:,.2f}/h, is {_age_text(chosen.price_age_s)} old "
+                f"({chosen.price_source}) — stale{tried}; run `route prices refresh` with "
+                "credentials, or pass --allow-stale to deploy on it anyway"
+            )
+        allowed_stale = True
+    return report, candidates, refreshed, allowed_stale
 
 
 def candidates_within(
@@ -180,10 +283,6 @@ def fan_out(*handlers: EventHandler | None) -> EventHandler:
     return handle
 
 
-def _stack_exists(engine: Engine, job: str) -> bool:
-    return any(s.name == job for s in engine.list_stacks())
-
-
 def deploy(
     proposal: Proposal,
     *,
@@ -192,6 +291,7 @@ def deploy(
     dry_run: bool = False,
     on_event: EventHandler | None = None,
     record: bool = True,
+    notify: Notify | None = None,
 ) -> DeployOutcome:
     """Write config → preview (with the policy pack) → confirm → up → record; undo on failure.
 
@@ -202,13 +302,15 @@ def deploy(
 
     engine = engine_for(project)
     job = proposal.stack_name
+    on_event = fan_out(on_event, signal_hook("deploy"))
     preview = PreviewResult()
     changes: dict[str, int] = {}
     with job_lock(engine, job), engine_interrupts() as interrupted:
-        existed = _stack_exists(engine, job)
+        recover(engine, job, notify)
+        created = False
         try:
             with config_transaction(proposal.stack_file):
-                stack = engine.stack(job)
+                stack, created = engine.select_or_create(job)
                 engine.write_config(job, proposal.config)
                 packs, configs = policy_args(engine, job, proposal)
                 try:
@@ -220,7 +322,9 @@ def deploy(
                     )
                 except auto.CommandError as exc:
                     raise (
-                        _interrupted(job) if interrupted() else _preview_error(job, exc, preview)
+                        _interrupted(job)
+                        if interrupted()
+                        else _preview_error(job, exc, preview, engine)
                     ) from None
                 summary = review(
                     job, preview.changes, proposal.config_diff, preview.policy_violations
@@ -230,7 +334,7 @@ def deploy(
                 if dry_run or not confirm(summary):
                     raise _Rollback
                 try:
-                    if summary.counts or proposal.config_diff or not existed:
+                    if summary.counts or proposal.config_diff or created:
                         result = stack.up(
                             on_event=on_event, policy_packs=packs, policy_pack_configs=configs
                         )
@@ -243,13 +347,15 @@ def deploy(
                     else:
                         outputs = {k: v.value for k, v in stack.outputs().items()}
                 except auto.CommandError as exc:
-                    raise _interrupted(job) if interrupted() else engine_error(job, exc) from None
+                    raise (
+                        _interrupted(job) if interrupted() else engine_error(job, exc, engine)
+                    ) from None
         except _Rollback:
-            if not existed:
-                engine.workspace().remove_stack(job)
+            if created:
+                _remove_if_empty(engine, job)
             return DeployOutcome(proposal.job.name, False, summary, {}, proposal.chosen)
         except BaseException as exc:
-            if not existed:
+            if created:
                 _remove_half_created(engine, job, exc)
             if interrupted() and not isinstance(exc, Interrupted):
                 raise _interrupted(job) from None  # whichever engine call the Ctrl-C cut short
@@ -283,13 +389,26 @@ def _remove_half_created(engine: Engine, stack: str, exc: BaseException) -> None
 
 
 def _remove_if_empty(engine: Engine, job: str) -> None:
-    """Remove a stack this deploy created if nothing was deployed into it (a failed first try)."""
-    for s in engine.list_stacks():
-        if s.name == job and not s.resource_count:
-            engine.workspace().remove_stack(job)
+    """Remove a stack this deploy created if nothing was deployed into it (a failed first try).
+
+    Never one that another home on the same backend has started using meanwhile (it holds the
+    stack's lock): removing it under them made both deploys fail.
+    """
+    from pulumi import automation as auto
+
+    try:
+        if engine.held_locks(job):
+            return
+        for s in engine.list_stacks():
+            if s.name == job and not s.resource_count and not s.update_in_progress:
+                engine.workspace().remove_stack(job)
+    except (auto.CommandError, OperationFailed):
+        pass  # the original error matters more; an empty stack left behind is harmless
 
 
-def _preview_error(job: str, exc: Exception, preview: PreviewResult) -> OperationFailed:
+def _preview_error(
+    job: str, exc: Exception, preview: PreviewResult, engine: Engine
+) -> OperationFailed:
     mandatory = [v for v in preview.policy_violations if v.startswith("[mandatory]")]
     if mandatory:
         return OperationFailed(
@@ -300,14 +419,16 @@ def _preview_error(job: str, exc: Exception, preview: PreviewResult) -> Operatio
                 else ""
             )
         )
-    return engine_error(job, exc)
+    return engine_error(job, exc, engine)
 
 
 def policy_args(engine: Engine, job: str, proposal: Proposal | None) -> tuple[list[str], list[str]]:
     """The policy pack's launcher and this job's pack config (budget, allowed regions)."""
     from policies import write_launcher
 
-    launcher = write_launcher(engine.home / "policy-pack", sys.executable)
+    launcher = write_launcher(
+        engine.home / "policy-pack", str(guarded_python(engine.home, sys.executable))
+    )
     org = org_config_for(engine.project)
     caps = [
         c
@@ -326,7 +447,7 @@ def policy_args(engine: Engine, job: str, proposal: Proposal | None) -> tuple[li
         return [str(launcher)], []
     path = engine.home / "policy-config" / f"{job}.json"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.write_text(json.dumps(config, indent=2))
+    path.write_text(dumps(config))
     return [str(launcher)], [str(path)]
 
 
@@ -391,22 +512,34 @@ def preview_job(
 # --- destroy ------------------------------------------------------------------------------------
 
 
-def destroy_job(job: str, *, project: Project, on_event: EventHandler | None = None) -> int:
+def destroy_job(
+    job: str,
+    *,
+    project: Project,
+    on_event: EventHandler | None = None,
+    notify: Notify | None = None,
+) -> int:
     """Tear down every stack of the job (its placements) and forget it; resources deleted."""
     _check_job_name(job)
     engine = engine_for(project)
+    recover(engine, job, notify)
     stacks = [s.name for s in engine.list_stacks() if job_of_stack(s.name) == job]
     if not stacks:
         engine.stack(job, create=False)  # the one-line "no deployed job" error
     deleted = 0
     for name in sorted(stacks, key=lambda n: (n != job, n)):
-        deleted += destroy_stack(engine, name, project=project, on_event=on_event)
+        deleted += destroy_stack(engine, name, project=project, on_event=on_event, notify=notify)
     engine.records().delete(placement_key(job))
     return deleted
 
 
 def destroy_stack(
-    engine: Engine, stack_name: str, *, project: Project, on_event: EventHandler | None = None
+    engine: Engine,
+    stack_name: str,
+    *,
+    project: Project,
+    on_event: EventHandler | None = None,
+    notify: Notify | None = None,
 ) -> int:
     """Destroy and remove one placement stack and its stack file; 0 if it is already gone."""
     from pulumi import automation as auto
@@ -414,17 +547,28 @@ def destroy_stack(
     if not any(s.name == stack_name for s in engine.list_stacks()):
         project.stack_config_path(stack_name).unlink(missing_ok=True)
         return 0
+    on_event = fan_out(on_event, signal_hook("destroy"))
     with job_lock(engine, stack_name), engine_interrupts() as interrupted:
+        recover(engine, stack_name, notify)
         stack = engine.stack(stack_name, create=False)
         try:
             result = stack.destroy(on_event=on_event)
             stack.workspace.remove_stack(stack_name)
         except auto.CommandError as exc:
             raise (
-                _interrupted(stack_name) if interrupted() else engine_error(stack_name, exc)
+                _interrupted(stack_name) if interrupted() else engine_error(stack_name, exc, engine)
             ) from None
         project.stack_config_path(stack_name).unlink(missing_ok=True)
     return op_counts(result.summary.resource_changes).get("delete", 0)
+
+
+def unlock_job(job: str, *, project: Project) -> list[str]:
+    """`route unlock JOB`: clear the stack's backend lock; returns who held it."""
+    _check_job_name(job)
+    engine = engine_for(project)
+    with job_lock(engine, job):
+        sweep_orphans(engine.home)
+        return [lock.holder() for lock in engine.unlock(job)]
 
 
 def job_of_stack(stack: str) -> str:
@@ -465,6 +609,8 @@ class JobStatus:
     cost_so_far: float | None  # USD
     resources: int
     last_decision: dict[str, Any] | None = None  # route watch/migrate/preempt's latest, if any
+    locked_by: str | None = None  # who holds the backend's lock on the stack, and since when
+    problem: str | None = None  # why part of the job's record could not be read
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -482,20 +628,29 @@ class JobStatus:
             "cost_so_far": self.cost_so_far,
             "resources": self.resources,
             "last_decision": self.last_decision,
+            "locked_by": self.locked_by,
+            "problem": self.problem,
         }
 
 
-def job_status(*, project: Project, now: datetime, job: str | None = None) -> list[JobStatus]:
-    """Every job found in the backend (or one), with its placement, price then and now, and cost."""
-    from router.prices.book import OfferFilter, offers_now, select_offers
+def job_status(
+    *, project: Project, now: datetime, job: str | None = None, notify: Notify | None = None
+) -> list[JobStatus]:
+    """Every job found in the backend (or one), with its placement, price then and now, and cost.
 
+    A job whose record cannot be read is listed with the problem; the others are unaffected.
+    """
     engine = engine_for(project)
+    if sweep_orphans(engine.home):
+        (notify or (lambda _line: None))("stopped engine processes left by a killed route command")
+    if engine.repair_backend():
+        (notify or (lambda _line: None))("repaired a state file a killed engine left half-written")
     stacks = [s for s in engine.list_stacks() if job is None or job_of_stack(s.name) == job]
     if job is not None and not stacks:
         raise OperationFailed(
             f"no deployed job '{job}' on backend {engine.backend.url} — see `route status`"
         )
-    offers = None
+    offers: list[Any] = []
     statuses = []
     placements = engine.records().list("placements/") if stacks else {}
     by_job: dict[str, list[Any]] = {}
@@ -508,54 +663,94 @@ def job_status(*, project: Project, now: datetime, job: str | None = None) -> li
         # The job's current placement; during a hand-over the other stack is its new one.
         chosen.append((name, next((s for s in group if s.name == current), group[0]), record))
     for name, s, record in sorted(chosen, key=lambda c: c[0]):
-        config = read_stack_file(project.stack_config_path(s.name))
-        cloud = record.get("cloud") or config.get("cloud")
-        market = record.get("market") or config.get("market")
-        gpu, gpu_count = (
-            record.get("gpu") or config.get("gpu"),
-            record.get("gpu_count") or config.get("gpuCount"),
-        )
-        best = None
-        if cloud and cloud != "local" and gpu and gpu_count:
-            if offers is None:
-                offers = offers_now()
-            same = select_offers(
-                offers,
-                OfferFilter(gpu=gpu, gpu_count=int(gpu_count), markets=(market,) if market else ()),
+        recover(engine, s.name, notify)
+        held = engine.held_locks(s.name)
+        locked_by = held[0].holder() if held else None
+        try:
+            status = _one_status(project, name, s, record, now, offers)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            status = JobStatus(
+                name,
+                "unknown",
+                None,
+                None,
+                None,
+                None,
+                None,
+                1,
+                None,
+                None,
+                None,
+                None,
+                s.resource_count or 0,
+                problem=f"the placement record of {name} is unreadable ({type(exc).__name__}) — "
+                f"`route deploy` the job again to rewrite it",
             )
-            best = same[0].price_per_hour if same else None
-        elif cloud == "local":
-            best = record.get("price_per_hour", 0.0)
-        up_since = (
-            datetime.fromisoformat(record["deployed_at"]) if record.get("deployed_at") else None
-        )
-        price = record.get("price_per_hour", config.get("pricePerHour"))
-        nodes = int(record.get("node_count") or config.get("nodeCount") or 1)
-        cost = (
-            price * nodes * (now - up_since).total_seconds() / 3600
-            if price is not None and up_since
-            else None
-        )
-        statuses.append(
-            JobStatus(
-                job=name,
-                state=_state(s, record),
-                cloud=cloud,
-                region=record.get("region") or config.get("region"),
-                zone=record.get("zone") or config.get("zone") or None,
-                instance_type=record.get("instance_type")
-                or (config.get("instanceTypes") or [None])[0],
-                market=market,
-                node_count=nodes,
-                price_per_hour=price,
-                best_price_now=best,
-                up_since=up_since,
-                cost_so_far=cost,
-                resources=s.resource_count or 0,
-                last_decision=_last_decision(engine, name),
-            )
-        )
+        status = replace(status, last_decision=_last_decision(engine, name))
+        if locked_by:
+            status = replace(status, state="locked", locked_by=locked_by)
+        statuses.append(status)
     return statuses
+
+
+def _one_status(
+    project: Project, name: str, s: Any, record: Any, now: datetime, offers: list[Any]
+) -> JobStatus:
+    from router.prices.book import OfferFilter, offers_now, select_offers
+
+    if not isinstance(record, dict):
+        raise TypeError("not a JSON object")
+    config = read_stack_file(project.stack_config_path(s.name))
+    cloud = record.get("cloud") or config.get("cloud")
+    market = record.get("market") or config.get("market")
+    gpu, gpu_count = (
+        record.get("gpu") or config.get("gpu"),
+        record.get("gpu_count") or config.get("gpuCount"),
+    )
+    best = None
+    if cloud and cloud != "local" and gpu and gpu_count:
+        if not offers:
+            offers.extend(offers_now())
+        same = select_offers(
+            offers,
+            OfferFilter(gpu=gpu, gpu_count=int(gpu_count), markets=(market,) if market else ()),
+        )
+        best = same[0].price_per_hour if same else None
+    elif cloud == "local":
+        best = float(record.get("price_per_hour", 0.0))
+    up_since = datetime.fromisoformat(record["deployed_at"]) if record.get("deployed_at") else None
+    price = record.get("price_per_hour", config.get("pricePerHour"))
+    if price is not None:
+        price = float(price)
+    nodes = int(record.get("node_count") or config.get("nodeCount") or 1)
+    cost = (
+        price * nodes * (now - up_since).total_seconds() / 3600
+        if price is not None and up_since
+        else None
+    )
+    return JobStatus(
+        job=name,
+        state=_state(s, record),
+        cloud=_text(cloud),
+        region=_text(record.get("region") or config.get("region")),
+        zone=_text(record.get("zone") or config.get("zone") or None),
+        instance_type=_text(
+            record.get("instance_type") or (config.get("instanceTypes") or [None])[0]
+        ),
+        market=_text(market),
+        node_count=nodes,
+        price_per_hour=price,
+        best_price_now=best,
+        up_since=up_since,
+        cost_so_far=cost,
+        resources=s.resource_count or 0,
+    )
+
+
+def _text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"expected text, got {type(value).__name__}")
 
 
 def _last_decision(engine: Engine, job: str) -> dict[str, Any] | None:

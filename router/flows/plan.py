@@ -80,7 +80,7 @@ def plan_job(
         interruption=load_interruption_model(),
         storage=load_storage_prices(),
         now=now,
-        require_fresh=require_fresh,
+        require_fresh=require_fresh or org.require_fresh,
         top=top,
         quotas=quotas,
     )

@@ -23,8 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from router.core.errors import OperationFailed
-from router.core.offers import Quote
+from router.core.errors import BadInput, OperationFailed
+from router.core.offers import CLOCK_SKEW_TOLERANCE, Quote, clamp_future, quote_problem
 
 SCHEMA_VERSION = 1
 # PRAGMA application_id marks the file as ours ("SPRT"), so a different SQLite database
@@ -73,6 +73,7 @@ class QuoteCache:
     def __init__(self, path: Path, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
         self._busy_timeout_s = busy_timeout_s
+        self.refused = 0  # quotes add() would not store (see core.offers.quote_problem)
         _refuse_foreign_file(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -80,10 +81,10 @@ class QuoteCache:
                 str(self.path), timeout=busy_timeout_s, isolation_level=None
             )
         except (OSError, sqlite3.Error) as err:
-            raise OperationFailed(
+            raise BadInput(
                 f"cannot open price cache {self.path}: {err}; check the directory exists "
                 "and is writable"
-            ) from err
+            ) from None
         try:
             self._prepare()
         except BaseException:
@@ -109,9 +110,20 @@ class QuoteCache:
 
     # -- writes ----------------------------------------------------------------------
 
-    def add(self, quotes: Iterable[Quote]) -> int:
-        """Store quotes in one transaction; returns how many were new (re-adding is a no-op)."""
-        rows = [_to_row(q) for q in quotes]
+    def add(self, quotes: Iterable[Quote], *, now: datetime | None = None) -> int:
+        """Store quotes in one transaction; returns how many were new (re-adding is a no-op).
+
+        Quotes that cannot be trusted (bad names, a price that is not a positive finite number)
+        are not stored, and counted in `refused`; quotes dated in the future are stored as
+        observed `now` (default: the current time), so they age like any other.
+        """
+        reference = _require_aware(now or datetime.now(UTC), "now")
+        rows = []
+        for q in quotes:
+            if quote_problem(q) is not None:
+                self.refused += 1
+                continue
+            rows.append(_to_row(clamp_future(q, reference)))
         if not rows:
             return 0
 
@@ -158,8 +170,8 @@ class QuoteCache:
                 return []
             where.append(f"{column} IN ({', '.join('?' * len(wanted))})")
             params.extend(wanted)
+        reference = _require_aware(now or datetime.now(UTC), "now")
         if max_age_s is not None:
-            reference = _require_aware(now or datetime.now(UTC), "now")
             where.append("observed_at_us >= ?")
             params.append(_to_us(reference) - round(max_age_s * 1_000_000))
         condition = f"WHERE {' AND '.join(where)}" if where else ""
@@ -167,12 +179,15 @@ class QuoteCache:
             f"SELECT {_COLUMNS} FROM ("
             f"  SELECT {_COLUMNS}, ROW_NUMBER() OVER ("
             "    PARTITION BY cloud, region, zone, instance_type, market"
-            "    ORDER BY observed_at_us DESC, id DESC) AS newest_first"
+            # A row dated in the future (written by a skewed clock) never hides a sane one.
+            "    ORDER BY observed_at_us > ? ASC, observed_at_us DESC, id DESC) AS newest_first"
             f"  FROM quotes {condition}"
             ") WHERE newest_first = 1 "
             "ORDER BY cloud, instance_type, region, zone, market"
         )
-        return [_to_quote(row) for row in self._read(sql, params)]
+        skew_us = _to_us(reference + CLOCK_SKEW_TOLERANCE)
+        rows = self._read(sql, [skew_us, *params])
+        return [clamp_future(_to_quote(row, self.path), reference) for row in rows]
 
     def history(
         self,
@@ -202,7 +217,9 @@ class QuoteCache:
         sql = (
             f"SELECT {_COLUMNS} FROM quotes WHERE {' AND '.join(where)} ORDER BY observed_at_us, id"
         )
-        return [_to_quote(row) for row in self._read(sql, params)]
+        reference = datetime.now(UTC)
+        rows = self._read(sql, params)
+        return [clamp_future(_to_quote(row, self.path), reference) for row in rows]
 
     def sources(self) -> dict[str, tuple[int, datetime]]:
         """Per source: how many quotes are stored and when the newest was observed (UTC)."""
@@ -211,7 +228,15 @@ class QuoteCache:
             "GROUP BY source ORDER BY source",
             [],
         )
-        return {str(source): (int(count), _from_us(int(newest))) for source, count, newest in rows}
+        out = {}
+        for source, count, newest in rows:
+            try:
+                out[str(source)] = (int(count), _from_us(int(newest)))
+            except (TypeError, ValueError, OverflowError):
+                raise BadInput(
+                    f"{self.path.name}: a cached timestamp is out of range — {_FIX}"
+                ) from None
+        return out
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -381,9 +406,17 @@ def _to_row(quote: Quote) -> _ROW:
     )
 
 
-def _to_quote(row: tuple[Any, ...]) -> Quote:
+def _to_quote(row: tuple[Any, ...], path: Path) -> Quote:
+    """A cached row as a Quote, checked like a new one: a bad row is refused, never ranked."""
     cloud, region, zone, instance_type, market, price, source, observed_us, bucket = row
-    return Quote(
+    where = f"{path.name}: a cached {str(cloud)[:10]!r} {str(instance_type)[:40]!r} quote"
+    if isinstance(price, bool) or not isinstance(price, int | float):
+        raise BadInput(f"{where} has a price that is not a number — {_FIX}")
+    try:
+        observed_at = _from_us(int(observed_us))
+    except (TypeError, ValueError, OverflowError):
+        raise BadInput(f"{where} has a timestamp out of range — {_FIX}") from None
+    quote = Quote(
         cloud=str(cloud),
         region=str(region),
         zone=str(zone) or None,
@@ -391,6 +424,10 @@ def _to_quote(row: tuple[Any, ...]) -> Quote:
         market=str(market),
         price_per_hour=float(price),
         source=str(source),
-        observed_at=_from_us(int(observed_us)),
+        observed_at=observed_at,
         interruption_bucket=None if bucket is None else str(bucket),
     )
+    problem = quote_problem(quote)
+    if problem:
+        raise BadInput(f"{where} cannot be trusted: {problem} — {_FIX}")
+    return quote

@@ -27,7 +27,7 @@ from typing import Protocol
 from router.contract.clouds import PUBLIC_CLOUDS
 from router.core.errors import BadInput
 from router.core.gpus import UnknownGpu, canonical_gpu
-from router.core.offers import Quote
+from router.core.offers import Quote, quote_problem
 
 SOURCE = "import:skypilot"
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -50,6 +50,7 @@ NO_GPU_ROW = "no GPU-only row for the host's GPUs in its zone"
 GPU_ROW_UNUSED = "GPU-only row no spotroute type uses"
 DUPLICATE = "duplicate of an earlier row"
 MALFORMED = "row without a region or accelerator count"
+UNTRUSTED = "region, zone or price not valid for the cloud"
 
 _PLACEHOLDERS = frozenset({"", "nan", "n/a", "na", "none", "null", "-"})
 # SkyPilot's plain "A100" is the 40 GB part; spotroute calls bare "A100" ambiguous.
@@ -102,6 +103,11 @@ class _Tally:
     skipped: Counter[str] = field(default_factory=Counter)
 
     def emit(self, quote: Quote) -> bool:
+        if quote_problem(quote) is not None:
+            # e.g. a region that is not the cloud's naming (it could match `us-*` and win a
+            # plan), terminal escapes in a name, a price that is not positive and finite
+            self.skipped[UNTRUSTED] += 1
+            return True
         key = (quote.region, quote.zone, quote.instance_type, quote.market)
         if key in self.seen:
             return False

@@ -112,3 +112,11 @@ def test_checkpoint_directory_is_private_and_kept_when_it_holds_checkpoints(home
     (path / "step-10.pt").unlink()
     provider.delete(created.id, created.outs)
     assert not path.exists()
+
+
+def test_a_job_process_that_is_gone_is_replaced_not_reported_deployed(tmp_path: Path) -> None:
+    """Issue 12 item 11: a killed deploy or destroy left the state naming a dead process."""
+    provider = LocalProcessProvider()
+    olds = _props(tmp_path, LOOP)
+    dead = provider.diff("local-process:999999:1", olds, dict(olds))
+    assert dead.changes and dead.replaces == ["command"]

@@ -452,8 +452,26 @@ COMPLIANT = [
         REGIONS,
         id="azure-global-resource",
     ),
+    # no-long-lived-keys (more in test_policy_gaps.py)
+    pytest.param(
+        "no-long-lived-keys",
+        STORAGE_ACCOUNT,
+        {"allowSharedKeyAccess": False},
+        None,
+        id="azure-storage-without-shared-keys",
+    ),
+    # node-disks-encrypted-imdsv2
+    pytest.param(
+        "node-disks-encrypted-imdsv2",
+        TEMPLATE,
+        {
+            "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"encrypted": "true"}}],
+            "metadataOptions": {"httpTokens": "required"},
+        },
+        None,
+        id="aws-template-encrypted-imdsv2",
+    ),
 ]
-
 # (policy, resource type, props, policy config, words the message must contain)
 VIOLATING = [
     # checkpoint-storage-not-public
@@ -1028,6 +1046,24 @@ VIOLATING = [
         REGIONS,
         "westeurope",
         id="azure-location-outside-list",
+    ),
+    # no-long-lived-keys (more in test_policy_gaps.py)
+    pytest.param(
+        "no-long-lived-keys",
+        "aws:iam/accessKey:AccessKey",
+        {"user": "ci"},
+        None,
+        "long-lived secret",
+        id="aws-access-key",
+    ),
+    # node-disks-encrypted-imdsv2
+    pytest.param(
+        "node-disks-encrypted-imdsv2",
+        TEMPLATE,
+        {"metadataOptions": {"httpTokens": "optional"}},
+        None,
+        "IMDSv1",
+        id="aws-template-imdsv1",
     ),
 ]
 

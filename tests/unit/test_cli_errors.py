@@ -206,7 +206,7 @@ def test_spotroute_home_that_is_a_file_is_one_error_line(
     occupied.write_text("x")
     monkeypatch.setenv("SPOTROUTE_HOME", str(occupied))
 
-    line = assert_one_error_line(route(monkeypatch, capsys, "plan", LLM_FINETUNE), code=1)
+    line = assert_one_error_line(route(monkeypatch, capsys, "plan", LLM_FINETUNE), code=2)
 
     assert "SPOTROUTE_HOME" in line
 

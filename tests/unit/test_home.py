@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from router.config.home import cache_path, spotroute_home
-from router.core.errors import OperationFailed
+from router.core.errors import BadInput
 
 
 def test_home_is_spotroute_home_env_and_is_created_private(
@@ -49,7 +49,7 @@ def test_home_that_is_a_file_is_reported_with_the_fix(
     occupied.write_text("not a directory")
     monkeypatch.setenv("SPOTROUTE_HOME", str(occupied))
 
-    with pytest.raises(OperationFailed) as raised:
+    with pytest.raises(BadInput) as raised:
         spotroute_home()
 
     assert str(occupied) in raised.value.message

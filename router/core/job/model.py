@@ -24,7 +24,12 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from router.contract.clouds import PUBLIC_CLOUDS, Cloud
-from router.contract.stack_config import JOB_NAME_MAX, JOB_NAME_PATTERN, JOB_NAME_RULE
+from router.contract.stack_config import (
+    JOB_NAME_MAX,
+    JOB_NAME_PATTERN,
+    JOB_NAME_RULE,
+    RESERVED_ENV,
+)
 from router.core.durations import DURATION_PATTERN, parse_duration_s
 from router.core.gpus import CANONICAL_GPUS, UnknownGpu, canonical_gpu
 from router.core.user_values import show_value
@@ -322,7 +327,9 @@ class DataReplica(DataLocation):
 class Data(DataLocation):
     """One training data set: where it is, how big, and how the job reads it."""
 
-    size_gb: float = Field(ge=0, description="data size in GB (priced as egress when moved)")
+    size_gb: float = Field(
+        ge=0, le=1e9, description="data size in GB (priced as egress when moved)"
+    )
     access: Literal["auto", "stream", "copy"] = Field(
         default="auto",
         description="stream = read from where it is on every pass; copy = copy it next to the"
@@ -404,6 +411,8 @@ class Run(Strict):
                     " — use letters, digits and '_', not starting with a digit",
                     key=name,
                 )
+            if name in RESERVED_ENV:
+                raise _problem(f"{name} is set by spotroute on every node — remove it", key=name)
         return value
 
 
@@ -442,7 +451,9 @@ class Job(Strict):
     max_price_per_hour: float | None = Field(
         default=None, gt=0, description="USD per instance-hour, at most"
     )
-    duration_hours: float = Field(gt=0, description="expected run time in hours (or 90m, 2h)")
+    duration_hours: float = Field(
+        gt=0, le=87_600, description="expected run time in hours (or 90m, 2h); at most 10 years"
+    )
     deadline: datetime | None = Field(
         default=None, description="ISO 8601 with timezone, e.g. 2026-06-30T18:00:00Z"
     )

@@ -49,6 +49,26 @@ def one_line(source: str, where: str, text: str) -> str:
     return " ".join(line.splitlines())
 
 
+def _nul_problem(value: object, path: tuple[str, ...]) -> str | None:
+    """The field path of the first string (key or value) holding a NUL character."""
+    if isinstance(value, str):
+        return ".".join(path) or "(top level)" if "\x00" in value else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            here = (*path, str(key).replace("\x00", "\\x00"))
+            if isinstance(key, str) and "\x00" in key:
+                return ".".join(here)
+            found = _nul_problem(item, here)
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _nul_problem(item, (*path[:-1], f"{path[-1]}[{i}]") if path else (f"[{i}]",))
+            if found:
+                return found
+    return None
+
+
 def check_data(data: object, source: str) -> tuple[Job | None, list[str]]:
     if data is None:
         return None, [
@@ -71,6 +91,10 @@ def check_data(data: object, source: str) -> tuple[Job | None, list[str]]:
     shape = _shape_problem(data)
     if shape:
         return None, [one_line(source, "", shape)]
+    nul = _nul_problem(data, ())
+    if nul:
+        # The engine and the node's shell cannot carry a NUL: refuse it here, not at deploy.
+        return None, [one_line(source, nul, "contains a NUL character (\\x00) — remove it")]
     try:
         job = Job.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as e:
