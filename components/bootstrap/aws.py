@@ -218,7 +218,12 @@ class AwsDeployer(pulumi.ComponentResource):
             name=AWS_JOB_BOUNDARY_NAME,
             description="spotroute: the most any job role may do (checkpoints, data, shell)",
             policy=json.dumps(aws_job_boundary_policy(), indent=1),
-            tags={**tags, "Name": AWS_JOB_BOUNDARY_NAME},
+            # Tells the policy pack this is a ceiling, not a grant (policies/rules/iam.py).
+            tags={
+                **tags,
+                "Name": AWS_JOB_BOUNDARY_NAME,
+                "spotroute-purpose": "permissions-boundary",
+            },
             opts=child,
         )
 

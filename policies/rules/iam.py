@@ -97,8 +97,28 @@ def _reaches_everything(resource: str) -> bool:
     return set(name) <= {"*", "/", ":"}
 
 
+# A managed policy carrying this tag is a permissions boundary: a ceiling that grants nothing by
+# itself (IAM evaluates it only intersected with the role's own policies). Data reads across all
+# buckets are allowed in it (job data lives in the user's buckets, unknown at bootstrap); `*`
+# actions, writes on `*` and privilege changes are still refused.
+BOUNDARY_TAG = ("spotroute-purpose", "permissions-boundary")
+
+
+def _is_boundary(resource_type: str, props: Mapping[str, Any]) -> bool:
+    tags = props.get("tags")
+    return (
+        resource_type == "aws:iam/policy:Policy"
+        and isinstance(tags, Mapping)
+        and tags.get(BOUNDARY_TAG[0]) == BOUNDARY_TAG[1]
+    )
+
+
 def _wildcard_statement_problems(
-    statement: Mapping[str, Any], label: str, read_only_prefixes: Sequence[str]
+    statement: Mapping[str, Any],
+    label: str,
+    read_only_prefixes: Sequence[str],
+    *,
+    boundary: bool = False,
 ) -> list[str]:
     if statement.get("Effect") != "Allow":
         return []
@@ -131,7 +151,7 @@ def _wildcard_statement_problems(
     if everything:
         reach = everything[0]
         readers = [a for a in actions if a != "*" and _matches_any(a, DATA_READ_ACTIONS)]
-        if readers and not (whole_account and writes):  # that statement is refused already
+        if readers and not boundary and not (whole_account and writes):  # refused already
             problems.append(
                 f"{label} allows {', '.join(readers)} on {reach!r}, which reads every secret, "
                 "key or object of the account — name the resources the job reads"
@@ -173,7 +193,9 @@ def iam_wildcard_violations(
             continue
         for index, statement in enumerate(statements(document)):
             label = f"{what} {statement_label(statement, index)}"
-            problems += _wildcard_statement_problems(statement, label, read_only)
+            problems += _wildcard_statement_problems(
+                statement, label, read_only, boundary=_is_boundary(resource_type, props)
+            )
 
     forbidden_managed = set(as_strings(settings.get("forbidden_aws_managed_policies")))
     arns = []

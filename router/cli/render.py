@@ -28,13 +28,19 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width, emoji=False)
 
 
-def safe(value: object) -> str:
-    """A user-supplied value ready for a rich console: controls escaped, no markup."""
+# A single value (a region, a field) is cut at VALUE_CHARS; a sentence spotroute composed around
+# such values (a planner reason, a data-access summary, a quota request command) at TEXT_CHARS.
+VALUE_CHARS = 200
+TEXT_CHARS = 2000
+
+
+def safe(value: object, *, limit: int = VALUE_CHARS) -> str:
+    """A user-supplied value for a rich console: controls escaped, no markup, cut to `limit`."""
     from rich.markup import escape
 
     from router.core.user_values import printable
 
-    return escape(printable(str(value), limit=200))
+    return escape(printable(str(value), limit=limit))
 
 
 def print_json(data: Any) -> None:
@@ -153,7 +159,7 @@ def refresh_summary(outcomes: Sequence[RefreshOutcome]) -> None:
                 f"regions, {o.instance_types} instance types in {o.elapsed_s:.1f}s"
             )
         for warning in o.warnings:
-            console.print(f"  [yellow]{o.cloud}[/]: {safe(warning)}")
+            console.print(f"  [yellow]{o.cloud}[/]: {safe(warning, limit=TEXT_CHARS)}")
 
 
 def import_json(result: ImportResult) -> dict[str, Any]:
@@ -172,7 +178,7 @@ def import_summary(result: ImportResult) -> None:
         f"imported {len(result.quotes)} quotes ({result.cloud}) from {result.rows_read} rows, "
         f"skipped {result.rows_skipped}"
     )
-    _console().print(safe(line + (f": {reasons}" if reasons else "")))
+    _console().print(safe(line + (f": {reasons}" if reasons else ""), limit=TEXT_CHARS))
 
 
 def quote_json(quote: Quote, now: datetime) -> dict[str, Any]:
@@ -375,14 +381,17 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
         console.print(table)
         best = result.placements[0]
         for reason in best.reasons:
-            console.print(f"  #1: {safe(reason)}")
+            console.print(f"  #1: {safe(reason, limit=TEXT_CHARS)}")
         if report.time_shift is not None:
-            console.print(f"  later start: {safe(report.time_shift.reason)}")
+            console.print(f"  later start: {safe(report.time_shift.reason, limit=TEXT_CHARS)}")
         if explain and with_data:
             # Per placement: which copy of each data set is read, and how, in dollars.
             for rank, p in enumerate(shown[1:], 2):
                 for d in p.data:
-                    console.print(f"  #{rank} {p.cloud} {p.zone or p.region}: {safe(d.summary())}")
+                    console.print(
+                        f"  #{rank} {p.cloud} {p.zone or p.region}: "
+                        f"{safe(d.summary(), limit=TEXT_CHARS)}"
+                    )
         if any(p.stale for p in result.placements):
             console.print(
                 "[yellow]some prices are stale[/]: run `route prices refresh`, or "
@@ -401,7 +410,7 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
                 safe(o.instance_type),
                 o.market,
                 f"{o.price_per_hour:,.2f}",
-                safe(r.reason),
+                safe(r.reason, limit=TEXT_CHARS),
             )
         console.print(table)
 
@@ -463,7 +472,7 @@ class EngineProgress:
 
     def notice(self, line: str) -> None:
         """A one-line notice (a lock cleared, processes stopped) printed above the progress."""
-        self._live.console.print(f"[yellow]note[/]: {safe(line)}")
+        self._live.console.print(f"[yellow]note[/]: {safe(line, limit=TEXT_CHARS)}")
 
     def __enter__(self) -> EngineProgress:
         self._live.__enter__()
@@ -480,7 +489,7 @@ class EngineProgress:
 
 def notice(line: str) -> None:
     """A one-line notice on stderr (outside an engine progress display)."""
-    _console(stderr=True).print(f"[yellow]note[/]: {safe(line)}")
+    _console(stderr=True).print(f"[yellow]note[/]: {safe(line, limit=TEXT_CHARS)}")
 
 
 def proposal(p: Any) -> None:
@@ -506,7 +515,8 @@ def proposal(p: Any) -> None:
         console.print(f"config changes in {p.stack_file.name}:")
         for line in p.config_diff:
             color = {"+": "green", "-": "red", "~": "yellow"}[line[0]]
-            console.print(f"  [{color}]{safe(line)}[/]", markup=True, highlight=False)
+            shown = safe(line, limit=TEXT_CHARS)
+            console.print(f"  [{color}]{shown}[/]", markup=True, highlight=False)
     else:
         console.print(f"config in {p.stack_file.name} unchanged")
 
@@ -519,7 +529,7 @@ def review_summary(r: Any) -> None:
         for c in changes:
             console.print(f"  {c.op:>8} {name:<17} {safe(c.type)} {safe(c.name)}")
     for v in r.policy_violations:
-        console.print(f"  [red]policy[/] {safe(v)}")
+        console.print(f"  [red]policy[/] {safe(v, limit=TEXT_CHARS)}")
 
 
 def launch_try(t: Any) -> None:
@@ -601,7 +611,7 @@ def status_table(statuses: Sequence[Any], now: datetime) -> None:
                 f"run `route unlock {s.job}`"
             )
         if s.problem:
-            console.print(f"[red]{s.job}[/]: {safe(s.problem)}")
+            console.print(f"[red]{s.job}[/]: {safe(s.problem, limit=TEXT_CHARS)}")
 
 
 # --- migrate / watch ----------------------------------------------------------------------------

@@ -380,9 +380,10 @@ def job_lock(engine: Engine, job: str) -> Iterator[None]:
     with ExitStack() as held:
         try:
             held.enter_context(engine.records().exclusive(f"job-{job}"))
-        except Held:
+        except Held as exc:
             raise OperationFailed(
-                f"job {job} is being changed by another process — wait for it to finish"
+                f"job {job} is being changed by {exc.holder} — wait for it to finish, or if that "
+                f"process died, run `route unlock {job}`"
             ) from None
         yield
 

@@ -38,7 +38,11 @@ _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_./:T+")
 
 
 class Held(OperationFailed):
-    """Another process holds the lock."""
+    """Another process holds the lock; `holder` says who and since when, where the store knows."""
+
+    def __init__(self, message: str, *, holder: str = "another process") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class RecordStore(Protocol):
@@ -83,7 +87,17 @@ def redacted(url: str) -> str:
 
 
 def _holder() -> str:
-    return f"{os.environ.get('USER', 'unknown')}@{socket.gethostname()} pid {os.getpid()}"
+    """`alice@build-7 (pid 4242) since 2026-12-01 11:07:02 UTC`: who takes a lock, and when."""
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    return (
+        f"{os.environ.get('USER', 'unknown')}@{socket.gethostname()} (pid {os.getpid()}) "
+        f"since {since}"
+    )
+
+
+def _held(name: str, holder: object) -> Held:
+    who = holder if isinstance(holder, str) and holder else "another process"
+    return Held(f"{name} is held by {who}", holder=who)
 
 
 # --- file:// -------------------------------------------------------------------------------------
@@ -139,13 +153,22 @@ class FileRecords:
         locks = self.root / "locks"
         locks.mkdir(parents=True, exist_ok=True, mode=0o700)
         lock = FileLock(str(locks / f"{check_key(name)}.lock"), timeout=0)
+        who = locks / f"{check_key(name)}.holder"  # advisory: the OS lock is what excludes
         try:
             lock.acquire()
         except Timeout:
-            raise Held(f"{name} is held by another process") from None
+            try:
+                holder = who.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                holder = ""
+            raise _held(name, holder) from None
         try:
+            with contextlib.suppress(OSError):
+                who.write_text(_holder(), encoding="utf-8")
             yield
         finally:
+            with contextlib.suppress(OSError):
+                who.unlink()
             lock.release()
 
 
@@ -300,10 +323,10 @@ class S3Records:
             except ClientError:
                 continue  # released in between: try again
             if float(lock.get("expires_at", 0)) > time.time():
-                raise Held(f"{name} is held by {lock.get('holder', 'another process')}")
+                raise _held(name, lock.get("holder"))
             with contextlib.suppress(ClientError):  # expired: take it over (only one can)
                 self._s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=got["ETag"])
-        raise Held(f"{name} is held by another process")
+        raise _held(name, "")
 
 
 # --- postgres:// ---------------------------------------------------------------------------------
@@ -385,10 +408,16 @@ class PostgresRecords:
         with self._connect(f"take lock {name}") as conn:
             got = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_id,)).fetchone()
             if not got or not got[0]:
-                raise Held(f"{name} is held by another process")
+                holder = (self.get(f"locks/{name}") or {}).get("holder")
+                raise _held(name, holder)
             try:
+                # Advisory: who holds it, for the next one's message (the session lock excludes).
+                with contextlib.suppress(OperationFailed):
+                    self.put(f"locks/{name}", {"holder": _holder()})
                 yield
             finally:
+                with contextlib.suppress(Exception):
+                    self.delete(f"locks/{name}")
                 with contextlib.suppress(Exception):
                     conn.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
 

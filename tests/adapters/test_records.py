@@ -82,9 +82,11 @@ def test_a_lock_held_by_another_process_refuses_at_once_and_is_free_after_releas
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "held"
         started = time.monotonic()
-        with pytest.raises(Held), records.exclusive("job-train"):
+        with pytest.raises(Held) as held, records.exclusive("job-train"):
             pass
         assert time.monotonic() - started < 5, "a held lock must refuse at once"
+        assert f"(pid {holder.pid}) since " in held.value.holder, "the refusal says who holds it"
+        assert held.value.holder in str(held.value)
         with records.exclusive("job-other"):  # other names are independent
             pass
     finally:

@@ -165,6 +165,26 @@ BAD: list[tuple[str, str, str, dict[str, Any], str]] = [
     ),
     (
         "aws",
+        "boundary tag does not excuse PassRole on role/*",
+        "aws:iam/policy:Policy",
+        {
+            "policy": _doc(_allow("iam:PassRole", "arn:aws:iam::123456789012:role/*")),
+            "tags": {"spotroute-purpose": "permissions-boundary"},
+        },
+        NO_WILDCARDS,
+    ),
+    (
+        "aws",
+        "boundary tag on an inline role policy is no boundary",
+        "aws:iam/rolePolicy:RolePolicy",
+        {
+            "policy": _doc(_allow("s3:GetObject", "arn:aws:s3:::*/*")),
+            "tags": {"spotroute-purpose": "permissions-boundary"},
+        },
+        NO_WILDCARDS,
+    ),
+    (
+        "aws",
         "PassRole on role/*",
         "aws:iam/policy:Policy",
         {"policy": _doc(_allow("iam:PassRole", "arn:aws:iam::123456789012:role/*"))},
@@ -262,6 +282,15 @@ BAD: list[tuple[str, str, str, dict[str, Any], str]] = [
 ]
 
 GOOD: list[tuple[str, str, dict[str, Any], str]] = [
+    (
+        "permissions boundary reads every bucket (a ceiling, not a grant)",
+        "aws:iam/policy:Policy",
+        {
+            "policy": _doc(_allow("s3:GetObject", ["arn:aws:s3:::*", "arn:aws:s3:::*/*"])),
+            "tags": {"spotroute-purpose": "permissions-boundary"},
+        },
+        NO_WILDCARDS,
+    ),
     (
         "office /16",
         "aws:ec2/securityGroup:SecurityGroup",

@@ -62,7 +62,8 @@ def _placement_config(tmp: Path, cloud: str, market: str) -> dict[str, Any]:
     infra = tmp / "plan-project"
     infra.mkdir(exist_ok=True)
     (infra / "Pulumi.yaml").write_text("name: spotroute\nruntime: python\n")
-    proposal = propose(path, project=Project(infra), now=NOW, to=cloud)
+    # A snapshot quote is stale by design here; the review is about the stack, not the price.
+    proposal = propose(path, project=Project(infra), now=NOW, to=cloud, allow_stale=True)
     return {f"spotroute:{k}": v for k, v in proposal.config.items()}
 
 

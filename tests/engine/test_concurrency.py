@@ -34,7 +34,8 @@ def test_second_concurrent_deploy_of_a_job_fails_at_once_and_one_process_runs(
     winner = next(r for r in results if r.returncode == 0)
     loser = next(r for r in results if r.returncode == 1)
     no_traceback(loser)
-    assert [line for line in loser.error_lines() if "is being changed by another process" in line]
+    said = [line for line in loser.error_lines() if "is being changed by " in line]
+    assert said and "(pid " in said[0] and "route unlock" in said[0], loser  # who, and the fix
     assert loser.stdout == "", "a refused --json deploy must print no JSON"
 
     pid = group_pid(winner.json()["outputs"])

@@ -79,7 +79,7 @@ def test_deploy_proposal_of_a_multi_node_docker_task_carries_image_env_and_nodes
     (tmp_path / "infra").mkdir()
     (tmp_path / "infra" / "Pulumi.yaml").write_text("name: spotroute\nruntime: python\n")
     proposal = propose(TASKS / "distributed_docker.yaml", project=Project(tmp_path / "infra"),
-                       now=NOW)
+                       now=NOW, allow_stale=True)  # snapshot prices; freshness is tested elsewhere
     assert proposal.job.name == "llama-pretrain"
     assert proposal.chosen.node_count == 2
     run = proposal.job.run
