@@ -16,7 +16,6 @@ from typing import Any
 
 import boto3
 import httpx
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -25,7 +24,6 @@ from botocore.exceptions import (
     EndpointConnectionError,
     NoCredentialsError,
     PartialCredentialsError,
-    ProfileNotFound,
     ReadTimeoutError,
     SSOError,
     TokenRetrievalError,
@@ -33,6 +31,7 @@ from botocore.exceptions import (
 
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
 from router.core.offers import INTERRUPTION_BUCKETS, Quote
+from router.prices.aws_session import client_config, default_session, require_credentials
 from router.prices.request import PriceRequest
 from router.prices.sources import Fetched
 
@@ -135,15 +134,11 @@ def fetch_quotes(
     if not request.instance_types or not (want_spot or want_on_demand):
         return []
 
-    session = session if session is not None else _default_session()
-    _require_credentials(session)
-    config = Config(
-        connect_timeout=request.timeout_s,
-        read_timeout=request.timeout_s,
-        # botocore's "max_attempts" counts retries only; "total_max_attempts" includes the
-        # first call, which is what PriceRequest.max_attempts means.
-        retries={"mode": "standard", "total_max_attempts": request.max_attempts},
-        max_pool_connections=max(10, request.max_workers),
+    if session is None:
+        session = default_session(", or use the bundled snapshot (omit `route prices refresh`)")
+    require_credentials(session, missing=NO_CREDENTIALS, unloadable=CREDENTIALS_UNLOADABLE)
+    config = client_config(
+        request.timeout_s, request.max_attempts, pool=max(10, request.max_workers)
     )
     # Clients are thread-safe but creating them from one Session is not: build them here.
     ec2_clients = {
@@ -479,31 +474,6 @@ def _range_labels(ranges: object) -> dict[int, str]:
         else:
             raise ValueError(f"unknown range {label!r} at index {index!r}")
     return labels or defaults
-
-
-def _default_session() -> boto3.Session:
-    try:
-        return boto3.Session()
-    except ProfileNotFound as exc:
-        raise CredentialsMissing(
-            f"AWS profile {exc.kwargs.get('profile')!r} not found — run `aws configure sso` "
-            "or fix AWS_PROFILE, or use the bundled snapshot (omit `route prices refresh`)"
-        ) from exc
-
-
-def _require_credentials(session: boto3.Session) -> None:
-    """Resolve credentials once, here, so a missing or expired login fails before any call."""
-    try:
-        credentials = session.get_credentials()
-        if credentials is None:
-            raise CredentialsMissing(NO_CREDENTIALS)
-        # SSO and assume-role credentials are deferred: load them now, not in eight threads.
-        credentials.get_frozen_credentials()
-    except (NoCredentialsError, PartialCredentialsError) as exc:
-        raise CredentialsMissing(NO_CREDENTIALS) from exc
-    except BotoCoreError as exc:
-        # Only the class name: the text may hold file paths or profile details.
-        raise CredentialsMissing(CREDENTIALS_UNLOADABLE.format(kind=type(exc).__name__)) from exc
 
 
 @contextmanager

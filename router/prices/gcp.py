@@ -10,18 +10,21 @@ machine (and accelerator). Imported only by `route prices refresh`. See docs/pri
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
 
-import requests
 from google.api_core import exceptions as api_exceptions
-from google.auth import exceptions as auth_exceptions
-from google.protobuf import json_format
 
-from router.core.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
+from router.core.errors import (
+    BadInput,
+    CredentialsMissing,
+    OperationFailed,
+    PriceSourceError,
+    RouteError,
+)
 from router.core.offers import Quote
 from router.prices.gcp_skus import (
     USAGE_TYPE_MARKETS,
@@ -33,8 +36,14 @@ from router.prices.gcp_skus import (
     rate_of_sku,
     rate_table,
 )
+from router.prices.google_api import (
+    GoogleFailures,
+    default_credentials,
+    rest_client,
+    retried,
+    translated,
+)
 from router.prices.request import PriceRequest
-from router.prices.retry import retry_call
 from router.prices.sources import Fetched
 
 # The Compute Engine service in the Cloud Billing Catalog (https://cloud.google.com/skus).
@@ -56,19 +65,6 @@ NO_PROJECT = (
     "GCP project not set — run `gcloud config set project PROJECT` or set "
     "GOOGLE_CLOUD_PROJECT; without it spotroute uses the bundled snapshot"
 )
-
-_RETRYABLE: tuple[type[BaseException], ...] = (
-    api_exceptions.TooManyRequests,
-    api_exceptions.InternalServerError,
-    api_exceptions.BadGateway,
-    api_exceptions.ServiceUnavailable,
-    api_exceptions.GatewayTimeout,  # DeadlineExceeded is its subclass
-    requests.exceptions.Timeout,
-    requests.exceptions.ConnectionError,
-    auth_exceptions.TransportError,
-)
-BASE_DELAY_S = 0.5
-MAX_DELAY_S = 8.0
 
 
 class GcpPrices:
@@ -122,7 +118,7 @@ def fetch_quotes(
         or (attached and accelerator_client is None)
         or project is None
     ):
-        credentials, default_project = _default_credentials()
+        credentials, default_project = default_credentials(NO_CREDENTIALS)
         project = project or default_project
     if not project:
         raise CredentialsMissing(NO_PROJECT)
@@ -242,64 +238,32 @@ class _Calls:
             pager = method(request=page_request, retry=None, timeout=self.request.timeout_s)
             return next(iter(pager.pages))
 
-        return retry_call(
-            call,
-            is_retryable=lambda exc: isinstance(exc, _RETRYABLE),
-            max_attempts=self.request.max_attempts,
-            base_delay_s=BASE_DELAY_S,
-            max_delay_s=MAX_DELAY_S,
-            sleep=self.sleep,
-            retry_after=_retry_after_s,
-        )
+        return retried(call, max_attempts=self.request.max_attempts, sleep=self.sleep)
 
-    @contextmanager
-    def _translated(self, api: str, project: str | None) -> Iterator[None]:
+    def _translated(self, api: str, project: str | None) -> AbstractContextManager[None]:
         """Turn client failures into one-line RouteErrors naming the API and regions."""
         request = self.request
         where = f"GCP {api} for {_regions_text(request.regions)}"
-        attempts = f"{request.max_attempts} attempts, {request.timeout_s:g} s each"
-        try:
-            yield
-        except auth_exceptions.DefaultCredentialsError as exc:
-            raise CredentialsMissing(NO_CREDENTIALS) from exc
-        except auth_exceptions.RefreshError as exc:
-            raise CredentialsMissing(_REJECTED_CREDENTIALS) from exc
-        except api_exceptions.Unauthorized as exc:
-            raise CredentialsMissing(_REJECTED_CREDENTIALS) from exc
-        except api_exceptions.Forbidden as exc:
-            raise _forbidden(api, project, exc) from exc
-        except api_exceptions.NotFound as exc:
+
+        def not_found(exc: api_exceptions.NotFound) -> RouteError:
             if project is not None:
-                raise OperationFailed(
+                return OperationFailed(
                     f"{where}: project {project!r} was not found — set the project "
                     "(`gcloud config set project`, GOOGLE_CLOUD_PROJECT) or pass it explicitly"
-                ) from exc
-            raise PriceSourceError(f"{where} answered 404 Not Found — retry later") from exc
-        except api_exceptions.TooManyRequests as exc:
-            raise PriceSourceError(
-                f"{where} still throttled (HTTP 429) after {request.max_attempts} attempts — "
-                "retry later or use the bundled snapshot"
-            ) from exc
-        except (requests.exceptions.Timeout, api_exceptions.GatewayTimeout) as exc:
-            raise PriceSourceError(
-                f"{where} timed out ({attempts}) — check network access to Google APIs, "
-                "raise the timeout, or use the bundled snapshot"
-            ) from exc
-        except (requests.exceptions.ConnectionError, auth_exceptions.TransportError) as exc:
-            raise PriceSourceError(
-                f"{where} could not connect ({request.max_attempts} attempts) — check network "
-                "access to Google APIs, or use the bundled snapshot"
-            ) from exc
-        except api_exceptions.GoogleAPICallError as exc:
-            raise PriceSourceError(
-                f"{where} failed (HTTP {exc.code}) after {request.max_attempts} attempts — "
-                "retry later or use the bundled snapshot"
-            ) from exc
-        except (json_format.ParseError, ValueError, TypeError) as exc:
-            raise PriceSourceError(
-                f"{where} returned a malformed answer ({_one_line(exc)}) — retry later or "
-                "use the bundled snapshot"
-            ) from exc
+                )
+            return PriceSourceError(f"{where} answered 404 Not Found — retry later")
+
+        failures = GoogleFailures(
+            no_credentials=NO_CREDENTIALS,
+            rejected_credentials=_REJECTED_CREDENTIALS,
+            failure=PriceSourceError,
+            fallback="use the bundled snapshot",
+            forbidden=lambda exc: _forbidden(api, project, exc),
+            not_found=not_found,
+        )
+        return translated(
+            where, failures, max_attempts=request.max_attempts, timeout_s=request.timeout_s
+        )
 
 
 _REJECTED_CREDENTIALS = (
@@ -328,49 +292,16 @@ def _scoped_entries(api: str, scoped: Any) -> Sequence[Any]:
     return list(scoped.accelerator_types)
 
 
-def _retry_after_s(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    value = headers.get("Retry-After") if headers is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP-date: fall back to jittered backoff
-
-
-def _default_credentials() -> tuple[Any, str | None]:
-    import google.auth
-
-    try:
-        credentials, project = google.auth.default(
-            scopes=["https://www.googleapis.com/auth/cloud-platform"]
-        )
-    except auth_exceptions.DefaultCredentialsError as exc:
-        raise CredentialsMissing(NO_CREDENTIALS) from exc
-    return credentials, project
-
-
-def _client_options(endpoint: str | None) -> Any:
-    from google.api_core.client_options import ClientOptions
-
-    return ClientOptions(api_endpoint=endpoint) if endpoint else None
-
-
 def _billing_client(credentials: Any, endpoint: str | None) -> Any:
     from google.cloud import billing_v1
 
-    return billing_v1.CloudCatalogClient(
-        transport="rest", credentials=credentials, client_options=_client_options(endpoint)
-    )
+    return rest_client(billing_v1.CloudCatalogClient, credentials, endpoint)
 
 
 def _compute_client(name: str, credentials: Any, endpoint: str | None) -> Any:
     from google.cloud import compute_v1
 
-    client_class = getattr(compute_v1, name)
-    return client_class(
-        transport="rest", credentials=credentials, client_options=_client_options(endpoint)
-    )
+    return rest_client(getattr(compute_v1, name), credentials, endpoint)
 
 
 def _default_catalog() -> Sequence[GcpHardware]:
@@ -382,12 +313,6 @@ def _default_catalog() -> Sequence[GcpHardware]:
 def _regions_text(regions: Sequence[str]) -> str:
     shown = ", ".join(regions[:3])
     return shown if len(regions) <= 3 else f"{shown} and {len(regions) - 3} more regions"
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    text = text if len(text) <= 120 else text[:117] + "..."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _utc(now: datetime | None) -> datetime:

@@ -12,17 +12,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     NoCredentialsError,
     PartialCredentialsError,
-    ProfileNotFound,
 )
 
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed
 from router.core.quotas import QuotaReading
+from router.prices.aws_session import client_config, default_session, require_credentials
 from router.prices.quotas.request import QuotaRequest
 
 SOURCE = "aws-service-quotas"
@@ -38,6 +37,10 @@ USAGE_PERIOD_S = 60
 NO_CREDENTIALS = (
     "AWS credentials not found — run `aws configure sso` / set AWS_PROFILE; until then quotas "
     "stay unknown and never reject a placement"
+)
+_CREDENTIALS_UNLOADABLE = (
+    "AWS credentials could not be loaded ({kind}) — run `aws sso login` / check AWS_PROFILE; "
+    "until then quotas stay unknown"
 )
 _THROTTLING = frozenset(
     {"ThrottlingException", "TooManyRequestsException", "Throttling", "RequestLimitExceeded"}
@@ -68,13 +71,10 @@ def fetch_quotas(
     observed_at = _utc(now)
     if not request.quotas:
         return []
-    session = session if session is not None else _default_session()
-    _require_credentials(session)
-    config = Config(
-        connect_timeout=request.timeout_s,
-        read_timeout=request.timeout_s,
-        retries={"mode": "standard", "total_max_attempts": request.max_attempts},
-    )
+    if session is None:
+        session = default_session("; until then quotas stay unknown")
+    require_credentials(session, missing=NO_CREDENTIALS, unloadable=_CREDENTIALS_UNLOADABLE)
+    config = client_config(request.timeout_s, request.max_attempts)
     clients = {
         region: (
             session.client(
@@ -197,31 +197,6 @@ def _usage(
 
 class _NoSuchQuota(Exception):
     pass
-
-
-def _default_session() -> boto3.Session:
-    try:
-        return boto3.Session()
-    except ProfileNotFound as exc:
-        raise CredentialsMissing(
-            f"AWS profile {exc.kwargs.get('profile')!r} not found — run `aws configure sso` or "
-            "fix AWS_PROFILE; until then quotas stay unknown"
-        ) from exc
-
-
-def _require_credentials(session: boto3.Session) -> None:
-    try:
-        credentials = session.get_credentials()
-        if credentials is None:
-            raise CredentialsMissing(NO_CREDENTIALS)
-        credentials.get_frozen_credentials()
-    except (NoCredentialsError, PartialCredentialsError) as exc:
-        raise CredentialsMissing(NO_CREDENTIALS) from exc
-    except BotoCoreError as exc:
-        raise CredentialsMissing(
-            f"AWS credentials could not be loaded ({type(exc).__name__}) — run `aws sso login` / "
-            "check AWS_PROFILE; until then quotas stay unknown"
-        ) from exc
 
 
 @contextmanager
