@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import boto3
@@ -32,7 +32,7 @@ from botocore.exceptions import (
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
 from router.core.offers import INTERRUPTION_BUCKETS, Quote
 from router.prices.aws_session import client_config, default_session, require_credentials
-from router.prices.request import PriceRequest
+from router.prices.request import PriceRequest, observation_time
 from router.prices.sources import Fetched
 
 SOURCE = "aws-api"
@@ -128,7 +128,7 @@ def fetch_quotes(
     skipped: list[str] = warnings if warnings is not None else []
     if not request.regions:
         raise BadInput("AWS price request has no regions — pass at least one AWS region")
-    observed_at = _utc(now)
+    observed_at = observation_time(now)
     want_spot = "spot" in request.markets
     want_on_demand = "on-demand" in request.markets
     if not request.instance_types or not (want_spot or want_on_demand):
@@ -539,14 +539,6 @@ def _client_error(
         f"{where} failed ({code}, HTTP {status}) after {request.max_attempts} attempts — "
         "retry later or use the bundled snapshot"
     )
-
-
-def _utc(now: datetime | None) -> datetime:
-    if now is None:
-        return datetime.now(UTC)
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware (UTC)")
-    return now.astimezone(UTC)
 
 
 def _describe(exc: BaseException) -> str:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from google.api_core import exceptions as api_exceptions
@@ -43,7 +43,7 @@ from router.prices.google_api import (
     retried,
     translated,
 )
-from router.prices.request import PriceRequest
+from router.prices.request import PriceRequest, observation_time
 from router.prices.sources import Fetched
 
 # The Compute Engine service in the Cloud Billing Catalog (https://cloud.google.com/skus).
@@ -96,7 +96,7 @@ def fetch_quotes(
     """
     if not request.regions:
         raise BadInput("GCP price request has no regions — pass at least one GCP region")
-    observed_at = _utc(now)
+    observed_at = observation_time(now)
     markets = [m for m in request.markets if m in USAGE_TYPE_MARKETS.values()]
     wanted = set(request.instance_types)
     rows = catalog if catalog is not None else _default_catalog()
@@ -313,11 +313,3 @@ def _default_catalog() -> Sequence[GcpHardware]:
 def _regions_text(regions: Sequence[str]) -> str:
     shown = ", ".join(regions[:3])
     return shown if len(regions) <= 3 else f"{shown} and {len(regions) - 3} more regions"
-
-
-def _utc(now: datetime | None) -> datetime:
-    if now is None:
-        return datetime.now(UTC)
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware (UTC)")
-    return now.astimezone(UTC)

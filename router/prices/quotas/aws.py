@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
@@ -23,6 +23,7 @@ from router.core.errors import BadInput, CredentialsMissing, OperationFailed
 from router.core.quotas import QuotaReading
 from router.prices.aws_session import client_config, default_session, require_credentials
 from router.prices.quotas.request import QuotaRequest
+from router.prices.request import observation_time
 
 SOURCE = "aws-service-quotas"
 SERVICE_CODE = "ec2"
@@ -68,7 +69,7 @@ def fetch_quotas(
     """Limit and usage (vCPUs) of each requested EC2 quota code in each region, sorted."""
     if not request.regions:
         raise BadInput("AWS quota request has no regions — pass at least one AWS region")
-    observed_at = _utc(now)
+    observed_at = observation_time(now)
     if not request.quotas:
         return []
     if session is None:
@@ -232,11 +233,3 @@ def _translated(action: str, region: str) -> Iterator[None]:
         raise OperationFailed(
             f"{where} returned a malformed answer ({type(exc).__name__}) — retry later"
         ) from exc
-
-
-def _utc(now: datetime | None) -> datetime:
-    if now is None:
-        return datetime.now(UTC)
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware (UTC)")
-    return now.astimezone(UTC)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed
@@ -22,6 +22,7 @@ from router.prices.google_api import (
     translated,
 )
 from router.prices.quotas.request import QuotaRequest
+from router.prices.request import observation_time
 
 SOURCE = "gcp-regions"
 GET_REGION = "Compute API regions.get"
@@ -63,7 +64,7 @@ def fetch_quotas(
     """
     if not request.regions:
         raise BadInput("GCP quota request has no regions — pass at least one GCP region")
-    observed_at = _utc(now)
+    observed_at = observation_time(now)
     if not request.quotas:
         return []
     credentials: Any = None
@@ -144,11 +145,3 @@ def _regions_client(credentials: Any, endpoint: str | None) -> Any:
     from google.cloud import compute_v1
 
     return rest_client(compute_v1.RegionsClient, credentials, endpoint)
-
-
-def _utc(now: datetime | None) -> datetime:
-    if now is None:
-        return datetime.now(UTC)
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware (UTC)")
-    return now.astimezone(UTC)
