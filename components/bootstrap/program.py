@@ -17,144 +17,30 @@ from components.bootstrap.args import (
     Home,
     OidcIssuer,
 )
-from components.bootstrap.aws import (
-    AwsDeployer,
-    AwsDeployerArgs,
-)
-from components.bootstrap.azure import (
-    AzureDeployer,
-    AzureDeployerArgs,
-)
-from components.bootstrap.gcp import (
-    GcpDeployer,
-    GcpDeployerArgs,
-)
+from components.bootstrap.deployers import Deployer, cloud_deployer
 
 # --- the program ----------------------------------------------------------------------------------
-
-
-def _providers(args: BootstrapArgs) -> dict[str, pulumi.ProviderResource]:
-    """Explicit providers, so no ambient aws:/gcp:/azure-native: config decides where we write."""
-    made: dict[str, pulumi.ProviderResource] = {}
-    if "aws" in args.clouds:
-        import pulumi_aws as aws
-
-        made["aws"] = aws.Provider(
-            "bootstrap-aws",
-            region=args.aws_region,
-            allowed_account_ids=[args.aws_account_id] if args.aws_account_id else None,
-        )
-    if "gcp" in args.clouds:
-        import pulumi_gcp as gcp
-
-        made["gcp"] = gcp.Provider("bootstrap-gcp", project=args.gcp_project_id)
-    if "azure" in args.clouds:
-        from pulumi_azure_native.provider import Provider
-
-        made["azure"] = Provider(
-            "bootstrap-azure",
-            subscription_id=args.azure_subscription_id,
-            tenant_id=args.azure_tenant_id,
-            location=args.azure_location,
-        )
-    return made
-
-
-def _deployer(
-    cloud: str, args: BootstrapArgs, home: Home | None, opts: pulumi.ResourceOptions
-) -> AwsDeployer | GcpDeployer | AzureDeployer:
-    """One cloud's deployer; `home` is the router's home deployer when it is another cloud's."""
-    if cloud == "aws":
-        return AwsDeployer(
-            "aws-deployer",
-            AwsDeployerArgs(
-                account_id=args.aws_account_id,
-                oidc_issuers=args.oidc_issuers,
-                existing_oidc_providers=args.aws_existing_oidc_providers,
-                home=home,
-                outbound_federation=args.aws_outbound_federation,
-                outbound_issuer_url=args.aws_outbound_issuer_url,
-                state_bucket=args.state_bucket if args.state_bucket.startswith("s3://") else "",
-                labels=args.labels,
-            ),
-            opts,
-        )
-    if cloud == "gcp":
-        return GcpDeployer(
-            "gcp-deployer",
-            GcpDeployerArgs(
-                project_id=args.gcp_project_id,
-                project_number=args.gcp_project_number,
-                oidc_issuers=args.oidc_issuers,
-                home=home,
-                router_service_account=args.router_service_account,
-                job_buckets=args.gcp_job_buckets,
-                state_bucket=args.state_bucket if args.state_bucket.startswith("gs://") else "",
-            ),
-            opts,
-        )
-    return AzureDeployer(
-        "azure-deployer",
-        AzureDeployerArgs(
-            subscription_id=args.azure_subscription_id,
-            tenant_id=args.azure_tenant_id,
-            location=args.azure_location,
-            oidc_issuers=args.oidc_issuers,
-            home=home,
-            federation_audience=args.azure_federation_audience,
-            state_bucket=args.state_bucket if args.state_bucket.startswith("azblob://") else "",
-            state_storage_account_id=args.state_storage_account_id,
-            labels=args.labels,
-        ),
-        opts,
-    )
 
 
 def bootstrap_program(args: BootstrapArgs) -> dict[str, Any]:
     """Create the selected deployers, the router's home first; export and return the outputs."""
     require_type(args, BootstrapArgs, "bootstrap_program")
-    providers = _providers(args)
-    deployers: dict[str, AwsDeployer | GcpDeployer | AzureDeployer] = {}
+    chosen = [c for c in CLOUDS if c in args.clouds]
+    providers = {cloud: cloud_deployer(cloud).make_provider(args) for cloud in chosen}
+    deployers: dict[str, Deployer] = {}
     home: Home | None = None
     # The home deployer comes first: the others trust its identity, which exists only once it does.
-    for cloud in sorted(args.clouds, key=lambda c: (c != args.home_cloud, CLOUDS.index(c))):
+    for cloud in sorted(chosen, key=lambda c: c != args.home_cloud):
         opts = pulumi.ResourceOptions(provider=providers[cloud])
-        deployer = _deployer(cloud, args, None if cloud == args.home_cloud else home, opts)
+        make = cloud_deployer(cloud).make_deployer
+        deployer = make(args, None if cloud == args.home_cloud else home, opts)
         deployers[cloud] = deployer
         if cloud == args.home_cloud:
             home = deployer.as_home()
-    aws_deployer = deployers.get("aws")
-    gcp_deployer = deployers.get("gcp")
-    azure_deployer = deployers.get("azure")
 
-    outputs: dict[str, Any] = {
-        "clouds": [c for c in CLOUDS if c in args.clouds],
-        "home": args.home,
-    }
-    if isinstance(aws_deployer, AwsDeployer):
-        outputs["aws_deployer_role_arn"] = aws_deployer.role_arn
-        outputs["aws_account_id"] = aws_deployer.account_id
-        # What aws.JobIdentity sets as `permissions_boundary` on every job role.
-        outputs["aws_job_permissions_boundary"] = aws_deployer.job_boundary_arn
-        outputs["aws_oidc_provider_arns"] = aws_deployer.oidc_provider_arns
-        if args.home == "aws" and "azure" in args.clouds:
-            outputs["aws_outbound_issuer"] = aws_deployer.outbound_issuer
-    if isinstance(gcp_deployer, GcpDeployer):
-        outputs["gcp_project_id"] = args.gcp_project_id
-        outputs["gcp_project_number"] = gcp_deployer.project_number
-        outputs["gcp_deployer_sa_email"] = gcp_deployer.service_account_email
-        outputs["gcp_deployer_sa_unique_id"] = gcp_deployer.unique_id
-        outputs["gcp_deployer_role"] = gcp_deployer.role_name
-        outputs["gcp_workload_identity_pool"] = gcp_deployer.pool_name
-        outputs["gcp_workload_identity_providers"] = gcp_deployer.provider_names
-    if isinstance(azure_deployer, AzureDeployer):
-        outputs["azure_subscription_id"] = args.azure_subscription_id
-        outputs["azure_tenant_id"] = args.azure_tenant_id
-        outputs["azure_deployer_client_id"] = azure_deployer.client_id
-        outputs["azure_deployer_principal_id"] = azure_deployer.principal_id
-        outputs["azure_deployer_identity_id"] = azure_deployer.identity_id
-        outputs["azure_deployer_role_definition_id"] = azure_deployer.role_definition_id
-        outputs["azure_job_role_definition_id"] = azure_deployer.job_role_definition_id
+    outputs: dict[str, Any] = {"clouds": chosen, "home": args.home}
+    for cloud in chosen:  # in one order, whichever cloud is home
+        outputs.update(cloud_deployer(cloud).outputs(args, deployers[cloud]))
     outputs["org_config_snippet"] = pulumi.Output.all(**outputs).apply(
         lambda resolved: org_config_snippet(args, resolved)
     )
@@ -166,22 +52,9 @@ def bootstrap_program(args: BootstrapArgs) -> dict[str, Any]:
 def credential_hints(args: BootstrapArgs, outputs: Mapping[str, Any]) -> dict[str, str]:
     """The `credentials:` hints of spotroute.yaml for these outputs: names and ids, no secrets."""
     hints: dict[str, str] = {"router_home": args.home}
-    if "aws" in args.clouds:
-        hints["aws_role_arn"] = str(outputs["aws_deployer_role_arn"])
-        hints["aws_region"] = args.aws_region
-    if "gcp" in args.clouds:
-        hints["gcp_project"] = args.gcp_project_id
-        hints["gcp_service_account"] = str(outputs["gcp_deployer_sa_email"])
-        source = {"aws": "aws", "azure": "azure"}.get(args.home, args.home)
-        provider = dict(outputs.get("gcp_workload_identity_providers") or {}).get(source)
-        if provider:
-            hints["gcp_workload_identity_provider"] = str(provider)
-    if "azure" in args.clouds:
-        hints["azure_subscription_id"] = args.azure_subscription_id
-        hints["azure_tenant_id"] = args.azure_tenant_id
-        hints["azure_client_id"] = str(outputs["azure_deployer_client_id"])
-    if args.home == "azure" and args.azure_federation_audience:
-        hints["azure_federation_audience"] = args.azure_federation_audience
+    for cloud in CLOUDS:
+        if cloud in args.clouds:
+            hints.update(cloud_deployer(cloud).hints(args, outputs))
     return hints
 
 

@@ -102,10 +102,10 @@ def validate(jobs: tuple[Path, ...], explain: bool) -> None:
 @cli.command()
 def schema() -> None:
     """Print the job.yaml JSON Schema (for editors and CI linters)."""
-    from router.core.job.schema import job_schema
+    from router.config.job_file import job_file_schema
     from router.core.strict_json import dumps
 
-    click.echo(dumps(job_schema()))
+    click.echo(dumps(job_file_schema()))
 
 
 # ---------------------------------------------------------------------------------------------

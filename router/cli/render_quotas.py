@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from router.cli.render import _console, age
+from router.cli.render import _console, age, safe
 from router.core.quotas import UNITS, LaunchFailure
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def refresh_summary(outcomes: Sequence[QuotaRefreshOutcome], *, prefix: str = ""
     console = _console()
     for o in outcomes:
         if o.error:
-            console.print(f"{prefix}[red]{o.cloud} quotas[/]: {o.error}")
+            console.print(f"{prefix}[red]{o.cloud} quotas[/]: {safe(o.error)}")
         else:
             console.print(
                 f"{prefix}[green]{o.cloud} quotas[/]: {o.readings_stored} readings of "

@@ -14,6 +14,7 @@ from pathlib import Path
 from router.core.catalog import Catalog, parse_catalog, parse_image_limits, with_image_limits
 from router.core.egress import EgressTable, parse_egress_csv
 from router.core.errors import BadInput
+from router.core.gpus import GpuTable, parse_gpu_table, use_gpu_table
 from router.core.interruption import InterruptionModel, parse_interruption_csv
 from router.core.quotas import (
     QuotaDefinition,
@@ -36,9 +37,25 @@ def read_data_file(file_name: str, path: Path | None, what: str) -> tuple[str, s
         raise BadInput(f"{path}: cannot read {what} ({exc.strerror})") from exc
 
 
+@lru_cache(maxsize=1)
+def load_gpus() -> GpuTable:
+    """Canonical GPU names, memory and aliases (gpus.csv), also handed to router.core.gpus.
+
+    Call it before validating a job or looking up a GPU name: the core reads no files.
+    """
+    text, name = read_data_file("gpus.csv", None, "the GPU table")
+    try:
+        table = parse_gpu_table(text)
+    except (KeyError, ValueError) as exc:
+        raise BadInput(f"{name}: {exc} — fix the row") from exc
+    use_gpu_table(table)
+    return table
+
+
 @lru_cache(maxsize=8)
 def load_catalog(path: Path | None = None) -> Catalog:
     """The GPU instance catalog (instances.csv) less what the images cannot run (images.csv)."""
+    load_gpus()  # rows name canonical GPUs
     catalog = parse_catalog(*read_data_file("instances.csv", path, "the instance catalog"))
     limits = parse_image_limits(*read_data_file("images.csv", None, "the image limits"))
     return with_image_limits(catalog, limits)
@@ -69,6 +86,8 @@ def load_type_quotas() -> tuple[TypeQuotas, ...]:
     """Per catalog instance type, the quotas it draws on (instances.csv quota columns)."""
     text, name = read_data_file("instances.csv", None, "the instance catalog")
     return parse_type_quotas(text, load_quota_definitions(), name)
+
+
 @lru_cache(maxsize=8)
 def load_storage_prices(path: Path | None = None) -> StoragePrices:
     """Standard object-storage list prices at copy destinations (storage.csv)."""

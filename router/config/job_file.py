@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from router.config.datafiles import load_catalog
+from router.config.datafiles import load_catalog, load_gpus
 from router.config.safe_yaml import YamlProblem, parse_yaml
 from router.config.skypilot import SkyPilotProblem, explain_lines, is_skypilot_task, translate
 from router.core.errors import BadInput
 from router.core.job.model import Job
 from router.core.job.problems import check_data, one_line
+from router.core.job.schema import job_schema
 
 _MAX_FILE_BYTES = 1 << 20
 
@@ -24,6 +26,12 @@ def load_job(path: str | Path) -> Job:
     if job is None:
         raise BadInput(problems[0])
     return job
+
+
+def job_file_schema() -> dict[str, Any]:
+    """The JSON Schema of job.yaml (`route schema`), naming the GPUs of router/data/gpus.csv."""
+    load_gpus()
+    return job_schema()
 
 
 def validate_job_file(path: str | Path) -> list[str]:
@@ -41,6 +49,7 @@ def _check_file(path: str | Path) -> tuple[Job | None, list[str]]:
         data = _skypilot_as_job(data, Path(path))
     except SkyPilotProblem as e:
         return None, [one_line(source, e.where, e.text)]
+    load_gpus()  # the job model's validators look GPU names up
     return check_data(data, source)
 
 

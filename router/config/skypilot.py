@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from router.config.datafiles import load_gpus
 from router.contract.stack_config import JOB_NAME_PATTERN
-from router.core.gpus import UnknownGpu, canonical_gpu
+from router.core.gpus import UnknownGpu
 from router.core.job.model import suggested_name
 
 CLOUDS = ("aws", "gcp", "azure")
@@ -305,7 +306,7 @@ def _accelerators(value: Any, where: str, notes: _Notes) -> list[tuple[str, int]
             ) from None
         gpu = SKYPILOT_GPU_NAMES.get(name.upper(), name)
         try:
-            canonical = canonical_gpu(gpu)
+            canonical = load_gpus().canonical(gpu)
         except UnknownGpu:
             notes.ignore(
                 f"{where}.accelerators {name}:{n}",

@@ -13,12 +13,12 @@ from typing import Any
 
 import yaml
 
-from router.config.datafiles import load_catalog
+from router.config.datafiles import load_catalog, load_gpus
 from router.core.backtest import Workload, WorkloadJob
 from router.core.catalog import Catalog
 from router.core.durations import parse_duration_s
 from router.core.errors import BadInput
-from router.core.gpus import UnknownGpu, canonical_gpu
+from router.core.gpus import UnknownGpu
 from router.core.offers import INTERRUPTION_BUCKETS
 from router.core.synthetic import CloudOffer, JobMix, MarketModel, Shape, synthetic_workload
 
@@ -144,7 +144,7 @@ def _gpus(w: _Where, where: str, value: object) -> tuple[str, int]:
         raise w.fail(where, "missing — write GPU:count, e.g. A100-80GB:8")
     gpu, _, count = value.partition(":")
     try:
-        name = canonical_gpu(gpu.strip())
+        name = load_gpus().canonical(gpu.strip())
     except UnknownGpu as err:
         raise w.fail(where, str(err)) from None
     if count and not count.strip().isdigit():

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from router.contract.clouds import PUBLIC_CLOUDS
 from router.core.csv_rows import csv_rows
 from router.core.errors import BadInput
-from router.core.gpus import CANONICAL_GPUS
+from router.core.gpus import canonical_gpus
 from router.core.offers import Offer, Quote
 
 PACKAGED_NAME = "router/data/instances.csv"
@@ -235,7 +235,7 @@ def parse_image_limits(text: str, name: str = IMAGES_NAME) -> tuple[ImageLimit, 
             )
         if bool(limit.gpu) == bool(limit.family):
             raise BadInput(f"{where}: set exactly one of gpu and family")
-        if limit.gpu and limit.gpu not in CANONICAL_GPUS:
+        if limit.gpu and limit.gpu not in canonical_gpus():
             raise BadInput(f"{where}: gpu '{limit.gpu}' is not a canonical GPU name")
         if not limit.reason or not limit.source:
             raise BadInput(f"{where}: reason and source are required")
@@ -282,10 +282,10 @@ def _row(row: dict[str, str], where: str) -> InstanceType:
     if not instance_type:
         raise BadInput(f"{where}: instance_type is empty — name the provider's instance type")
     gpu = row["gpu"]
-    if gpu not in CANONICAL_GPUS:
+    if gpu not in canonical_gpus():
         raise BadInput(
             f"{where}: gpu '{gpu}' is not a canonical GPU name — use one of "
-            f"{', '.join(CANONICAL_GPUS)} (router/data/gpus.csv)"
+            f"{', '.join(canonical_gpus())} (router/data/gpus.csv)"
         )
     it = InstanceType(
         cloud=cloud,

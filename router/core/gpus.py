@@ -1,6 +1,8 @@
 """Canonical GPU names, their memory and the aliases users and clouds write for them.
 
-The table lives in router/data/gpus.csv (with its source and date); this module only reads it.
+The table lives in router/data/gpus.csv (with its source and date). The core reads no files:
+router.config.datafiles.load_gpus() reads it, parses it here (`parse_gpu_table`) and hands the
+table to `use_gpu_table`; the lookups below (also the job model's validators) answer from it.
 """
 
 from __future__ import annotations
@@ -9,14 +11,15 @@ import csv
 import difflib
 import io
 from dataclasses import dataclass
-from pathlib import Path
-
-# Package data read by path: importlib.resources costs start-up time on every `route` call.
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+from typing import Any
 
 
 class UnknownGpu(ValueError):
     """A GPU name that is not known or not specific enough; the message says which to use."""
+
+
+class GpuTableMissing(RuntimeError):
+    """A GPU lookup before the edge handed the table in (a programming error, not user input)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,7 @@ def _key(name: str) -> str:
     return "-".join(name.strip().lower().replace("_", " ").replace("-", " ").split())
 
 
-def parse_gpu_table(text: str) -> tuple[Gpu, ...]:
+def parse_gpu_table(text: str) -> GpuTable:
     """Parse gpus.csv text (lines starting with '#' are source notes) into GPUs, in file order."""
     rows_text = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
     rows = csv.DictReader(io.StringIO("\n".join(rows_text)))
@@ -52,49 +55,92 @@ def parse_gpu_table(text: str) -> tuple[Gpu, ...]:
             if seen.setdefault(key, gpu.name) != gpu.name:
                 raise ValueError(f"gpus.csv: '{key}' names both {seen[key]} and {gpu.name}")
         gpus.append(gpu)
-    return tuple(gpus)
+    return GpuTable(tuple(gpus))
 
 
-def _load() -> tuple[Gpu, ...]:
-    text = DATA_DIR.joinpath("gpus.csv").read_text(encoding="utf-8")
-    return parse_gpu_table(text)
+class GpuTable:
+    """The GPU models of gpus.csv, looked up by canonical name or any alias."""
+
+    __slots__ = ("_by_key", "_by_name", "gpus", "names")
+
+    def __init__(self, gpus: tuple[Gpu, ...]) -> None:
+        self.gpus = gpus
+        self.names: tuple[str, ...] = tuple(g.name for g in gpus)
+        self._by_name: dict[str, Gpu] = {g.name: g for g in gpus}
+        self._by_key: dict[str, str] = {
+            key: g.name for g in gpus for key in (_key(g.name), *map(_key, g.aliases))
+        }
+
+    def canonical(self, name: str) -> str:
+        """The canonical name for `name` ("h100" -> "H100-80GB"); raises UnknownGpu with the fix."""
+        key = _key(name)
+        by_key = self._by_key
+        if key in by_key:
+            return by_key[key]
+        # "A100" or "a100-sxm4" start several spellings of different GPUs: name them all.
+        family = sorted({canon for k, canon in by_key.items() if k.startswith(key + "-")})
+        if key and len(family) > 1:
+            raise UnknownGpu(f"{name!r} is ambiguous — use {_either(family)}")
+        close = family or [
+            by_key[k] for k in difflib.get_close_matches(key, list(by_key), n=1, cutoff=0.75)
+        ]
+        known = ", ".join(self.names)
+        if close:
+            raise UnknownGpu(
+                f"{name!r} is not a known GPU — did you mean {close[0]}? (known: {known})"
+            )
+        raise UnknownGpu(f"{name!r} is not a known GPU — use one of {known}")
+
+    def gpu(self, name: str) -> Gpu:
+        """The GPU a canonical name or alias names; raises UnknownGpu."""
+        return self._by_name[self.canonical(name)]
 
 
-GPUS: tuple[Gpu, ...] = _load()
-CANONICAL_GPUS: tuple[str, ...] = tuple(g.name for g in GPUS)
-_BY_NAME: dict[str, Gpu] = {g.name: g for g in GPUS}
-_BY_KEY: dict[str, str] = {
-    key: g.name for g in GPUS for key in (_key(g.name), *map(_key, g.aliases))
-}
+_TABLE: dict[str, GpuTable] = {}  # "table" → the table in use, once the edge has handed it in
+
+
+def use_gpu_table(table: GpuTable) -> None:
+    """Make `table` the one the lookups below answer from (router.config.datafiles.load_gpus)."""
+    _TABLE["table"] = table
+
+
+def gpu_table() -> GpuTable:
+    """The GPU table in use; raises GpuTableMissing before the edge has loaded it."""
+    try:
+        return _TABLE["table"]
+    except KeyError:
+        raise GpuTableMissing(
+            "no GPU table: call router.config.datafiles.load_gpus() before looking up GPU "
+            "names (the core reads no files)"
+        ) from None
 
 
 def _either(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
+def canonical_gpus() -> tuple[str, ...]:
+    """Every canonical GPU name, in gpus.csv order."""
+    return gpu_table().names
+
+
 def canonical_gpu(name: str) -> str:
     """The canonical name for `name` ("h100" -> "H100-80GB"); raises UnknownGpu with the fix."""
-    key = _key(name)
-    if key in _BY_KEY:
-        return _BY_KEY[key]
-    # "A100" or "a100-sxm4" start several spellings of different GPUs: name them all.
-    family = sorted({canon for k, canon in _BY_KEY.items() if k.startswith(key + "-")})
-    if key and len(family) > 1:
-        raise UnknownGpu(f"{name!r} is ambiguous — use {_either(family)}")
-    close = family or [
-        _BY_KEY[k] for k in difflib.get_close_matches(key, list(_BY_KEY), n=1, cutoff=0.75)
-    ]
-    known = ", ".join(CANONICAL_GPUS)
-    if close:
-        raise UnknownGpu(f"{name!r} is not a known GPU — did you mean {close[0]}? (known: {known})")
-    raise UnknownGpu(f"{name!r} is not a known GPU — use one of {known}")
+    return gpu_table().canonical(name)
 
 
 def gpu_memory_gb(name: str) -> int:
     """Memory per GPU in GB for a canonical name or alias; raises UnknownGpu."""
-    return _BY_NAME[canonical_gpu(name)].memory_gb
+    return gpu_table().gpu(name).memory_gb
 
 
 def gpu_vendor(name: str) -> str:
     """The GPU's vendor ("nvidia") for a canonical name or alias; raises UnknownGpu."""
-    return _BY_NAME[canonical_gpu(name)].vendor
+    return gpu_table().gpu(name).vendor
+
+
+def describe_gpu_field(schema: dict[str, Any]) -> None:
+    """JSON Schema of a job's `gpu` field: the canonical names, read when the schema is built."""
+    names = list(canonical_gpus())
+    schema["description"] = "GPU model: " + ", ".join(names) + " (aliases like h100 work)"
+    schema["examples"] = names

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from router.config.datafiles import load_catalog
+from router.config.datafiles import load_catalog, load_gpus
 from router.config.home import cache_path
 from router.config.project import Project
 from router.contract.clouds import PUBLIC_CLOUDS
 from router.core.errors import BadInput
-from router.core.gpus import UnknownGpu, canonical_gpu
+from router.core.gpus import UnknownGpu
 from router.core.offers import Offer, Quote
 from router.prices.book import (
     OfferFilter,
@@ -48,7 +48,7 @@ def _gpu(name: str | None) -> str | None:
     if name is None:
         return None
     try:
-        return canonical_gpu(name)
+        return load_gpus().canonical(name)
     except UnknownGpu as exc:
         raise BadInput(f"--gpu: {exc}") from None
 

@@ -11,12 +11,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import boto3
 import httpx
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -25,7 +24,6 @@ from botocore.exceptions import (
     EndpointConnectionError,
     NoCredentialsError,
     PartialCredentialsError,
-    ProfileNotFound,
     ReadTimeoutError,
     SSOError,
     TokenRetrievalError,
@@ -33,7 +31,8 @@ from botocore.exceptions import (
 
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed, PriceSourceError
 from router.core.offers import INTERRUPTION_BUCKETS, Quote
-from router.prices.request import PriceRequest
+from router.prices.aws_session import client_config, default_session, require_credentials
+from router.prices.request import PriceRequest, observation_time
 from router.prices.sources import Fetched
 
 SOURCE = "aws-api"
@@ -129,21 +128,17 @@ def fetch_quotes(
     skipped: list[str] = warnings if warnings is not None else []
     if not request.regions:
         raise BadInput("AWS price request has no regions — pass at least one AWS region")
-    observed_at = _utc(now)
+    observed_at = observation_time(now)
     want_spot = "spot" in request.markets
     want_on_demand = "on-demand" in request.markets
     if not request.instance_types or not (want_spot or want_on_demand):
         return []
 
-    session = session if session is not None else _default_session()
-    _require_credentials(session)
-    config = Config(
-        connect_timeout=request.timeout_s,
-        read_timeout=request.timeout_s,
-        # botocore's "max_attempts" counts retries only; "total_max_attempts" includes the
-        # first call, which is what PriceRequest.max_attempts means.
-        retries={"mode": "standard", "total_max_attempts": request.max_attempts},
-        max_pool_connections=max(10, request.max_workers),
+    if session is None:
+        session = default_session(", or use the bundled snapshot (omit `route prices refresh`)")
+    require_credentials(session, missing=NO_CREDENTIALS, unloadable=CREDENTIALS_UNLOADABLE)
+    config = client_config(
+        request.timeout_s, request.max_attempts, pool=max(10, request.max_workers)
     )
     # Clients are thread-safe but creating them from one Session is not: build them here.
     ec2_clients = {
@@ -481,31 +476,6 @@ def _range_labels(ranges: object) -> dict[int, str]:
     return labels or defaults
 
 
-def _default_session() -> boto3.Session:
-    try:
-        return boto3.Session()
-    except ProfileNotFound as exc:
-        raise CredentialsMissing(
-            f"AWS profile {exc.kwargs.get('profile')!r} not found — run `aws configure sso` "
-            "or fix AWS_PROFILE, or use the bundled snapshot (omit `route prices refresh`)"
-        ) from exc
-
-
-def _require_credentials(session: boto3.Session) -> None:
-    """Resolve credentials once, here, so a missing or expired login fails before any call."""
-    try:
-        credentials = session.get_credentials()
-        if credentials is None:
-            raise CredentialsMissing(NO_CREDENTIALS)
-        # SSO and assume-role credentials are deferred: load them now, not in eight threads.
-        credentials.get_frozen_credentials()
-    except (NoCredentialsError, PartialCredentialsError) as exc:
-        raise CredentialsMissing(NO_CREDENTIALS) from exc
-    except BotoCoreError as exc:
-        # Only the class name: the text may hold file paths or profile details.
-        raise CredentialsMissing(CREDENTIALS_UNLOADABLE.format(kind=type(exc).__name__)) from exc
-
-
 @contextmanager
 def _translated_errors(action: str, region: str, request: PriceRequest) -> Iterator[None]:
     """Turn botocore failures and malformed answers into one-line RouteErrors."""
@@ -569,14 +539,6 @@ def _client_error(
         f"{where} failed ({code}, HTTP {status}) after {request.max_attempts} attempts — "
         "retry later or use the bundled snapshot"
     )
-
-
-def _utc(now: datetime | None) -> datetime:
-    if now is None:
-        return datetime.now(UTC)
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware (UTC)")
-    return now.astimezone(UTC)
 
 
 def _describe(exc: BaseException) -> str:

@@ -24,9 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from router.config.datafiles import load_gpus
 from router.contract.clouds import PUBLIC_CLOUDS
 from router.core.errors import BadInput
-from router.core.gpus import UnknownGpu, canonical_gpu
+from router.core.gpus import UnknownGpu
 from router.core.offers import Quote, quote_problem
 
 SOURCE = "import:skypilot"
@@ -436,6 +437,6 @@ def _canonical(skypilot_gpu: str) -> str | None:
     if skypilot_gpu in _SKYPILOT_GPU_NAMES:
         return _SKYPILOT_GPU_NAMES[skypilot_gpu]
     try:
-        return canonical_gpu(skypilot_gpu)
+        return load_gpus().canonical(skypilot_gpu)
     except UnknownGpu:
         return None

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
+from router.config.datafiles import load_gpus
 from router.contract.local_market import LocalMarket
-from router.core.gpus import gpu_memory_gb
 from router.core.job.model import Job
 from router.core.offers import Offer
 
@@ -42,7 +42,9 @@ def local_offers(job: Job, now: datetime, market: LocalMarket | None = None) -> 
             instance_type=LOCAL_INSTANCE_TYPE,
             gpu=want.gpu,
             gpu_count=want.count,
-            gpu_memory_gb=gpu_memory_gb(want.gpu),  # a stand-in: it reports what was asked
+            gpu_memory_gb=load_gpus()
+            .gpu(want.gpu)
+            .memory_gb,  # a stand-in: it reports what was asked
             vcpus=max(cpus, job.resources.min_vcpus),
             memory_gb=max(1.0, job.resources.min_memory_gb),
             market=kind,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -15,3 +16,15 @@ class PriceRequest:
     timeout_s: float = 10.0  # per API call
     max_attempts: int = 5  # retries with exponential backoff on throttling / 5xx / timeouts
     max_workers: int = 8  # regions queried concurrently
+
+
+def observation_time(now: datetime | None) -> datetime:
+    """When a fetch observes what it reads: `now` in UTC (the current time if None).
+
+    ValueError for a naive `now`: a source never guesses the time zone of a timestamp.
+    """
+    if now is None:
+        return datetime.now(UTC)
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware (UTC)")
+    return now.astimezone(UTC)

@@ -16,11 +16,10 @@ from azure.mgmt.resourcegraph import ResourceGraphClient
 
 from router.core.errors import BadInput, CredentialsMissing, PriceSourceError
 from router.core.offers import Quote
-from router.prices.azure import (
+from router.prices.azure import fetch_quotes, fetch_quotes_with_warnings
+from router.prices.azure_arm import (
     eviction_rate_query,
     fetch_eviction_rates,
-    fetch_quotes,
-    fetch_quotes_with_warnings,
     parse_eviction_rates,
 )
 from router.prices.request import PriceRequest

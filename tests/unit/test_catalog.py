@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from router.config.datafiles import load_catalog
+from router.config.datafiles import load_catalog, load_gpus
 from router.core.catalog import (
     COLUMNS,
     Catalog,
@@ -17,7 +17,7 @@ from router.core.catalog import (
     parse_image_limits,
 )
 from router.core.errors import BadInput
-from router.core.gpus import CANONICAL_GPUS, GPUS
+from router.core.gpus import canonical_gpus
 from router.core.offers import Quote
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -46,9 +46,9 @@ def test_bundled_catalog_has_gpu_types_on_all_three_clouds() -> None:
 
 
 def test_every_row_names_a_canonical_gpu_with_sane_hardware() -> None:
-    memory = {gpu.name: gpu.memory_gb for gpu in GPUS}
+    memory = {gpu.name: gpu.memory_gb for gpu in load_gpus().gpus}
     for it in load_catalog():
-        assert it.gpu in CANONICAL_GPUS, it
+        assert it.gpu in canonical_gpus(), it
         assert it.gpu_count in range(1, 17), it
         # Per-GPU memory is the GPU's own (or a larger variant, like p3dn's 32 GB V100).
         assert memory[it.gpu] <= it.gpu_memory_gb <= 2 * memory[it.gpu], it

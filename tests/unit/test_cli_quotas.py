@@ -284,3 +284,21 @@ def test_quotas_help_points_at_the_docs() -> None:
     )
     assert done.returncode == 0
     assert "docs/quotas.md" in done.stdout
+
+
+def test_a_refresh_error_is_shown_as_written_not_read_as_markup(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from router.cli.render_quotas import refresh_summary
+    from router.prices.quotas.book import QuotaRefreshOutcome
+
+    outcome = QuotaRefreshOutcome(
+        cloud="gcp",
+        regions=("us-central1",),
+        quotas=1,
+        readings_stored=0,
+        elapsed_s=0.1,
+        error="GCP regions.get failed for [bold]us-central1[/bold] — retry later",
+    )
+    refresh_summary([outcome])
+    assert "[bold]us-central1[/bold]" in capsys.readouterr().out

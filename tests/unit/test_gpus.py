@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from router.config.datafiles import load_gpus
 from router.core.gpus import (
-    CANONICAL_GPUS,
+    GpuTableMissing,
     UnknownGpu,
     canonical_gpu,
     gpu_memory_gb,
     gpu_vendor,
     parse_gpu_table,
+    use_gpu_table,
 )
+
+CANONICAL_GPUS = load_gpus().names
 
 
 def test_canonical_gpus_are_the_documented_nine_in_order() -> None:
@@ -114,7 +118,7 @@ def test_table_skips_source_comment_lines() -> None:
         "# source: test fixture\n# date: 2026-01-01\nname,memory_gb,vendor,aliases\n"
         "X1-8GB,8,acme,x1 x1-8g\n"
     )
-    assert [(g.name, g.memory_gb, g.vendor, g.aliases) for g in table] == [
+    assert [(g.name, g.memory_gb, g.vendor, g.aliases) for g in table.gpus] == [
         ("X1-8GB", 8, "acme", ("x1", "x1-8g"))
     ]
 
@@ -122,3 +126,28 @@ def test_table_skips_source_comment_lines() -> None:
 def test_table_refuses_an_alias_naming_two_gpus() -> None:
     with pytest.raises(ValueError, match="names both"):
         parse_gpu_table("name,memory_gb,vendor,aliases\nA-1,1,v,a\nB-1,1,v,a\n")
+
+
+def test_a_parsed_table_answers_lookups_once_the_edge_hands_it_in() -> None:
+    bundled = load_gpus()
+    table = parse_gpu_table("name,memory_gb,vendor,aliases\nX1-8GB,8,acme,x1\n")
+    with pytest.raises(UnknownGpu):
+        canonical_gpu("x1")
+    try:
+        use_gpu_table(table)
+        assert canonical_gpu("X1") == "X1-8GB" and gpu_memory_gb("x1") == 8
+    finally:
+        use_gpu_table(bundled)
+    assert canonical_gpu("h100") == "H100-80GB"
+
+
+def test_a_lookup_before_the_table_is_loaded_says_which_loader_to_call() -> None:
+    import router.core.gpus as gpus
+
+    saved = dict(gpus._TABLE)
+    gpus._TABLE.clear()
+    try:
+        with pytest.raises(GpuTableMissing, match=r"router\.config\.datafiles\.load_gpus\(\)"):
+            canonical_gpu("h100")
+    finally:
+        gpus._TABLE.update(saved)

@@ -52,10 +52,6 @@ PURE_FORBIDDEN = (
 CONTRACT_FORBIDDEN = (*PURE_FORBIDDEN, "pydantic", "pydantic_core")
 # Known exceptions, each with the reason and who removes it. Keep this list short.
 ALLOWED: dict[tuple[str, str], str] = {
-    # GPU names are read from router/data/gpus.csv when the module is imported: the job model's
-    # validators need them. Moving the read to router.config needs the table passed in as
-    # validation context (follow-up).
-    ("router.core.gpus", "pathlib"): "GPU table read at import",
     # components → router: H-components removed components/gcp.py → router.catalog and
     # components/local.py → router.home (the router now writes gcpAcceleratorType and the local
     # directories into the stack config). Add nothing here: use router.contract.

@@ -31,7 +31,7 @@ from router.contract.stack_config import (
     RESERVED_ENV,
 )
 from router.core.durations import DURATION_PATTERN, parse_duration_s
-from router.core.gpus import CANONICAL_GPUS, UnknownGpu, canonical_gpu
+from router.core.gpus import UnknownGpu, canonical_gpu, describe_gpu_field
 from router.core.user_values import show_value
 
 RESERVED_NAMES = frozenset({"bootstrap"})  # stack names spotroute uses itself (route bootstrap)
@@ -142,10 +142,7 @@ class Strict(BaseModel):
 class AcceleratorRequest(Strict):
     """One acceptable accelerator shape, e.g. A100-80GB × 8 (parsed from "A100-80GB:8")."""
 
-    gpu: str = Field(
-        description="GPU model: " + ", ".join(CANONICAL_GPUS) + " (aliases like h100 work)",
-        examples=list(CANONICAL_GPUS),
-    )
+    gpu: str = Field(json_schema_extra=describe_gpu_field)  # the names of gpus.csv
     count: int = Field(default=1, ge=1, le=64, description="GPUs per instance")
 
     @field_validator("gpu")

@@ -8,22 +8,22 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     NoCredentialsError,
     PartialCredentialsError,
-    ProfileNotFound,
 )
 
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed
 from router.core.quotas import QuotaReading
+from router.prices.aws_session import client_config, default_session, require_credentials
 from router.prices.quotas.request import QuotaRequest
+from router.prices.request import observation_time
 
 SOURCE = "aws-service-quotas"
 SERVICE_CODE = "ec2"
@@ -38,6 +38,10 @@ USAGE_PERIOD_S = 60
 NO_CREDENTIALS = (
     "AWS credentials not found — run `aws configure sso` / set AWS_PROFILE; until then quotas "
     "stay unknown and never reject a placement"
+)
+_CREDENTIALS_UNLOADABLE = (
+    "AWS credentials could not be loaded ({kind}) — run `aws sso login` / check AWS_PROFILE; "
+    "until then quotas stay unknown"
 )
 _THROTTLING = frozenset(
     {"ThrottlingException", "TooManyRequestsException", "Throttling", "RequestLimitExceeded"}
@@ -65,16 +69,13 @@ def fetch_quotas(
     """Limit and usage (vCPUs) of each requested EC2 quota code in each region, sorted."""
     if not request.regions:
         raise BadInput("AWS quota request has no regions — pass at least one AWS region")
-    observed_at = _utc(now)
+    observed_at = observation_time(now)
     if not request.quotas:
         return []
-    session = session if session is not None else _default_session()
-    _require_credentials(session)
-    config = Config(
-        connect_timeout=request.timeout_s,
-        read_timeout=request.timeout_s,
-        retries={"mode": "standard", "total_max_attempts": request.max_attempts},
-    )
+    if session is None:
+        session = default_session("; until then quotas stay unknown")
+    require_credentials(session, missing=NO_CREDENTIALS, unloadable=_CREDENTIALS_UNLOADABLE)
+    config = client_config(request.timeout_s, request.max_attempts)
     clients = {
         region: (
             session.client(
@@ -199,31 +200,6 @@ class _NoSuchQuota(Exception):
     pass
 
 
-def _default_session() -> boto3.Session:
-    try:
-        return boto3.Session()
-    except ProfileNotFound as exc:
-        raise CredentialsMissing(
-            f"AWS profile {exc.kwargs.get('profile')!r} not found — run `aws configure sso` or "
-            "fix AWS_PROFILE; until then quotas stay unknown"
-        ) from exc
-
-
-def _require_credentials(session: boto3.Session) -> None:
-    try:
-        credentials = session.get_credentials()
-        if credentials is None:
-            raise CredentialsMissing(NO_CREDENTIALS)
-        credentials.get_frozen_credentials()
-    except (NoCredentialsError, PartialCredentialsError) as exc:
-        raise CredentialsMissing(NO_CREDENTIALS) from exc
-    except BotoCoreError as exc:
-        raise CredentialsMissing(
-            f"AWS credentials could not be loaded ({type(exc).__name__}) — run `aws sso login` / "
-            "check AWS_PROFILE; until then quotas stay unknown"
-        ) from exc
-
-
 @contextmanager
 def _translated(action: str, region: str) -> Iterator[None]:
     where = f"AWS {action} in {region}"
@@ -257,11 +233,3 @@ def _translated(action: str, region: str) -> Iterator[None]:
         raise OperationFailed(
             f"{where} returned a malformed answer ({type(exc).__name__}) — retry later"
         ) from exc
-
-
-def _utc(now: datetime | None) -> datetime:
-    if now is None:
-        return datetime.now(UTC)
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware (UTC)")
-    return now.astimezone(UTC)

@@ -6,20 +6,23 @@ refresh commands. See docs/quotas.md.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from datetime import UTC, datetime
+from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Any
-
-import requests
-from google.api_core import exceptions as api_exceptions
-from google.auth import exceptions as auth_exceptions
 
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed
 from router.core.quotas import QuotaReading
+from router.prices.google_api import (
+    GoogleFailures,
+    default_credentials,
+    rest_client,
+    retried,
+    translated,
+)
 from router.prices.quotas.request import QuotaRequest
-from router.prices.retry import retry_call
+from router.prices.request import observation_time
 
 SOURCE = "gcp-regions"
 GET_REGION = "Compute API regions.get"
@@ -32,18 +35,10 @@ NO_PROJECT = (
     "GCP project not set — run `gcloud config set project PROJECT` or set GOOGLE_CLOUD_PROJECT; "
     "until then quotas stay unknown"
 )
-_RETRYABLE: tuple[type[BaseException], ...] = (
-    api_exceptions.TooManyRequests,
-    api_exceptions.InternalServerError,
-    api_exceptions.BadGateway,
-    api_exceptions.ServiceUnavailable,
-    api_exceptions.GatewayTimeout,
-    requests.exceptions.Timeout,
-    requests.exceptions.ConnectionError,
-    auth_exceptions.TransportError,
+_REJECTED_CREDENTIALS = (
+    "GCP rejected the credentials or they could not be refreshed — run `gcloud auth "
+    "application-default login`; until then quotas stay unknown"
 )
-BASE_DELAY_S = 0.5
-MAX_DELAY_S = 8.0
 
 
 class GcpQuotas:
@@ -69,12 +64,12 @@ def fetch_quotas(
     """
     if not request.regions:
         raise BadInput("GCP quota request has no regions — pass at least one GCP region")
-    observed_at = _utc(now)
+    observed_at = observation_time(now)
     if not request.quotas:
         return []
     credentials: Any = None
     if regions_client is None or project is None:
-        credentials, default_project = _default_credentials()
+        credentials, default_project = default_credentials(NO_CREDENTIALS)
         project = project or default_project
     if not project:
         raise CredentialsMissing(NO_PROJECT)
@@ -122,83 +117,31 @@ def _get_region(
         )
 
     with _translated(project, region, request):
-        return retry_call(
-            call,
-            is_retryable=lambda exc: isinstance(exc, _RETRYABLE),
-            max_attempts=request.max_attempts,
-            base_delay_s=BASE_DELAY_S,
-            max_delay_s=MAX_DELAY_S,
-            sleep=sleep,
-        )
+        return retried(call, max_attempts=request.max_attempts, sleep=sleep)
 
 
-@contextmanager
-def _translated(project: str, region: str, request: QuotaRequest) -> Iterator[None]:
+def _translated(project: str, region: str, request: QuotaRequest) -> AbstractContextManager[None]:
     where = f"GCP {GET_REGION} for {region}"
-    try:
-        yield
-    except auth_exceptions.DefaultCredentialsError as exc:
-        raise CredentialsMissing(NO_CREDENTIALS) from exc
-    except (auth_exceptions.RefreshError, api_exceptions.Unauthorized) as exc:
-        raise CredentialsMissing(
-            "GCP rejected the credentials or they could not be refreshed — run `gcloud auth "
-            "application-default login`; until then quotas stay unknown"
-        ) from exc
-    except api_exceptions.Forbidden as exc:
-        raise OperationFailed(
+    failures = GoogleFailures(
+        no_credentials=NO_CREDENTIALS,
+        rejected_credentials=_REJECTED_CREDENTIALS,
+        failure=OperationFailed,
+        fallback="",
+        forbidden=lambda exc: OperationFailed(
             f"{where} was denied in project {project} (HTTP 403) — grant {PERMISSION} "
             "(e.g. roles/compute.viewer) and enable compute.googleapis.com"
-        ) from exc
-    except api_exceptions.NotFound as exc:
-        raise OperationFailed(
+        ),
+        not_found=lambda exc: OperationFailed(
             f"{where}: project {project!r} or region {region!r} was not found — check "
             "`gcloud config get project` and the region name"
-        ) from exc
-    except (requests.exceptions.Timeout, api_exceptions.GatewayTimeout) as exc:
-        raise OperationFailed(
-            f"{where} timed out ({request.max_attempts} attempts, {request.timeout_s:g} s each) "
-            "— check network access to Google APIs, or raise the timeout"
-        ) from exc
-    except (requests.exceptions.ConnectionError, auth_exceptions.TransportError) as exc:
-        raise OperationFailed(
-            f"{where} could not connect ({request.max_attempts} attempts) — check network access "
-            "to Google APIs"
-        ) from exc
-    except api_exceptions.GoogleAPICallError as exc:
-        raise OperationFailed(
-            f"{where} failed (HTTP {exc.code}) after {request.max_attempts} attempts — retry later"
-        ) from exc
-    except (ValueError, TypeError) as exc:
-        raise OperationFailed(
-            f"{where} returned a malformed answer ({type(exc).__name__}) — retry later"
-        ) from exc
-
-
-def _default_credentials() -> tuple[Any, str | None]:
-    import google.auth
-
-    try:
-        credentials, project = google.auth.default(
-            scopes=["https://www.googleapis.com/auth/cloud-platform"]
-        )
-    except auth_exceptions.DefaultCredentialsError as exc:
-        raise CredentialsMissing(NO_CREDENTIALS) from exc
-    return credentials, project
-
-
-def _regions_client(credentials: Any, endpoint: str | None) -> Any:
-    from google.api_core.client_options import ClientOptions
-    from google.cloud import compute_v1
-
-    options = ClientOptions(api_endpoint=endpoint) if endpoint else None
-    return compute_v1.RegionsClient(
-        transport="rest", credentials=credentials, client_options=options
+        ),
+    )
+    return translated(
+        where, failures, max_attempts=request.max_attempts, timeout_s=request.timeout_s
     )
 
 
-def _utc(now: datetime | None) -> datetime:
-    if now is None:
-        return datetime.now(UTC)
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware (UTC)")
-    return now.astimezone(UTC)
+def _regions_client(credentials: Any, endpoint: str | None) -> Any:
+    from google.cloud import compute_v1
+
+    return rest_client(compute_v1.RegionsClient, credentials, endpoint)

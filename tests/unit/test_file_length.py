@@ -1,0 +1,67 @@
+"""No source file under router/, components/ or policies/ is longer than about 600 lines (issue 7).
+
+A long file is split along its seams (one module per rule family, per cloud API, per step of a
+pipeline) rather than allowed to grow. The files below are over the limit today and may not
+grow: each entry is its line count when it was listed; whoever splits the file removes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("router", "components", "policies")
+MAX_LINES = 600
+
+# path → lines when listed. Split these; never add to this list, and never raise a number.
+OVER_THE_LIMIT: dict[str, int] = {
+    "router/checkpoint/checkpointer.py": 997,
+    "router/cli/commands.py": 1097,
+    "router/cli/render.py": 674,
+    "router/core/backtest.py": 859,
+    "router/core/decide.py": 654,
+    "router/flows/jobs.py": 784,
+    "components/aws.py": 779,
+    "components/azure.py": 747,
+    "components/gcp.py": 686,
+    "components/bootstrap/permissions.py": 767,
+}
+
+
+def line_counts() -> dict[str, int]:
+    return {
+        str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines())
+        for package in PACKAGES
+        for path in sorted((REPO / package).rglob("*.py"))
+    }
+
+
+def too_long(counts: dict[str, int]) -> list[str]:
+    """One line per file over its limit: MAX_LINES, or its listed count for a listed file."""
+    return [
+        f"{path}: {lines} lines, over {OVER_THE_LIMIT.get(path, MAX_LINES)} — split it along "
+        "its seams (docs/architecture.md lists the modules)"
+        for path, lines in sorted(counts.items())
+        if lines > max(MAX_LINES, OVER_THE_LIMIT.get(path, MAX_LINES))
+    ]
+
+
+def test_no_source_file_is_longer_than_the_limit() -> None:
+    assert too_long(line_counts()) == []
+
+
+def test_the_list_of_long_files_names_only_files_still_over_the_limit() -> None:
+    counts = line_counts()
+    stale = sorted(p for p in OVER_THE_LIMIT if counts.get(p, 0) <= MAX_LINES)
+    assert stale == [], f"split or gone: remove {stale} from OVER_THE_LIMIT"
+
+
+def test_a_file_over_the_limit_is_reported_with_the_fix() -> None:
+    assert too_long({"router/core/new.py": 601}) == [
+        "router/core/new.py: 601 lines, over 600 — split it along its seams "
+        "(docs/architecture.md lists the modules)"
+    ]
+    assert too_long({"router/cli/commands.py": 1098})[0].startswith(
+        "router/cli/commands.py: 1098 lines, over 1097"
+    )
+    assert too_long({"router/core/new.py": 600, "router/cli/commands.py": 1097}) == []
