@@ -1,4 +1,4 @@
-"""AzureDeployer: user-assigned identity spotroute-deployer, federated credentials, two roles."""
+"""AzureDeployer: identity spotroute-deployer, federated credentials, its three custom roles."""
 
 from __future__ import annotations
 
@@ -23,7 +23,10 @@ from components.bootstrap.args import (
 from components.bootstrap.permissions import (
     AZURE_DEPLOYER_ACTIONS,
     AZURE_GRANT_ACTIONS,
+    AZURE_IDENTITIES_ROLE_NAME,
+    AZURE_IDENTITY_ACTIONS,
     AZURE_JOB_DATA_ACTIONS,
+    AZURE_JOB_IDENTITY_RESOURCE_GROUP,
     AZURE_JOB_ROLE_NAME,
     AZURE_RESOURCE_GROUP,
     AZURE_SELF_DELETE_ACTIONS,
@@ -54,7 +57,7 @@ class AzureDeployerArgs:
 
 
 class AzureDeployer(pulumi.ComponentResource):
-    """User-assigned identity spotroute-deployer, federated credentials, two custom roles."""
+    """Identity spotroute-deployer, federated credentials, three custom roles (docs/security.md)."""
 
     client_id: pulumi.Output[str]
     principal_id: pulumi.Output[str]
@@ -174,6 +177,43 @@ class AzureDeployer(pulumi.ComponentResource):
             principal_id=identity.principal_id,
             principal_type="ServicePrincipal",
             description="spotroute deployer: spotroute placements only",
+            opts=child,
+        )
+        # Job identities: created, deleted and attached only in this one group, so the deployer
+        # can never hand a scale set another workload's identity (no assign/action elsewhere).
+        identities_group = resources.ResourceGroup(
+            f"{name}-job-identities-rg",
+            resource_group_name=AZURE_JOB_IDENTITY_RESOURCE_GROUP,
+            location=args.location,
+            tags=tags,
+            opts=child,
+        )
+        identities_guid = azure_role_guid(args.subscription_id, AZURE_IDENTITIES_ROLE_NAME)
+        identities = authorization.RoleDefinition(
+            f"{name}-identities-role",
+            role_definition_id=identities_guid,
+            role_name=AZURE_IDENTITIES_ROLE_NAME,
+            description=(
+                f"Create, delete and attach job identities in {AZURE_JOB_IDENTITY_RESOURCE_GROUP} "
+                "only (docs/security.md)"
+            ),
+            role_type="CustomRole",
+            permissions=[authorization.PermissionArgs(actions=list(AZURE_IDENTITY_ACTIONS))],
+            assignable_scopes=[subscription],
+            scope=subscription,
+            opts=child,
+        )
+        authorization.RoleAssignment(
+            f"{name}-identities-assignment",
+            scope=identities_group.name.apply(
+                lambda group_name: f"{subscription}/resourceGroups/{group_name}"
+            ),
+            role_definition_id=identities.id.apply(
+                lambda _: role_definition_id(args.subscription_id, identities_guid)
+            ),
+            principal_id=identity.principal_id,
+            principal_type="ServicePrincipal",
+            description=f"spotroute deployer: identities in {AZURE_JOB_IDENTITY_RESOURCE_GROUP}",
             opts=child,
         )
         grants_guid = azure_role_guid(args.subscription_id, f"{DEPLOYER_NAME}-grants")
