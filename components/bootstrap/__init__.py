@@ -7,11 +7,12 @@ creates one deployer identity per selected cloud, allowed exactly what the place
 
     AwsDeployer    IAM role spotroute-deployer; trust = web identity only (OIDC providers,
                    accounts.google.com, Entra ID), each pinned to an audience and a subject
-    GcpDeployer    service account spotroute-deployer + one custom role; a workload identity
+    GcpDeployer    service account spotroute-deployer + one custom role, and a bucket-grants
+                   role under a condition naming spotroute's job buckets; a workload identity
                    pool whose providers each accept exactly one identity
     AzureDeployer  user-assigned identity spotroute-deployer + federated credentials with exact
-                   subjects; two custom roles (resources; storage-role grants under an ABAC
-                   condition)
+                   subjects; three custom roles (resources; job identities, in the
+                   spotroute-job-identities group only; job-role grants under an ABAC condition)
 
 No access key, service-account key or client secret is created anywhere. Who may become a
 deployer: every external OIDC issuer in `oidc_issuers` (CI, Kubernetes) may become every

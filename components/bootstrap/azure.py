@@ -1,4 +1,4 @@
-"""AzureDeployer: user-assigned identity spotroute-deployer, federated credentials, two roles."""
+"""AzureDeployer: identity spotroute-deployer, federated credentials, its three custom roles."""
 
 from __future__ import annotations
 
@@ -23,7 +23,10 @@ from components.bootstrap.args import (
 from components.bootstrap.permissions import (
     AZURE_DEPLOYER_ACTIONS,
     AZURE_GRANT_ACTIONS,
+    AZURE_IDENTITIES_ROLE_NAME,
+    AZURE_IDENTITY_ACTIONS,
     AZURE_JOB_DATA_ACTIONS,
+    AZURE_JOB_IDENTITY_RESOURCE_GROUP,
     AZURE_JOB_ROLE_NAME,
     AZURE_RESOURCE_GROUP,
     AZURE_SELF_DELETE_ACTIONS,
@@ -54,7 +57,7 @@ class AzureDeployerArgs:
 
 
 class AzureDeployer(pulumi.ComponentResource):
-    """User-assigned identity spotroute-deployer, federated credentials, two custom roles."""
+    """Identity spotroute-deployer, federated credentials, three custom roles (docs/security.md)."""
 
     client_id: pulumi.Output[str]
     principal_id: pulumi.Output[str]
@@ -151,57 +154,83 @@ class AzureDeployer(pulumi.ComponentResource):
             )
             previous = [credential]
 
-        role_guid = azure_role_guid(args.subscription_id, DEPLOYER_NAME)
-        role = authorization.RoleDefinition(
-            f"{name}-role",
-            role_definition_id=role_guid,
-            role_name=DEPLOYER_NAME,
-            description="Exactly what spotroute's Azure placements manage (docs/security.md)",
-            role_type="CustomRole",
-            permissions=[authorization.PermissionArgs(actions=list(AZURE_DEPLOYER_ACTIONS))],
-            assignable_scopes=[subscription],
-            scope=subscription,
-            opts=child,
-        )
-        # The role's full id, computed so it is known at preview; `role.id` carries the dependency.
-        role_id = role.id.apply(lambda _: role_definition_id(args.subscription_id, role_guid))
+        def assigned_role(
+            role_name: str,
+            parts: tuple[str, str],
+            description: str,
+            actions: tuple[str, ...],
+            scope: pulumi.Input[str],
+            purpose: str,
+            condition: pulumi.Input[str] | None = None,
+        ) -> pulumi.Output[str]:
+            """A deployer custom role and its assignment to the identity at `scope`; its full id."""
+            guid = azure_role_guid(args.subscription_id, role_name)
+            role = authorization.RoleDefinition(
+                f"{name}-{parts[0]}",
+                role_definition_id=guid,
+                role_name=role_name,
+                description=description,
+                role_type="CustomRole",
+                permissions=[authorization.PermissionArgs(actions=list(actions))],
+                assignable_scopes=[subscription],
+                scope=subscription,
+                opts=child,
+            )
+            # The full id, computed so it is known at preview; `role.id` carries the dependency.
+            role_id = role.id.apply(lambda _: role_definition_id(args.subscription_id, guid))
+            authorization.RoleAssignment(
+                f"{name}-{parts[1]}",
+                scope=scope,
+                role_definition_id=role_id,
+                principal_id=identity.principal_id,
+                principal_type="ServicePrincipal",
+                condition=condition,
+                condition_version="2.0" if condition is not None else None,
+                description=purpose,
+                opts=child,
+            )
+            return role_id
+
         # Subscription scope: every job creates its own resource groups, which no narrower
         # assignment could cover (docs/security.md: use a dedicated subscription).
-        authorization.RoleAssignment(
-            f"{name}-role-assignment",
-            scope=subscription,
-            role_definition_id=role_id,
-            principal_id=identity.principal_id,
-            principal_type="ServicePrincipal",
-            description="spotroute deployer: spotroute placements only",
+        role_id = assigned_role(
+            DEPLOYER_NAME,
+            ("role", "role-assignment"),
+            "Exactly what spotroute's Azure placements manage (docs/security.md)",
+            AZURE_DEPLOYER_ACTIONS,
+            subscription,
+            "spotroute deployer: spotroute placements only",
+        )
+        # Job identities: created, deleted and attached only in this one group, so the deployer
+        # can never hand a scale set another workload's identity (no assign/action elsewhere).
+        identities_group = resources.ResourceGroup(
+            f"{name}-job-identities-rg",
+            resource_group_name=AZURE_JOB_IDENTITY_RESOURCE_GROUP,
+            location=args.location,
+            tags=tags,
             opts=child,
         )
-        grants_guid = azure_role_guid(args.subscription_id, f"{DEPLOYER_NAME}-grants")
-        grants = authorization.RoleDefinition(
-            f"{name}-grants-role",
-            role_definition_id=grants_guid,
-            role_name=f"{DEPLOYER_NAME}-grants",
-            description="Assign the two storage data roles to job identities, nothing else",
-            role_type="CustomRole",
-            permissions=[authorization.PermissionArgs(actions=list(AZURE_GRANT_ACTIONS))],
-            assignable_scopes=[subscription],
-            scope=subscription,
-            opts=child,
-        )
-        authorization.RoleAssignment(
-            f"{name}-grants-assignment",
-            scope=subscription,
-            role_definition_id=grants.id.apply(
-                lambda _: role_definition_id(args.subscription_id, grants_guid)
+        assigned_role(
+            AZURE_IDENTITIES_ROLE_NAME,
+            ("identities-role", "identities-assignment"),
+            f"Create, delete and attach job identities in {AZURE_JOB_IDENTITY_RESOURCE_GROUP} "
+            "only (docs/security.md)",
+            AZURE_IDENTITY_ACTIONS,
+            identities_group.name.apply(
+                lambda group_name: f"{subscription}/resourceGroups/{group_name}"
             ),
-            principal_id=identity.principal_id,
-            principal_type="ServicePrincipal",
+            f"spotroute deployer: identities in {AZURE_JOB_IDENTITY_RESOURCE_GROUP}",
+        )
+        assigned_role(
+            f"{DEPLOYER_NAME}-grants",
+            ("grants-role", "grants-assignment"),
+            "Grant job identities the checkpoint, self-delete and Blob Data Reader roles only",
+            AZURE_GRANT_ACTIONS,
+            subscription,
+            "spotroute deployer: job checkpoint role and Blob Data Reader grants only",
             condition=identity.principal_id.apply(
                 lambda principal: azure_grant_condition(args.subscription_id, principal)
             ),
-            condition_version="2.0",
-            description="spotroute deployer: job checkpoint role and Blob Data Reader grants only",
-            opts=child,
         )
         # What azure.JobIdentity assigns on the checkpoint container, under its path condition:
         # blob data actions only, no control plane (a job can never write or delete a container,

@@ -98,6 +98,11 @@ class GcpDeployer(pulumi.ComponentResource):
             if not args.state_bucket.startswith("gs://"):
                 raise ValueError(f"state_bucket: {args.state_bucket!r} is not a gs:// URL")
             state_bucket, state_prefix = state_location(args.state_bucket)
+            if state_bucket in args.job_buckets:
+                raise ValueError(
+                    f"job_buckets: {state_bucket!r} is the state bucket — the deployer must never "
+                    "grant jobs on it; keep state and job data in different buckets"
+                )
         super().__init__("spotroute:bootstrap:GcpDeployer", name, None, opts)
         import pulumi_gcp as gcp
 
@@ -176,8 +181,11 @@ class GcpDeployer(pulumi.ComponentResource):
             member=account.email.apply(lambda email: f"serviceAccount:{email}"),
             condition=gcp.projects.IAMMemberConditionArgs(
                 title="spotroute buckets only",
-                description="Buckets named spotroute-... and the bootstrap's gcpJobBuckets",
-                expression=gcp_grant_condition(args.job_buckets),
+                description=(
+                    "Buckets named spotroute-<job>-ckpt-... and the bootstrap's gcpJobBuckets, "
+                    "never the state bucket"
+                ),
+                expression=gcp_grant_condition(args.job_buckets, state_bucket),
             ),
             opts=child,
         )

@@ -30,6 +30,17 @@ AWS_JOB_BOUNDARY_S3_ACTIONS = (
     "s3:DeleteObject",
     "s3:ListBucket",
 )
+# With remoteAccess, aws.JobIdentity gives the job role what the SSM agent needs for Session
+# Manager shells (aws.session_manager_policy_document); the boundary must leave room for it, or
+# the agent cannot register and the node is unreachable. Instance registration is on instances;
+# the channel actions have no resource types (Resource "*" only).
+AWS_JOB_BOUNDARY_SESSION_ACTIONS = (
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+)
 AWS_SERVICE_LINKED_ROLES = {
     "spot.amazonaws.com": "AWSServiceRoleForEC2Spot",
     "ec2fleet.amazonaws.com": "AWSServiceRoleForEC2Fleet",
@@ -125,9 +136,11 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     "storage.buckets.update",
     "storage.buckets.delete",
     # JobIdentity: the job's service account; actAs lets the group's VMs run as it. actAs stays
-    # project-wide: service accounts take no resource attributes in IAM Conditions (iam.googleapis
-    # .com is not among the services that recognise resource.name), so no name condition could
-    # narrow it — docs/security.md, residual risks.
+    # project-wide: IAM Conditions recognise resource.name/type/service only for the services
+    # their attribute reference lists, and IAM (service accounts) is not one, so a name condition
+    # would deny every launch; tags on a service account are its project's; and a binding on each
+    # job's account would need iam.serviceAccounts.setIamPolicy, unconditionable and worse —
+    # docs/security.md, residual risks.
     "iam.serviceAccounts.create",
     "iam.serviceAccounts.get",
     "iam.serviceAccounts.update",
@@ -144,17 +157,32 @@ GCP_GRANT_PERMISSIONS: tuple[str, ...] = (
     "storage.buckets.setIamPolicy",
 )
 GCP_JOB_BUCKET_PREFIX = "spotroute-"
+# gcp.CheckpointBucket names every bucket it creates spotroute-<job>-ckpt-<8 hex>; the grants
+# condition asks for both parts, so another bucket that merely starts with spotroute- (a state
+# bucket, someone's logs) is not grantable.
+GCP_JOB_BUCKET_MARKER = "-ckpt-"
 
 
-def gcp_grant_condition(extra_buckets: Sequence[str] = ()) -> str:
-    """CEL condition on the grants role: buckets named spotroute-... or listed, nothing else.
+def gcp_grant_condition(extra_buckets: Sequence[str] = (), state_bucket: str = "") -> str:
+    """CEL condition on the grants role: spotroute's job buckets or listed ones, never the state.
 
-    Cloud Storage names a bucket `projects/_/buckets/<name>` in IAM Conditions; callers have
-    refused names with quotes or backslashes.
+    Cloud Storage names a bucket `projects/_/buckets/<name>` in IAM Conditions, whose resource
+    names take only ==, !=, startsWith, endsWith and extract: `extract` returns "" when the
+    name lacks the template, so `spotroute-{job}-ckpt-` matches exactly CheckpointBucket's names.
+    Callers have refused names with quotes or backslashes.
     """
-    names = [f'resource.name.startsWith("projects/_/buckets/{GCP_JOB_BUCKET_PREFIX}")']
-    names += [f'resource.name == "projects/_/buckets/{bucket}"' for bucket in extra_buckets]
-    return f'resource.type == "storage.googleapis.com/Bucket" && ({" || ".join(names)})'
+    buckets = "projects/_/buckets/"
+    job_buckets = (
+        f'(resource.name.startsWith("{buckets}{GCP_JOB_BUCKET_PREFIX}") && '
+        f'resource.name.extract("{buckets}{GCP_JOB_BUCKET_PREFIX}{{job}}{GCP_JOB_BUCKET_MARKER}")'
+        ' != "")'
+    )
+    names = [job_buckets, *(f'resource.name == "{buckets}{bucket}"' for bucket in extra_buckets)]
+    condition = f'resource.type == "storage.googleapis.com/Bucket" && ({" || ".join(names)})'
+    if state_bucket:
+        # Whatever its name: a grant on the state bucket would open every stack's state.
+        condition += f' && resource.name != "{buckets}{state_bucket}"'
+    return condition
 
 
 # --- Azure ---------------------------------------------------------------------------------------
@@ -217,16 +245,24 @@ AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
     "Microsoft.Storage/storageAccounts/managementPolicies/write",
     "Microsoft.Storage/storageAccounts/managementPolicies/delete",
     "Microsoft.Storage/locations/asyncoperations/read",
-    # JobIdentity: the job's identity; assign/action attaches it to the scale set.
-    "Microsoft.ManagedIdentity/userAssignedIdentities/read",
-    "Microsoft.ManagedIdentity/userAssignedIdentities/write",
-    "Microsoft.ManagedIdentity/userAssignedIdentities/delete",
-    "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
+    # JobIdentity's identity: AZURE_IDENTITY_ACTIONS, in the job-identities group only (below).
     # `route prices refresh` (router/prices/azure.py): SKU availability, spot eviction rates.
     "Microsoft.Compute/skus/read",
     "Microsoft.ResourceGraph/resources/read",
     # `route quotas refresh` (router/prices/quotas/azure.py): family, regional and spot vCPU usage.
     "Microsoft.Compute/locations/usages/read",
+)
+# Job identities live in one resource group the bootstrap creates; the deployer may create,
+# delete and attach (assign/action: give a scale set the identity) user-assigned identities there
+# and nowhere else, so it can never attach another workload's identity of the subscription to a
+# VM it launches. A third role, assigned at that group's scope only.
+AZURE_JOB_IDENTITY_RESOURCE_GROUP = "spotroute-job-identities"
+AZURE_IDENTITIES_ROLE_NAME = f"{DEPLOYER_NAME}-identities"
+AZURE_IDENTITY_ACTIONS: tuple[str, ...] = (
+    "Microsoft.ManagedIdentity/userAssignedIdentities/read",
+    "Microsoft.ManagedIdentity/userAssignedIdentities/write",
+    "Microsoft.ManagedIdentity/userAssignedIdentities/delete",
+    "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
 )
 # Role assignments live in a second role, assigned under azure_grant_condition().
 AZURE_GRANT_ACTIONS: tuple[str, ...] = (
@@ -288,7 +324,11 @@ def azure_grant_condition(subscription_id: str, deployer_principal_id: str) -> s
     Writes: only the job checkpoint role, the self-delete role or Storage Blob Data Reader, only
     to service principals (managed identities), and never to the deployer itself (it could
     otherwise grant itself any container's blobs, or any VM's deletion). Deletes: only
-    assignments of those three roles.
+    assignments of those three roles to service principals (never a person's or a group's).
+
+    That is all Azure's role-assignment conditions can say: their attributes are the role
+    definition, the principal id and the principal type, nothing about the assignment's scope or
+    the principal's resource group (docs/security.md, "What Azure conditions cannot express").
     """
     grantable = (
         f"{azure_job_role_guid(subscription_id)}, {azure_self_delete_role_guid(subscription_id)}, "
@@ -308,6 +348,9 @@ def azure_grant_condition(subscription_id: str, deployer_principal_id: str) -> s
         " )\n OR\n (\n"
         "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
         f"ForAnyOfAnyValues:GuidEquals {{{grantable}}}\n"
+        "  AND\n"
+        "  @Resource[Microsoft.Authorization/roleAssignments:PrincipalType] "
+        "ForAnyOfAnyValues:StringEqualsIgnoreCase {'ServicePrincipal'}\n"
         " )\n)"
     )
 
@@ -318,7 +361,8 @@ def aws_job_boundary_arn(account_id: str) -> str:
 
 
 def aws_job_boundary_policy() -> dict[str, Any]:
-    """The job roles' permissions boundary: S3 objects and listings, from EC2 instances only.
+    """The job roles' permissions boundary: S3 objects and listings and the Session Manager
+    agent's actions, from EC2 instances only.
 
     The boundary caps every role the deployer creates. It holds only for requests signed with an
     EC2 instance's role credentials (ec2:SourceInstanceARN is present exactly then, as in AWS's
@@ -333,6 +377,20 @@ def aws_job_boundary_policy() -> dict[str, Any]:
                 "Effect": "Allow",
                 "Action": list(AWS_JOB_BOUNDARY_S3_ACTIONS),
                 "Resource": ["arn:aws:s3:::*", "arn:aws:s3:::*/*"],
+                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+            },
+            {
+                "Sid": "SessionManagerFromInstances",
+                "Effect": "Allow",
+                "Action": list(AWS_JOB_BOUNDARY_SESSION_ACTIONS[:1]),
+                "Resource": "arn:aws:ec2:*:*:instance/*",
+                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+            },
+            {
+                "Sid": "SessionChannelsFromInstances",
+                "Effect": "Allow",
+                "Action": list(AWS_JOB_BOUNDARY_SESSION_ACTIONS[1:]),
+                "Resource": "*",
                 "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
             },
         ],

@@ -71,6 +71,10 @@ GPU_ACCELERATOR_TYPES: Mapping[str, str] = {
     "H100-80GB": "nvidia-h100-80gb",
     "L4": "nvidia-l4",
 }
+# Machine families whose bundled GPU is billed by its own GPU SKU, not the canonical GPU's: the
+# a3-megagpu H100 is the "H100 80GB Mega" SKU (the catalog row says only H100-80GB, and its
+# accelerator_type column is for N1 attachments).
+FAMILY_ACCELERATOR_TYPES: Mapping[str, str] = {"a3-megagpu": "nvidia-h100-mega-80gb"}
 # The same GPU is spelled differently in some regions' SKUs.
 _GPU_MODEL_SPELLINGS: Mapping[str, str] = {
     "H100 Mega 80GB": "H100 80GB Mega",
@@ -171,7 +175,11 @@ def machine_from_hardware(hardware: GcpHardware) -> Machine | None:
     series = machine_type.split("-", 1)[0]
     if series not in SERIES_SKU_NAMES:
         return None
-    accelerator = hardware.accelerator_type or GPU_ACCELERATOR_TYPES.get(hardware.gpu, "")
+    accelerator = (
+        hardware.accelerator_type
+        or FAMILY_ACCELERATOR_TYPES.get(machine_type.rsplit("-", 1)[0])
+        or GPU_ACCELERATOR_TYPES.get(hardware.gpu, "")
+    )
     if hardware.gpu_count > 0 and accelerator not in ACCELERATOR_SKU_MODELS:
         return None
     return Machine(

@@ -33,6 +33,7 @@ def aws():
 
 
 GCP_A3 = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a3-vms"
+GCP_A3_MEGA = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a3-mega-vms"
 GCP_A2 = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a2-vms"
 GCP_G2 = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#g2-vms"
 GCP_N1 = "https://cloud.google.com/compute/docs/gpus#n1-gpus"
@@ -54,6 +55,8 @@ def gcp():
     for n in (1, 2, 4, 8):
         ic = "NVSwitch 900GB/s; GPUDirect-TCPX 1000Gbps" if n == 8 else ("NVLink" if n > 1 else "PCIe")
         rows.append((f"a3-highgpu-{n}g", "a3-highgpu", "H100-80GB", n, 80, 26 * n, 234 * n, ic, GCP_A3))
+    rows.append(("a3-megagpu-8g", "a3-megagpu", "H100-80GB", 8, 80, 208, 1872,
+                 "NVSwitch 900GB/s; GPUDirect-TCPXO 1800Gbps", GCP_A3_MEGA))
     for n in (1, 2, 4, 8):
         ic = "NVSwitch 600GB/s" if n == 8 else ("NVLink" if n > 1 else "PCIe")
         rows.append((f"a2-ultragpu-{n}g", "a2-ultragpu", "A100-80GB", n, 80, 12 * n, 170 * n, ic, GCP_A2))

@@ -763,19 +763,10 @@ def test_default_clients_use_application_default_credentials_and_project(
 
 # --- machines the real SKUs price differently (issue: prices our fakes agreed with) --------
 
-A3_MEGA_8 = InstanceType(
-    cloud="gcp",
-    instance_type="a3-megagpu-8g",
-    family="a3-megagpu",
-    gpu="H100-80GB",
-    gpu_count=8,
-    gpu_memory_gb=80,
-    vcpus=208,
-    memory_gb=1872,
-    interconnect="NVSwitch",
-    accelerator_type="nvidia-h100-mega-80gb",
-    source="https://cloud.google.com/compute/docs/accelerator-optimized-machines#a3-mega-vms",
-)
+# The bundled catalog's row: its accelerator_type is empty (N1 attachments only), so the price
+# source must know that the a3-megagpu GPU is billed by the "H100 80GB Mega" SKU.
+A3_MEGA_8 = CATALOG.get("gcp", "a3-megagpu-8g")
+assert A3_MEGA_8 is not None
 A3_HIGH_1 = CATALOG.get("gcp", "a3-highgpu-1g")
 assert A3_HIGH_1 is not None
 A3_CORE = (0, 24_000_000)
@@ -861,6 +852,10 @@ def test_a3_megagpu_is_priced_by_the_a3plus_skus_not_the_a3_ones(fake: FakeGcp) 
     )
     assert expected != pytest.approx(
         composed(A3_MEGA_8, A3_CORE, A3_RAM, H100_MEGA, ssd_gib=6000, ssd=LOCAL_SSD)
+    )
+    # ... and its GPUs by the H100 Mega SKU, not the plain H100 one the catalog's GPU names.
+    assert expected != pytest.approx(
+        composed(A3_MEGA_8, A3PLUS_CORE, A3PLUS_RAM, H100, ssd_gib=6000, ssd=LOCAL_SSD)
     )
 
 

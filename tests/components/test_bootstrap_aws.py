@@ -244,7 +244,28 @@ def test_bootstrap_creates_the_job_boundary_which_holds_only_on_ec2_instances() 
                 # Present only for EC2 instance-role credentials: a job role trusted by an
                 # outside account would be worth nothing there.
                 "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
-            }
+            },
+            {
+                # remoteAccess: the SSM agent registers its own instance...
+                "Sid": "SessionManagerFromInstances",
+                "Effect": "Allow",
+                "Action": ["ssm:UpdateInstanceInformation"],
+                "Resource": "arn:aws:ec2:*:*:instance/*",
+                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+            },
+            {
+                # ... and opens the shell's channels (no resource types: "*" only).
+                "Sid": "SessionChannelsFromInstances",
+                "Effect": "Allow",
+                "Action": [
+                    "ssmmessages:CreateControlChannel",
+                    "ssmmessages:CreateDataChannel",
+                    "ssmmessages:OpenControlChannel",
+                    "ssmmessages:OpenDataChannel",
+                ],
+                "Resource": "*",
+                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+            },
         ],
     }
 
@@ -259,6 +280,21 @@ def test_the_job_boundary_covers_every_action_a_job_role_is_granted(
     for resource in placement.of_type(ROLE_POLICY):
         granted = allowed_actions(json.loads(resource.inputs["policy"]))
         assert granted <= ceiling, granted - ceiling
+
+
+def test_the_job_boundary_lets_a_remote_access_node_register_with_session_manager(
+    aws_config: dict[str, Any],
+) -> None:
+    # remoteAccess gives the job role the SSM agent's actions; a boundary without them would
+    # leave the node unreachable (the agent cannot register), whatever the role says.
+    boundary = document(deploy(args(clouds=("aws",))), MANAGED_POLICY, "policy")
+    ceiling = allowed_actions(boundary)
+    placement = run_program({**aws_config, "remoteAccess": True})
+
+    policies = [json.loads(r.inputs["policy"]) for r in placement.of_type(ROLE_POLICY)]
+    granted = set().union(*(allowed_actions(p) for p in policies))
+    assert "ssm:UpdateInstanceInformation" in granted
+    assert granted <= ceiling, granted - ceiling
 
 
 def test_aws_placement_job_roles_carry_the_bootstrap_boundary(aws_config: dict[str, Any]) -> None:

@@ -29,7 +29,11 @@ from test_bootstrap import (
 from components.bootstrap import (
     GCP_DEPLOYER_PERMISSIONS,
 )
-from components.bootstrap.permissions import GCP_GRANT_PERMISSIONS
+from components.bootstrap.permissions import (
+    GCP_GRANT_PERMISSIONS,
+    GCP_JOB_BUCKET_MARKER,
+    GCP_JOB_BUCKET_PREFIX,
+)
 
 # --- GCP ------------------------------------------------------------------------------------------
 
@@ -197,15 +201,21 @@ def grants_condition(stack: Any) -> str:
     return expression
 
 
-def test_gcp_deployer_edits_bucket_iam_policies_only_on_spotroute_buckets() -> None:
+JOB_BUCKETS = (
+    '(resource.name.startsWith("projects/_/buckets/spotroute-") && '
+    'resource.name.extract("projects/_/buckets/spotroute-{job}-ckpt-") != "")'
+)
+
+
+def test_gcp_deployer_edits_bucket_iam_policies_only_on_spotroute_job_buckets() -> None:
     stack = deploy(args(clouds=("gcp",)))
 
     # No project-wide setIamPolicy: it would let the deployer grant itself any bucket.
     assert not set(GCP_GRANT_PERMISSIONS) & set(GCP_DEPLOYER_PERMISSIONS)
     assert GCP_GRANT_PERMISSIONS == ("storage.buckets.getIamPolicy", "storage.buckets.setIamPolicy")
+    # spotroute-<job>-ckpt-<hex> only: a bucket that merely starts with spotroute- is not one.
     assert grants_condition(stack) == (
-        'resource.type == "storage.googleapis.com/Bucket" && '
-        '(resource.name.startsWith("projects/_/buckets/spotroute-"))'
+        f'resource.type == "storage.googleapis.com/Bucket" && ({JOB_BUCKETS})'
     )
 
 
@@ -213,11 +223,26 @@ def test_gcp_job_buckets_are_the_only_other_buckets_the_deployer_may_grant_on() 
     stack = deploy(args(clouds=("gcp",), gcp_job_buckets=("acme-datasets", "acme-ckpt")))
 
     assert grants_condition(stack) == (
-        'resource.type == "storage.googleapis.com/Bucket" && '
-        '(resource.name.startsWith("projects/_/buckets/spotroute-") || '
+        f'resource.type == "storage.googleapis.com/Bucket" && ({JOB_BUCKETS} || '
         'resource.name == "projects/_/buckets/acme-datasets" || '
         'resource.name == "projects/_/buckets/acme-ckpt")'
     )
+
+
+def test_gcp_state_bucket_is_never_grantable_whatever_its_name() -> None:
+    stack = deploy(args(clouds=("gcp",), state_bucket="gs://spotroute-team-ckpt-state/stacks"))
+
+    assert grants_condition(stack) == (
+        f'resource.type == "storage.googleapis.com/Bucket" && ({JOB_BUCKETS})'
+        ' && resource.name != "projects/_/buckets/spotroute-team-ckpt-state"'
+    )
+
+
+def test_gcp_state_bucket_listed_as_a_job_bucket_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"job_buckets: 'acme-state' is the state bucket"):
+        deploy(
+            args(clouds=("gcp",), state_bucket="gs://acme-state", gcp_job_buckets=("acme-state",))
+        )
 
 
 @pytest.mark.parametrize("bucket", ['acme") || true || ("', "gs://acme", "Acme", "a"])
@@ -242,7 +267,10 @@ def test_gcp_placement_checkpoint_buckets_fall_under_the_grants_condition(
 
     assert placement.of_type(GCP_BUCKET_MEMBER)
     for grant in placement.of_type(GCP_BUCKET_MEMBER):
-        assert grant.inputs["bucket"].startswith("spotroute-"), grant.inputs["bucket"]
+        # What the grants condition asks: spotroute-<job>-ckpt-..., a job part before -ckpt-.
+        bucket = grant.inputs["bucket"]
+        job, marker, _ = bucket.removeprefix(GCP_JOB_BUCKET_PREFIX).partition(GCP_JOB_BUCKET_MARKER)
+        assert bucket.startswith(GCP_JOB_BUCKET_PREFIX) and job and marker, bucket
 
 
 def _autonamed_bucket(name: str, inputs: dict[str, Any]) -> dict[str, Any]:

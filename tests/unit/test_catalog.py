@@ -82,6 +82,7 @@ REQUIRED = {
     "gcp": [
         *(f"{f}-{n}g" for f in ("a3-highgpu", "a2-ultragpu", "a2-highgpu") for n in (1, 2, 4, 8)),
         "a2-megagpu-16g",
+        "a3-megagpu-8g",
         *(f"g2-standard-{v}" for v in (4, 8, 12, 16, 24, 32, 48, 96)),
         "n1-standard-8+T4:1",
         "n1-standard-32+T4:4",

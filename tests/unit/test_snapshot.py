@@ -32,6 +32,8 @@ GOOD_ROW = "aws,us-east-1,use1-az4,p4de.24xlarge,spot,7.8074,2025-05-01T00:00:00
 # ND H100 v5, and GCP sells a3-highgpu-1g/2g/4g only as Spot (or Flex-start) VMs.
 NO_SPOT = {("azure", "Standard_ND96isr_H100_v5")}
 NO_ON_DEMAND = {("gcp", "a3-highgpu-1g"), ("gcp", "a3-highgpu-2g"), ("gcp", "a3-highgpu-4g")}
+# Catalogued after the snapshot was transcribed: live prices only (docs/price-snapshot.md).
+NOT_IN_SNAPSHOT = {("gcp", "a3-megagpu-8g")}
 AZ_ID_PREFIX = {
     "us-east-1": "use1",
     "us-east-2": "use2",
@@ -83,6 +85,9 @@ def test_every_snapshot_instance_type_is_in_the_catalog() -> None:
 def test_every_catalog_type_has_spot_and_on_demand_prices_but_documented_gaps() -> None:
     markets = markets_by_type(load_snapshot())
     for it in load_catalog():
+        if it.key in NOT_IN_SNAPSHOT:
+            assert it.key not in markets, f"{it.key} has rows now: drop it from NOT_IN_SNAPSHOT"
+            continue
         expected = {"spot", "on-demand"}
         if it.key in NO_SPOT:
             expected.discard("spot")
