@@ -1010,8 +1010,9 @@ def backtest(
     help="Write a chart: report.png, or report.html (self-contained page with the tables).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in docs/backtest.md).")
-def report(days: float | None, out: Path | None, as_json: bool) -> None:
-    """Realised spend and savings against on-demand, from the placements actually made."""
+@click.pass_context
+def report(ctx: click.Context, days: float | None, out: Path | None, as_json: bool) -> None:
+    """Realised spend and savings against on-demand, from the placements made (the backend's)."""
     from router.cli import render, render_backtest
     from router.flows.report import report as spend
 
@@ -1019,7 +1020,7 @@ def report(days: float | None, out: Path | None, as_json: bool) -> None:
         from router.core.errors import BadInput
 
         raise BadInput(f"--out: {out} must end in .png or .html")
-    result = spend(now=_now(), days=days)
+    result = spend(now=_now(), days=days, project=_project(ctx))
     written = None
     if out is not None:
         from router.flows.charts import report_chart
