@@ -944,8 +944,9 @@ def init(directory: Path) -> None:
     "price_files",
     multiple=True,
     type=click.Path(path_type=Path),
-    help="Price trace: spotroute CSV, describe-spot-price-history JSON, SkyPilot vms.csv "
-    "(dated path) or a directory of them. Repeatable. Default: the workload's synthetic market.",
+    help="Price trace: spotroute CSV or Parquet, describe-spot-price-history JSON, SkyPilot "
+    "vms.csv (dated path) or a directory of them. Repeatable. Default: the workload's synthetic "
+    "market.",
 )
 @click.option(
     "--availability",
