@@ -133,13 +133,9 @@ def migration_headroom(wf: WorkloadFile, trace: Trace) -> None:
         )
     # The same market and jobs, but with the data set nowhere to copy and 4x as long: the moves
     # that the egress and the short remaining work ruled out above.
-    for label, change in (
-        ("no data set to move", {"data_gb": 0.0}),
-        ("no data set, 4x longer", {"data_gb": 0.0, "duration_h": None}),
-    ):
+    for label, scale in (("no data set to move", 1.0), ("no data set, 4x longer", 4.0)):
         jobs = tuple(
-            replace(j, **{k: (4 * j.duration_h if v is None else v) for k, v in change.items()})
-            for j in wf.workload.jobs
+            replace(j, data_gb=0.0, duration_h=scale * j.duration_h) for j in wf.workload.jobs
         )
         r = run_backtest(replace(wf.workload, jobs=jobs), trace, egress=EGRESS,
                          interruption=MODEL, storage=STORAGE)  # fmt: skip
