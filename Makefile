@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,checkpoint]'
+	$(BIN)/pip install --quiet -e '.[dev,checkpoint,parquet]'
 	bash scripts/ensure-pulumi.sh
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-test-servers.sh

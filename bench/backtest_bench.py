@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.config.traces import read_availability
-from router.config.workload import load_workload
+from router.config.workload import WorkloadFile, load_workload
 from router.core.backtest import (
     BacktestResult,
     GreedyDeadline,
@@ -93,14 +93,57 @@ def scenario() -> None:
     for pct in (10.0, 5.0, 0.0):
         jobs = tuple(replace(j, min_savings_pct=pct) for j in wf.workload.jobs)
         again = run_backtest(
-            replace(wf.workload, jobs=jobs), trace, egress=EGRESS, interruption=MODEL
-        )
+            replace(wf.workload, jobs=jobs), trace, egress=EGRESS, interruption=MODEL,
+            storage=STORAGE,
+        )  # fmt: skip
         m = again.policy("migrate")
         print(
             f"- min_savings_pct {pct:g}: migration policy ${m.total_cost:,.0f}, "
             f"{again.savings_pct('migrate'):.1f} % below on-demand, "
             f"{again.gap_to_optimum_pct('migrate'):.1f} % above the optimum, "
             f"{m.migrations} migrations"
+        )
+    print()
+    migration_headroom(wf, trace)
+
+
+def migration_headroom(wf: WorkloadFile, trace: Trace) -> None:
+    """Why migration rarely fires: how often another pool is cheaper, against what a move costs."""
+    jobs = wf.workload.jobs
+    hours = sorted(j.duration_h for j in jobs)
+    data = sorted(j.data_gb for j in jobs)
+    print(
+        f"- jobs: median {hours[len(hours) // 2]:.1f} h (max {hours[-1]:.1f} h); data set median "
+        f"{data[len(data) // 2]:,.0f} GB; checkpoint {min(j.checkpoint_gb for j in jobs):,.0f}-"
+        f"{max(j.checkpoint_gb for j in jobs):,.0f} GB"
+    )
+    for gpu in sorted({p.gpu for p in trace.pools}):
+        idx = [i for i, p in enumerate(trace.pools) if p.gpu == gpu and p.market == "spot"]
+        first = min(idx, key=lambda i: trace.prices[i][0])
+        gains = [
+            1 - min(trace.prices[i][t] for i in idx if i != first) / trace.prices[first][t]
+            for t in range(trace.steps)
+        ]
+        share = sum(g >= 0.2 for g in gains) / len(gains)
+        print(
+            f"- {gpu}: another spot pool is ≥ 20 % cheaper than the first-cheapest one in "
+            f"{100 * share:.1f} % of hours (≥ 10 %: "
+            f"{100 * sum(g >= 0.1 for g in gains) / len(gains):.1f} %; at most "
+            f"{100 * max(gains):.1f} %)"
+        )
+    # The same market and jobs, but with the data set nowhere to copy and 4x as long: the moves
+    # that the egress and the short remaining work ruled out above.
+    for label, scale in (("no data set to move", 1.0), ("no data set, 4x longer", 4.0)):
+        jobs = tuple(
+            replace(j, data_gb=0.0, duration_h=scale * j.duration_h) for j in wf.workload.jobs
+        )
+        r = run_backtest(replace(wf.workload, jobs=jobs), trace, egress=EGRESS,
+                         interruption=MODEL, storage=STORAGE)  # fmt: skip
+        m, once = r.policy("migrate"), r.policy("spot-once")
+        delta = 100 * (m.total_cost / once.total_cost - 1)
+        print(
+            f"- {label}: migration policy {m.migrations} migrations, ${m.total_cost:,.0f} vs "
+            f"placed once ${once.total_cost:,.0f} ({delta:+.1f} %)"
         )
     print()
 

@@ -354,31 +354,84 @@ def prices_import(file: Path, fmt: str, cloud: str | None, as_json: bool) -> Non
 
 
 @prices.command("history")
-@click.option("--cloud", type=click.Choice(PUBLIC_CLOUDS), required=True)
-@click.option("--instance-type", required=True)
-@click.option("--region")
+@click.option("--cloud", type=click.Choice(PUBLIC_CLOUDS), help="Default with --days: aws.")
+@click.option("--instance-type", help="The cached history of this instance type.")
+@click.option("--region", multiple=True, help="Region(s); repeatable. Live default: all priced.")
 @click.option("--market", type=click.Choice(["spot", "on-demand"]))
 @click.option(
     "--since-hours", type=click.FloatRange(0), default=None, help="Only the last N hours."
 )
+@click.option("--gpu", help="Live: pull spot history of types with this GPU (e.g. A100-80GB).")
+@click.option("--count", type=click.IntRange(1, 64), default=8, show_default=True,
+              help="Live: GPUs per instance.")  # fmt: skip
+@click.option("--days", type=float, help="Live: pull the last N days from the cloud (AWS: ≤ 90).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Live: where to write the trace (describe-spot-price-history JSON; route backtest "
+    "--prices reads it). Default: spot-history-GPU-xCOUNT-DAYSd.json",
+)
 @json_option
 def prices_history(
-    cloud: str,
-    instance_type: str,
-    region: str | None,
+    cloud: str | None,
+    instance_type: str | None,
+    region: tuple[str, ...],
     market: str | None,
     since_hours: float | None,
+    gpu: str | None,
+    count: int,
+    days: float | None,
+    out: Path | None,
     as_json: bool,
 ) -> None:
-    """Every cached quote of one instance type over time."""
+    """Cached quotes of one instance type over time; with --gpu and --days, spot history live."""
     from router.cli import render
+    from router.core.errors import BadInput
     from router.flows import prices as pricing
 
     now = _now()
+    if days is not None or gpu is not None:
+        if gpu is None or days is None:
+            raise BadInput("--gpu and --days go together: route prices history --gpu G --days D")
+        pulled = pricing.pull_spot_history(
+            cloud=cloud or "aws",
+            gpu=gpu,
+            count=count,
+            days=days,
+            regions=region,
+            out=out or Path(f"spot-history-{gpu}-x{count}-{days:g}d.json"),
+            now=now,
+        )
+        summary = {
+            "cloud": pulled.cloud,
+            "instance_types": list(pulled.instance_types),
+            "regions": list(pulled.regions),
+            "prices": pulled.rows,
+            "zones": pulled.zones,
+            "since": pulled.since.isoformat(),
+            "until": pulled.until.isoformat(),
+            "path": str(pulled.path),
+        }
+        if as_json:
+            render.print_json(summary)
+        else:
+            click.echo(
+                f"{pulled.rows} spot prices of {', '.join(pulled.instance_types)} in "
+                f"{pulled.zones} zones of {len(pulled.regions)} regions, last {days:g} days → "
+                f"{pulled.path}\nreplay it: route backtest WORKLOAD.yaml --prices {pulled.path}"
+            )
+        return
+    if cloud is None or instance_type is None:
+        raise BadInput(
+            "--cloud and --instance-type: both needed for the cached history "
+            "(or --gpu G --days D to pull spot history live)"
+        )
+    if len(region) > 1:
+        raise BadInput("--region: the cached history takes one region")
     quotes = pricing.price_history(
         cloud=cloud,
         instance_type=instance_type,
-        region=region,
+        region=region[0] if region else None,
         market=market,
         since_hours=since_hours,
         now=now,
@@ -944,8 +997,9 @@ def init(directory: Path) -> None:
     "price_files",
     multiple=True,
     type=click.Path(path_type=Path),
-    help="Price trace: spotroute CSV, describe-spot-price-history JSON, SkyPilot vms.csv "
-    "(dated path) or a directory of them. Repeatable. Default: the workload's synthetic market.",
+    help="Price trace: spotroute CSV or Parquet, describe-spot-price-history JSON, SkyPilot "
+    "vms.csv (dated path) or a directory of them. Repeatable. Default: the workload's synthetic "
+    "market.",
 )
 @click.option(
     "--availability",
@@ -1010,8 +1064,9 @@ def backtest(
     help="Write a chart: report.png, or report.html (self-contained page with the tables).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in docs/backtest.md).")
-def report(days: float | None, out: Path | None, as_json: bool) -> None:
-    """Realised spend and savings against on-demand, from the placements actually made."""
+@click.pass_context
+def report(ctx: click.Context, days: float | None, out: Path | None, as_json: bool) -> None:
+    """Realised spend and savings against on-demand, from the placements made (the backend's)."""
     from router.cli import render, render_backtest
     from router.flows.report import report as spend
 
@@ -1019,7 +1074,7 @@ def report(days: float | None, out: Path | None, as_json: bool) -> None:
         from router.core.errors import BadInput
 
         raise BadInput(f"--out: {out} must end in .png or .html")
-    result = spend(now=_now(), days=days)
+    result = spend(now=_now(), days=days, project=_project(ctx))
     written = None
     if out is not None:
         from router.flows.charts import report_chart

@@ -7,6 +7,8 @@ and the field:
 - `read_price_csv`      spotroute's price-trace CSV (docs/backtest.md): time, cloud, region,
                         zone, instance_type, market, price_per_hour [, available,
                         interruption_bucket]
+- `read_price_parquet`  the same columns as Parquet (pyarrow, the `parquet` extra, imported
+                        only here)
 - `read_aws_spot_history`  the JSON `aws ec2 describe-spot-price-history` prints
 - `points_from_quotes`  the price cache's history (router.prices.cache.QuoteCache.history) or
                         an import (dated SkyPilot series: router.flows.backtest)
@@ -23,7 +25,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +34,7 @@ from typing import Any
 from router.config.datafiles import load_catalog
 from router.core.backtest import Pool
 from router.core.catalog import Catalog
-from router.core.errors import BadInput
+from router.core.errors import BadInput, OperationFailed
 from router.core.offers import INTERRUPTION_BUCKETS, Quote
 
 Point = tuple[datetime, Pool, float]
@@ -125,23 +127,83 @@ def _price(text: object, where: str, field: str) -> float:
 
 def read_price_csv(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
     """Points from spotroute's price-trace CSV (lines starting with # are comments)."""
-    maker = pools or PoolMaker()
     text = _read_text(path)
     lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
     offset = {i: n for i, n in enumerate(_line_numbers(text), start=1)}
     reader = csv.DictReader(io.StringIO("\n".join(lines)))
     header = tuple(h.strip() for h in (reader.fieldnames or ()))
+    _check_columns(header, f"{path}: line {offset.get(1, 1)}: header")
+
+    def rows() -> Iterator[tuple[str, dict[str, str]]]:
+        for row in reader:
+            where = f"{path}: line {offset.get(reader.line_num, reader.line_num)}"
+            yield where, {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+
+    return _price_rows(path, rows(), pools or PoolMaker())
+
+
+def read_price_parquet(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
+    """Points from a Parquet price trace: the CSV's columns (time as a UTC timestamp or text)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise OperationFailed(
+            f"{path}: reading Parquet needs pyarrow — pip install 'spotroute[parquet]' "
+            "(or convert the trace to CSV)"
+        ) from None
+    try:
+        parquet = pq.ParquetFile(path)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise BadInput(f"{path}: not a Parquet file ({str(err).splitlines()[0]})") from None
+    header = tuple(parquet.schema_arrow.names)
+    _check_columns(header, f"{path}: columns")
+    wanted = [c for c in (*CSV_COLUMNS, *OPTIONAL_COLUMNS) if c in header]
+
+    def rows() -> Iterator[tuple[str, dict[str, str]]]:
+        n = 0
+        for batch in parquet.iter_batches(columns=wanted, batch_size=65536):
+            for row in batch.to_pylist():
+                n += 1
+                where = f"{path}: row {n}"
+                yield where, {k: _cell(v, where, k) for k, v in row.items()}
+
+    return _price_rows(path, rows(), pools or PoolMaker())
+
+
+def _cell(value: object, where: str, field: str) -> str:
+    """A Parquet value as the CSV reader's text (timestamps as ISO 8601, flags as 0/1)."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise BadInput(
+                f"{where}: {field} {value.isoformat()} has no timezone — store it as a UTC "
+                "timestamp (timestamp[us, tz=UTC]) or ISO 8601 text with Z"
+            )
+        return value.isoformat()
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value).strip()
+
+
+def _check_columns(header: Sequence[str], where: str) -> None:
     missing = [c for c in CSV_COLUMNS if c not in header]
     if missing:
         raise BadInput(
-            f"{path}: line {offset.get(1, 1)}: header is missing {', '.join(missing)} — "
+            f"{where} is missing {', '.join(missing)} — "
             f"the columns are {','.join(CSV_COLUMNS)}[,{','.join(OPTIONAL_COLUMNS)}]"
         )
+
+
+def _price_rows(
+    path: Path, rows: Iterable[tuple[str, dict[str, str]]], maker: PoolMaker
+) -> PriceTrace:
+    """Points (and availability flags) from price-trace rows, each with where it came from."""
     points: list[Point] = []
     available: dict[Pool, list[tuple[datetime, bool]]] = {}
-    for row in reader:
-        where = f"{path}: line {offset.get(reader.line_num, reader.line_num)}"
-        cells = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+    for where, cells in rows:
         at = _time(cells["time"], where, "time")
         market = cells["market"]
         if market not in MARKETS:

@@ -13,8 +13,10 @@ Actions, checked in this order (the first that applies wins):
      a. slack gone: hours left − work left − hours to get onto on-demand < risk (one restore,
         one checkpoint interval of lost work and one decision period) → on-demand for good:
         stay on on-demand, never move again.
-     b. on on-demand: back to spot (switch-market) only when ahead of the line by ≥ 2
-        restore overheads and spot is there; otherwise stay on on-demand.
+     b. on on-demand, spot there: back to spot (switch-market) when ahead of the line by ≥ 2
+        restore overheads, or when — behind the line or not — the slack left after two restores
+        (there, and back should spot go again) is still ≥ 2 × risk: spot progresses as fast as
+        on-demand, so the line only decides what to do while there is no spot; otherwise stay.
      c. interrupted or not placed: spot if any (spot progresses as fast as on-demand); no spot
         and behind the line → on-demand; no spot and ahead → wait (Uniform Progress idles
         rather than pay on-demand while it is ahead).
@@ -588,6 +590,13 @@ def _deadline(
         assert current is not None
         if ahead >= 2 * rules.restore_h and spot:
             why = f"deadline: {ahead:.2f} h ahead (≥ 2 restores) — back to spot; "
+            return _switch(rules, current, spot, work_left, n, why, extra, redo=redo)
+        # Spot is back and progresses as fast as on-demand: behind the line or not, go back
+        # while the deadline stays safe after paying the restore there and, should spot go
+        # again, the restore back here (the slack test then still has a period of margin).
+        spare = slack - 2 * rules.restore_h
+        if spot and spare >= 2 * risk:
+            why = f"deadline: slack {spare:.2f} h after two restores ≥ 2 × risk — back to spot; "
             return _switch(rules, current, spot, work_left, n, why, extra, redo=redo)
         return _maybe_move(
             rules, progress, current, on_demand, history, now, work_left, n,

@@ -1,7 +1,7 @@
 """`route backtest`: load a workload and traces, replay every policy, return the result.
 
-Traces: `--prices` files (spotroute CSV, `aws ec2 describe-spot-price-history` JSON, SkyPilot
-vms.csv files dated by their path, or a directory of them) or, without them, the workload's
+Traces: `--prices` files (spotroute CSV or Parquet, `aws ec2 describe-spot-price-history` JSON,
+SkyPilot vms.csv files dated by their path, or a directory of them) or, without them, the workload's
 synthetic market; `--availability [SELECTOR=]FILE` Can't-Be-Late files that take spot pools
 down (all spot pools, or those whose cloud/region/zone/type/market label matches SELECTOR).
 """
@@ -26,6 +26,7 @@ from router.config.traces import (
     read_availability,
     read_aws_spot_history,
     read_price_csv,
+    read_price_parquet,
 )
 from router.config.workload import WorkloadFile, load_workload
 from router.core.backtest import (
@@ -158,8 +159,8 @@ def read_prices(path: Path, maker: PoolMaker | None = None) -> PriceTrace:
                 "pass it with --availability"
             )
         return read_aws_spot_history(path, pools=maker)
-    if path.suffix.lower() == ".parquet":
-        raise BadInput(f"{path}: Parquet is not supported yet — convert it to the CSV format")
+    if path.suffix.lower() in (".parquet", ".pq"):
+        return read_price_parquet(path, pools=maker)
     first = ""
     try:
         with path.open(encoding="utf-8-sig") as handle:

@@ -37,6 +37,7 @@ from router.engine.automation import (
 from router.engine.processes import guarded_python, signal_hook, sweep_orphans
 from router.engine.records import RecordStore
 from router.flows.plan import plan_job
+from router.flows.report import record_ended
 
 EventHandler = Callable[[Any], None]
 Notify = Callable[[str], None]  # one line for the user (the CLI prints it on stderr)
@@ -470,6 +471,8 @@ def record_placement(
     before = read_placement(records, proposal.job.name)
     if before and (before.get("outputs") or {}).get("groupId") == outputs.get("groupId"):
         record["deployed_at"] = before["deployed_at"]  # same instances: still up since then
+    elif before:  # new instances: the old placement is over; keep it for `route report`
+        record_ended(records, before, at, "re-placed")
     # What route watch needs across placements: the job file, when the job started, hours run.
     record["job_file"] = str(proposal.job_file) if proposal.job_file else None
     record["submitted_at"] = at.isoformat()
@@ -529,7 +532,9 @@ def destroy_job(
     deleted = 0
     for name in sorted(stacks, key=lambda n: (n != job, n)):
         deleted += destroy_stack(engine, name, project=project, on_event=on_event, notify=notify)
-    engine.records().delete(placement_key(job))
+    records = engine.records()  # the spend is kept (route report) before the live record goes
+    record_ended(records, read_placement(records, job), datetime.now(UTC), "destroyed")
+    records.delete(placement_key(job))
     return deleted
 
 

@@ -151,3 +151,63 @@ def price_history(
         return cache.history(
             cloud=cloud, instance_type=instance_type, region=region, market=market, since=since
         )
+
+
+@dataclass(frozen=True)
+class PulledHistory:
+    """Spot prices pulled live from a cloud's history API, and where they were written."""
+
+    cloud: str
+    instance_types: tuple[str, ...]
+    regions: tuple[str, ...]
+    rows: int
+    zones: int
+    path: Path
+    since: datetime
+    until: datetime
+
+
+def pull_spot_history(
+    *,
+    cloud: str,
+    gpu: str,
+    count: int,
+    days: float,
+    regions: tuple[str, ...],
+    out: Path,
+    now: datetime,
+) -> PulledHistory:
+    """Pull `days` of spot prices of `count`×`gpu` types and write a trace `route backtest` reads.
+
+    `gpu` may name a family ("A100": A100-40GB and A100-80GB) — a history is for looking at.
+    """
+    from router.prices.history import NO_HISTORY_API, aws_spot_history, check_days, write_history
+
+    if cloud in NO_HISTORY_API:
+        raise BadInput(f"--cloud {cloud}: {NO_HISTORY_API[cloud]}")
+    if cloud != "aws":
+        raise BadInput(f"--cloud {cloud}: not a public cloud — use aws")
+    check_days(days)
+    table = load_gpus()
+    try:
+        gpus = {table.canonical(gpu)}
+    except UnknownGpu as exc:
+        family = {g for g in table.names if g.lower().startswith(gpu.lower() + "-")}
+        if "ambiguous" not in str(exc) or not family:
+            raise BadInput(f"--gpu: {exc}") from None
+        gpus = family
+    catalog = load_catalog()
+    types = tuple(
+        sorted({it.instance_type for g in gpus for it in catalog.matching(g, count, [cloud])})
+    )
+    if not types:
+        raise BadInput(
+            f"--gpu {gpu} --count {count}: no {cloud} instance type in the catalog carries "
+            f"{count}× {' or '.join(sorted(gpus))} — see `route prices list --gpu {gpu}`"
+        )
+    chosen = regions or snapshot_regions(cloud)
+    since = now - timedelta(days=days)
+    rows = aws_spot_history(regions=chosen, instance_types=types, start=since, end=now)
+    written = write_history(out, rows)
+    zones = len({r["AvailabilityZone"] for r in rows})
+    return PulledHistory(cloud, types, tuple(chosen), len(rows), zones, written, since, now)

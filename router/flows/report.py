@@ -1,10 +1,18 @@
 """`route report`: realised spend and savings against on-demand, from the placements made.
 
-Reads SPOTROUTE_HOME/placements/*.json (written by `route deploy`, router/flows/jobs.py
-record_placement) and placements/ended/*.json (kept records of finished jobs). Each record is
-the job's current placement from `deployed_at` until `ended_at` (or now); its optional
-`history` list holds the earlier placements of the same job — one entry per recovery or
-migration, with the same fields plus `started_at`, `ended_at` and `reason`:
+Reads spotroute's record store (router/engine/records.py), the one that lives with the Pulumi
+state — $SPOTROUTE_HOME on the default backend, <backend>/.spotroute on file://, objects in the
+bucket on s3://, rows of spotroute_records on postgres:// — so everyone on a shared backend
+sees the same spend:
+
+- `placements/<job>`: the job's live placement (written by `route deploy`, router/flows/jobs.py
+  record_placement, and by `route migrate`), counted from `deployed_at` until now;
+- `ended/<job>/<started_at>`: a placement that is over (`route destroy`, or a re-placement onto
+  new instances), written by `record_ended` before the live record is removed or replaced.
+
+A record's optional `history` list holds earlier placements of the same job (one entry per
+recovery or migration, with the same fields plus `started_at`, `ended_at` and `reason`); a
+`previous` entry (what `route migrate` keeps) counts when it carries a start time:
 
     {"job": "llm", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
      "instance_type": "p4de.24xlarge", "market": "spot", "node_count": 1,
@@ -20,14 +28,18 @@ else the bundled snapshot; a placement with no known on-demand price counts at i
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from router.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from router.config.project import Project
+    from router.engine.records import RecordStore
+
+ENDED_PREFIX = "ended/"
 
 OnDemandPrice = Callable[[str, str, str], float | None]  # (cloud, region, instance_type) → $/h
 
@@ -191,27 +203,75 @@ def summarise(
     )
 
 
-def read_segments(home: Path) -> list[Segment]:
-    """Every placement recorded under home/placements (current, history, ended)."""
-    folder = home / "placements"
-    files = sorted(folder.glob("*.json")) + sorted((folder / "ended").glob("*.json"))
+def ended_key(job: str, started_at: datetime) -> str:
+    """The key of a job's placement that ended; one per start, so writing it twice is harmless."""
+    return f"{ENDED_PREFIX}{job}/{started_at.astimezone(UTC).strftime('%Y%m%dt%H%M%S%fz')}"
+
+
+def ended_record(placement: Mapping[str, Any], ended_at: datetime, reason: str) -> dict[str, Any]:
+    """The placement as it ended: start, end, hours, price paid (USD) and GPU-hours (pure)."""
+    started = _parse_time(placement.get("deployed_at") or placement.get("started_at"))
+    hours = max(0.0, (ended_at - started).total_seconds() / 3600) if started else 0.0
+    nodes = int(placement.get("node_count") or 1)
+    price = placement.get("price_per_hour")
+    gpus = placement.get("gpu_count")
+    keep = {k: v for k, v in placement.items() if k not in ("outputs", "deployed_at")}
+    return {
+        **keep,
+        "started_at": started.isoformat() if started else placement.get("deployed_at"),
+        "ended_at": ended_at.isoformat(),
+        "reason": reason,
+        "hours": hours,
+        "cost": float(price) * nodes * hours if isinstance(price, int | float) else None,
+        "gpu_hours": float(gpus) * nodes * hours if isinstance(gpus, int | float) else None,
+    }
+
+
+def record_ended(
+    records: RecordStore, placement: Mapping[str, Any] | None, ended_at: datetime, reason: str
+) -> str | None:
+    """Keep a placement that is over in the record store (before its live record goes)."""
+    started = _parse_time((placement or {}).get("deployed_at"))
+    if not placement or not placement.get("job") or started is None:
+        return None
+    doc = ended_record(placement, ended_at, reason)
+    key = ended_key(str(placement["job"]), started)
+    records.put(key, doc)
+    return key
+
+
+def _parse_time(raw: Any) -> datetime | None:
+    if raw is None:
+        return None
+    try:
+        value = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def read_segments(records: RecordStore) -> list[Segment]:
+    """Every placement in the record store: live ones, their history, and those that ended."""
     out: list[Segment] = []
-    for path in files:
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise BadInput(f"{path}: not a placement record ({err})") from None
+    found = [("deployed_at", k, v) for k, v in records.list("placements/").items()]
+    found += [("started_at", k, v) for k, v in records.list(ENDED_PREFIX).items()]
+    for start_key, key, record in found:
+        where = f"{records.where}: {key}"
         if not isinstance(record, dict):
-            raise BadInput(f"{path}: not a placement record (expected an object)")
-        job = str(record.get("job") or path.stem)
+            raise BadInput(f"{where}: not a placement record (expected an object)")
+        job = str(record.get("job") or key.split("/")[1])
         for i, item in enumerate(record.get("history") or []):
-            out.append(_segment(path, f"history[{i}]", job, item, "started_at"))
-        out.append(_segment(path, "", job, record, "deployed_at"))
+            out.append(_segment(where, f"history[{i}]", job, item, "started_at"))
+        previous = record.get("previous")
+        if isinstance(previous, dict) and previous.get("started_at") and previous.get("until"):
+            item = {**previous, "ended_at": previous["until"]}
+            out.append(_segment(where, "previous", job, item, "started_at"))
+        out.append(_segment(where, "", job, record, start_key))
     return out
 
 
-def _segment(path: Path, where: str, job: str, item: Any, start_key: str) -> Segment:
-    at = f"{path}: {where}." if where else f"{path}: "
+def _segment(source: str, where: str, job: str, item: Any, start_key: str) -> Segment:
+    at = f"{source}: {where}." if where else f"{source}: "
     if not isinstance(item, dict):
         raise BadInput(f"{at[:-1]}: expected an object")
 
@@ -264,16 +324,22 @@ def on_demand_lookup(quotes: Sequence[Any]) -> OnDemandPrice:
     return lookup
 
 
-def report(*, now: datetime, days: float | None = None, home: Path | None = None) -> SpendReport:
-    """The spend report of this machine's SPOTROUTE_HOME over the last `days`."""
-    from router.config.home import cache_path, spotroute_home
+def report(
+    *,
+    now: datetime,
+    days: float | None = None,
+    project: Project | None = None,
+    records: RecordStore | None = None,
+) -> SpendReport:
+    """The spend report of the project's backend (its record store) over the last `days`."""
+    from router.config.home import cache_path
     from router.prices.cache import QuoteCache
     from router.prices.snapshot import load_snapshot
 
     if days is not None and days <= 0:
         raise BadInput(f"--days must be above 0, got {days:g}")
-    home = home or spotroute_home()
-    segments = read_segments(home)
+    store = records if records is not None else records_of(project)
+    segments = read_segments(store)
     quotes: list[Any] = list(load_snapshot())
     cache = cache_path()
     if cache.exists():
@@ -289,6 +355,19 @@ def report(*, now: datetime, days: float | None = None, home: Path | None = None
             (),
             (),
             (),
-            (f"no placements recorded under {home / 'placements'} — deploy a job first",),
+            (f"no placements recorded in {store.where} — deploy a job first",),
         )
     return result
+
+
+def records_of(project: Project | None) -> RecordStore:
+    """The record store next to the project's Pulumi state (org config backend_url, else local)."""
+    from router.config.home import spotroute_home
+    from router.config.org_file import org_config_for
+    from router.engine.automation import choose_backend
+    from router.engine.records import records_for
+
+    home = spotroute_home()
+    org = org_config_for(project)
+    backend = choose_backend(home, org.backend_url, org.secrets_provider)
+    return records_for(backend.url, home, is_default=backend.is_default)

@@ -114,3 +114,9 @@ def test_local_job_runs_survives_unchanged_redeploy_is_replaced_on_change_and_st
     assert route.ok("status", "--json").json() == []
     assert not route.stack_file(JOB).exists()
     assert step_file.is_file() and step_file.read_text().strip().isdigit()
+
+    # --- report: the destroyed job's spend is kept — the first placement (ended by the
+    # replacement) and the second (ended by destroy)
+    spend = route.ok("report", "--json").json()
+    [row] = spend["by_job"]
+    assert row["job"] == JOB and row["placements"] == 2 and row["hours"] > 0, spend

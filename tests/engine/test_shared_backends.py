@@ -103,3 +103,7 @@ def test_two_homes_on_one_shared_backend_see_one_job_deploy_once_and_destroy_it(
     wait_for(lambda: not deployer.job_leaders(), 15, "the job process to stop")
     for r in team:
         assert r.ok("status", "--json").json() == []
+    # ... and its spend stays on the backend for both (route report reads the shared records).
+    spends = [r.ok("report", "--json").json() for r in team]
+    assert [j["job"] for j in spends[0]["by_job"]] == [JOB], spends[0]
+    assert spends[0]["by_job"] == spends[1]["by_job"], spends

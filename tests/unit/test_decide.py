@@ -248,13 +248,24 @@ def test_deadline_ahead_on_spot_follows_the_money_rules():
     assert d.action == MOVE and d.target == spot(5, "us-east-1b")
 
 
-def test_deadline_on_demand_goes_back_to_spot_only_when_two_restores_ahead():
+def test_deadline_on_demand_goes_back_to_spot_when_slack_allows_even_behind_the_line():
     here = od(20)
-    line = 10 * 2 / 18
-    barely = decide(DL, prog(done=line + 0.2), running(here), [here, spot(5)], History(), NOW)
+    behind = decide(DL, prog(done=0.5), running(here), [here, spot(5)], History(), NOW)
+    assert behind.numbers.ahead_h is not None and behind.numbers.ahead_h < 0
+    assert behind.action == SWITCH_MARKET and behind.target == spot(5)
+    assert "slack" in behind.reason and "back to spot" in behind.reason
+
+
+def test_deadline_on_demand_with_tight_slack_goes_back_only_when_two_restores_ahead():
+    # 11.5 h left: slack ≈ 3 h is above the risk (1.67 h) but not two risks after two restores.
+    tight = replace(DL, deadline=NOW + 11.5 * H)
+    here = od(20)
+    line = 10 * 2 / 13.5
+    barely = decide(tight, prog(done=line + 0.07), running(here), [here, spot(5)], History(), NOW)
     assert barely.action == STAY
-    ahead = decide(DL, prog(done=line + 0.34), running(here), [here, spot(5)], History(), NOW)
+    ahead = decide(tight, prog(done=line + 0.34), running(here), [here, spot(5)], History(), NOW)
     assert ahead.action == SWITCH_MARKET and ahead.target == spot(5)
+    assert "ahead (≥ 2 restores)" in ahead.reason
 
 
 def test_deadline_interrupted_and_ahead_waits_when_no_spot_is_left():

@@ -214,6 +214,8 @@ def test_report_without_on_demand_price_claims_no_saving():
 
 
 def test_report_reads_deploy_records_and_their_history(tmp_path):
+    from router.engine.records import FileRecords
+
     folder = tmp_path / "placements"
     folder.mkdir()
     (folder / "llm.json").write_text(json.dumps({
@@ -224,11 +226,11 @@ def test_report_reads_deploy_records_and_their_history(tmp_path):
                      "market": "spot", "price_per_hour": 15.0, "started_at": "2026-12-01T06:00:00Z",
                      "ended_at": "2026-12-01T10:00:00Z", "reason": "preempted"}],
     }))  # fmt: skip
-    segments = read_segments(tmp_path)
+    segments = read_segments(FileRecords(tmp_path))
     assert [s.cloud for s in segments] == ["gcp", "aws"]
     (folder / "bad.json").write_text('{"job": "bad", "deployed_at": "x", "price_per_hour": 1}')
-    with pytest.raises(BadInput, match=r"bad\.json: deployed_at: 'x' is not an ISO 8601 time"):
-        read_segments(tmp_path)
+    with pytest.raises(BadInput, match=r"placements/bad: deployed_at: 'x' is not an ISO 8601 time"):
+        read_segments(FileRecords(tmp_path))
 
 
 # --- commands ------------------------------------------------------------------------------
