@@ -36,7 +36,7 @@ from router.core.errors import OperationFailed
 from router.core.journal import STEPS, Journal, next_stack_name
 from router.core.placement import Placement
 from router.engine.automation import Engine
-from router.engine.job_records import FileJobRecords, job_records_for
+from router.engine.job_records import JobRecords
 
 KILL_ENV = "SPOTROUTE_KILL_AT"
 LEASE_TTL_S = 300.0
@@ -75,7 +75,7 @@ class Mover:
     project: Project
     engine: Engine
     holder: str
-    records: FileJobRecords
+    records: JobRecords
     on_step: Callable[[Journal, str, str], None] | None = None  # (journal, step, what happened)
     stop_requested: Callable[[], bool] = field(default=lambda: False)
     checkpoint_timeout_s: float = CHECKPOINT_TIMEOUT_S
@@ -88,7 +88,7 @@ class Mover:
         from router.flows.jobs import engine_for
 
         engine = engine_for(project)
-        return cls(project, engine, holder, job_records_for(engine.backend.url), **kwargs)
+        return cls(project, engine, holder, JobRecords(engine.records()), **kwargs)
 
     # --- starting -----------------------------------------------------------------------------
 

@@ -372,11 +372,10 @@ def _placed(record: dict[str, Any], candidates: Sequence[Any]) -> PlacedCapacity
 
 def job_history(job: str, *, project: Project) -> dict[str, Any]:
     """Every decision and journal of the job, oldest first (route status JOB --history)."""
-    from router.engine.job_records import job_records_for
+    from router.engine.job_records import JobRecords
     from router.flows.jobs import engine_for
 
-    engine = engine_for(project)
-    records = job_records_for(engine.backend.url)
+    records = JobRecords(engine_for(project).records())
     journals = [j.to_json() for j in records.closed_journals(job)]
     current = records.open_journal(job)
     if current is not None:

@@ -95,8 +95,7 @@ def backend_stacks(route: Route) -> list[str]:
 
 
 def open_journal(route: Route, job: str) -> dict[str, Any] | None:
-    path = route.home / "state" / ".spotroute" / "jobs" / job / "journal.json"
-    if not path.exists():
-        return None
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+    """The job's open journal, read through the record store of the default backend."""
+    from router.engine.records import FileRecords
+
+    return FileRecords(route.home).get(f"jobs/{job}/journal")
