@@ -30,7 +30,7 @@ def _journal() -> Journal:
 def test_journal_steps_run_in_order_and_roll_back_only_before_the_point_of_no_return() -> None:
     j = _journal()
     assert j.next_step() == "intent"
-    for step in STEPS[:4]:
+    for step in STEPS[: STEPS.index("resume-confirmed")]:
         j = j.begin(step, NOW)
         assert j.next_step() == step  # begun is not done: a kill here re-runs it
         j = j.finish(step, NOW, {"n": step})
@@ -117,3 +117,20 @@ def test_the_example_trainer_holds_for_a_hand_over_and_ends_as_an_uninterrupted_
     assert first.wait(10) == 0 and ckpt.marker(moved) is None  # handed over: no marker
     assert second.wait(30) == 0
     assert json.loads((moved / ckpt.FINISHED_NAME).read_text())["w"] == expected["w"]
+
+
+def test_checkpoints_the_library_writes_count_for_the_router(tmp_path: Path) -> None:
+    from router.checkpoint import Checkpointer
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "weights.bin").write_bytes(b"\x01" * 4096)
+    url = tmp_path / "ckpt"
+    library = Checkpointer(f"file://{url}", interval_s=None, handle_sigterm=False,
+                           asynchronous=False, notice_sources=[])  # fmt: skip
+    assert library.save_files(5, src)
+    library.close()
+    latest = ckpt.latest_checkpoint(url)
+    assert latest is not None and latest.step == 5 and latest.total_bytes >= 4096
+    (url / "step-000000000005" / "weights.bin").write_bytes(b"\x02" * 4096)
+    assert ckpt.latest_checkpoint(url) is None, "a changed file must not count"
