@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.adapters.fake_azure import TOKEN, TlsFiles
-from tests.adapters.fake_quotas import _send, _Server
+from tests.adapters.fake_quotas import FakeAzureUsage, _send, _Server
 
 GCE = "https://www.googleapis.com/compute/v1"
 _MIG = re.compile(
@@ -225,7 +225,4 @@ class FakeAzureScaleSets(_Server):
                       f"Microsoft.Compute/virtualMachines/{vm.name}",
                 "properties": props}  # fmt: skip
 
-    @staticmethod
-    def _error(handler: BaseHTTPRequestHandler, status: int, code: str) -> None:
-        body = json.dumps({"error": {"code": code, "message": code}}).encode()
-        _send(handler, status, body, "application/json")
+    _error = staticmethod(FakeAzureUsage._error)  # ARM's {"error": {"code", "message"}}

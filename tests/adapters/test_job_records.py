@@ -109,22 +109,28 @@ def test_watchers_racing_for_free_leases_each_lease_goes_to_exactly_one(
     latencies: list[float] = []
     gate = threading.Barrier(len(watchers))
     lock = threading.Lock()
+    errors: list[str] = []
 
     def race(i: int) -> None:
-        for job in jobs:
-            gate.wait(timeout=60)
-            started = time.perf_counter()
-            got = watchers[i].acquire(job, f"elsewhere:{i}:1:w", 300, NOW)
-            with lock:
-                latencies.append(time.perf_counter() - started)
-                if got is not None:
-                    winners[job].append(i)
+        try:
+            for job in jobs:
+                gate.wait(timeout=60)
+                started = time.perf_counter()
+                got = watchers[i].acquire(job, f"elsewhere:{i}:1:w", 300, NOW)
+                with lock:
+                    latencies.append(time.perf_counter() - started)
+                    if got is not None:
+                        winners[job].append(i)
+        except Exception as exc:  # a failed backend call must name itself, not hang the others
+            errors.append(f"watcher {i}: {type(exc).__name__}: {exc}")
+            gate.abort()
 
     threads = [threading.Thread(target=race, args=(i,)) for i in range(len(watchers))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
+    assert not errors, errors
     assert all(len(w) == 1 for w in winners.values()), winners
     for job, (i,) in winners.items():
         lease = watchers[0].current(job)
