@@ -3,7 +3,9 @@
 The layout is the checkpoint library's (router/checkpoint/manifest.py, issue 8):
 
   <url>/step-<12 digits>/manifest.json   written last; counts only when every file it lists
-                                         has its size and CRC-32 ("spotroute-checkpoint/1")
+                                         has its size and checksum ("spotroute-checkpoint/1":
+                                         `checksum` + `checksum_algorithm` crc32c|crc32, as
+                                         router.checkpoint writes; or `crc32`, the example's)
   <url>/interruption.json                the library's marker after a preemption notice
 
 and two files of the hand-over protocol the router adds (docs/migration.md):
@@ -15,8 +17,8 @@ and two files of the hand-over protocol the router adds (docs/migration.md):
   <url>/resumed.json        written by the job when it starts: {"step", "placement", "time"},
                             the step it restored — how the router confirms a new placement.
 
-This reader is deliberately small and standard-library only; it handles file:// URLs (the local
-target). Object-store URLs go through the library's fsspec Location once it is merged.
+This reader is deliberately small; it handles file:// URLs (the local target). Copying a
+checkpoint between storages (file, s3, gs, az) is router.config.checkpoint_copy, with fsspec.
 """
 
 from __future__ import annotations
@@ -74,8 +76,9 @@ def _verify(step_dir: Path) -> CheckpointInfo | None:
     total = 0
     try:
         for entry in data["files"]:
+            algorithm, want = entry_checksum(data, entry)
             blob = (step_dir / str(entry["path"])).read_bytes()
-            if len(blob) != int(entry["size"]) or f"{zlib.crc32(blob):08x}" != entry["crc32"]:
+            if len(blob) != int(entry["size"]) or checksum(blob, algorithm) != want:
                 return None
             total += len(blob)
         step = int(data["step"])
@@ -94,6 +97,45 @@ def _verify(step_dir: Path) -> CheckpointInfo | None:
         request=extra.get("request") if isinstance(extra, dict) else None,
         placement=str(extra.get("placement", "")) if isinstance(extra, dict) else "",
     )
+
+
+def entry_checksum(manifest: dict[str, Any], entry: dict[str, Any]) -> tuple[str, str]:
+    """(algorithm, hex) a manifest gives for one file: the library's `checksum` with the
+    manifest's `checksum_algorithm`, or the older `crc32` field."""
+    if "checksum" in entry:
+        return str(manifest.get("checksum_algorithm", "crc32")), str(entry["checksum"])
+    return "crc32", str(entry["crc32"])
+
+
+class Checksum:
+    """An incremental CRC-32C (google-crc32c) or CRC-32 (zlib), as 8 hex digits."""
+
+    def __init__(self, algorithm: str) -> None:
+        if algorithm not in ("crc32", "crc32c"):
+            raise ValueError(f"unknown checksum algorithm {algorithm!r}")
+        self.algorithm, self.value = algorithm, 0
+
+    def update(self, data: bytes) -> None:
+        if self.algorithm == "crc32":
+            self.value = zlib.crc32(data, self.value)
+        else:
+            try:
+                import google_crc32c
+            except ImportError:
+                raise OperationFailed(
+                    "this checkpoint uses crc32c checksums — pip install google-crc32c"
+                ) from None
+            self.value = int(google_crc32c.extend(self.value, data))
+
+    def hexdigest(self) -> str:
+        return f"{self.value & 0xFFFFFFFF:08x}"
+
+
+def checksum(data: bytes, algorithm: str) -> str:
+    """The checksum of `data` as a manifest writes it."""
+    c = Checksum(algorithm)
+    c.update(data)
+    return c.hexdigest()
 
 
 def complete_checkpoints(directory: Path) -> list[CheckpointInfo]:

@@ -6,6 +6,8 @@ Steps (docs/migration.md has what recovery does at each):
   checkpoint-requested  the job was asked to save now and hold (migrations only)
   checkpoint-complete   a complete checkpoint exists to resume from (its step)
   new-stack-up          the new placement's own stack is deployed
+  checkpoint-copied     the checkpoint is in the new placement's storage (copied and verified
+                        when that storage is elsewhere: another bucket, another cloud)
   resume-confirmed      the new placement's job restored that step and runs
   old-stack-down        the old placement's stack is destroyed
   done                  closed
@@ -28,6 +30,7 @@ STEPS = (
     "checkpoint-requested",
     "checkpoint-complete",
     "new-stack-up",
+    "checkpoint-copied",
     "resume-confirmed",
     "old-stack-down",
     "done",

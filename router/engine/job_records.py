@@ -1,65 +1,63 @@
 """Journals, decisions, watch state and leases of jobs, in the state backend (route watch).
 
-Per job, under <backend>/.spotroute/jobs/<job>/ (file:// backends):
+All of it is records of the backend's RecordStore (router.engine.records), so it works on every
+backend spotroute keeps records on — file://, s3://, postgres:// — and two watchers on two
+machines share it. Keys, per job:
 
-  journal.json        the open migration journal (router.core.journal), written atomically
-  journals/<id>.json  closed journals
-  decisions.jsonl     every decision route watch made, with its numbers (append-only)
-  state.json          what decide() must remember: last move, lost zones, hours run
-  lease.json          who may act on the job now, until when
+  jobs/<job>/journal          the open migration journal (router.core.journal)
+  jobs/<job>/journals/<id>    closed journals
+  jobs/<job>/state            what decide() must remember: last move, lost zones, hours run
+  jobs/<job>/lease            who may act on the job now, until when (compare-and-set)
+  decisions/<job>/<time>-<id> every decision (records.record_decision), oldest first by key
 
-The lease is behind a protocol (`Leases`) so S3 (conditional writes) or postgres (row locks)
-backends can implement it; only the file:// backend is implemented yet.
+A lease is taken with the store's compare-and-set (`put_if`): read it with its version, and
+write ours only if nobody wrote in between, so of two watchers racing for a free or expired
+lease exactly one wins, on any backend.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
-from urllib.parse import urlparse
+from typing import Any
 
-from router.core.errors import OperationFailed
 from router.core.journal import Journal
+from router.engine.records import RecordStore, decision_history, record_decision
+
+CAS_TRIES = 5  # lost compare-and-sets before giving up a lease for this pass
 
 
 @dataclass(frozen=True, slots=True)
 class Lease:
     job: str
-    holder: str  # "<host>:<pid>:<start ticks>:<nonce>"
+    holder: str  # "<host>:<pid>:<start ticks>:<nonce>"; "" when released
     expires_at: datetime
     last_run_at: datetime | None = None  # when a watcher last finished handling the job
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "holder": self.holder,
+            "expires_at": self.expires_at.isoformat(),
+            "last_run_at": self.last_run_at.isoformat() if self.last_run_at else None,
+        }
 
-class Leases(Protocol):
-    """One actor per job at a time, with expiry so a dead holder's jobs are picked up."""
-
-    def acquire(self, job: str, holder: str, ttl_s: float, now: datetime) -> Lease | None:
-        """Take (or renew) the job's lease; None while someone else holds a live one."""
-        ...
-
-    def release(self, job: str, holder: str, now: datetime, ran: bool = False) -> None: ...
-
-    def current(self, job: str) -> Lease | None: ...
-
-
-class JobRecords(Leases, Protocol):
-    """Journals, decisions and watch state of jobs, plus their leases."""
-
-    def open_journal(self, job: str) -> Journal | None: ...
-    def write_journal(self, journal: Journal) -> None: ...
-    def closed_journals(self, job: str) -> list[Journal]: ...
-    def append_decision(self, job: str, record: dict[str, Any]) -> None: ...
-    def decisions(self, job: str) -> list[dict[str, Any]]: ...
-    def read_state(self, job: str) -> dict[str, Any]: ...
-    def write_state(self, job: str, state: dict[str, Any]) -> None: ...
-    def jobs(self) -> list[str]: ...
+    @classmethod
+    def from_json(cls, job: str, data: dict[str, Any] | None) -> Lease | None:
+        if data is None:
+            return None
+        try:
+            last = data.get("last_run_at")
+            return cls(
+                job,
+                str(data["holder"]),
+                datetime.fromisoformat(str(data["expires_at"])),
+                datetime.fromisoformat(str(last)) if last else None,
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 def holder_id(nonce: str) -> str:
@@ -88,161 +86,107 @@ def holder_dead(holder: str) -> bool:
     return ticks is None or str(ticks) != parts[2]
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+class JobRecords:
+    """Journals, decisions, watch state and leases of jobs, on one RecordStore."""
 
+    def __init__(self, store: RecordStore) -> None:
+        self.store = store
 
-class FileJobRecords:
-    """JobRecords on a file:// backend directory (the default local backend included)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root / ".spotroute" / "jobs"
-
-    def _dir(self, job: str) -> Path:
-        return self.root / job
-
-    @contextmanager
-    def _locked(self, job: str) -> Iterator[Path]:
-        from filelock import FileLock
-
-        directory = self._dir(job)
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with FileLock(str(directory / ".lock")):
-            yield directory
+    @property
+    def where(self) -> str:
+        return self.store.where
 
     # --- leases ----------------------------------------------------------------------------
 
-    def _read_lease(self, directory: Path, job: str) -> Lease | None:
-        try:
-            data = json.loads((directory / "lease.json").read_text())
-            return Lease(
-                job,
-                str(data["holder"]),
-                datetime.fromisoformat(data["expires_at"]),
-                datetime.fromisoformat(data["last_run_at"]) if data.get("last_run_at") else None,
-            )
-        except (OSError, ValueError, KeyError):
-            return None
-
-    def _write_lease(self, directory: Path, lease: Lease) -> None:
-        _write_atomic(
-            directory / "lease.json",
-            json.dumps(
-                {
-                    "holder": lease.holder,
-                    "expires_at": lease.expires_at.isoformat(),
-                    "last_run_at": lease.last_run_at.isoformat() if lease.last_run_at else None,
-                }
-            ),
-        )
-
     def acquire(self, job: str, holder: str, ttl_s: float, now: datetime) -> Lease | None:
-        with self._locked(job) as directory:
-            held = self._read_lease(directory, job)
-            live = (
+        """Take (or renew) the job's lease; None while someone else holds a live one."""
+        key = f"jobs/{job}/lease"
+        for _ in range(CAS_TRIES):
+            doc, version = self.store.get_versioned(key)
+            held = Lease.from_json(job, doc)
+            if (
                 held is not None
-                and held.holder != holder
+                and held.holder not in ("", holder)
                 and held.expires_at > now
                 and not holder_dead(held.holder)
-            )
-            if live:
+            ):
                 return None
             lease = Lease(
                 job, holder, now + timedelta(seconds=ttl_s), held.last_run_at if held else None
             )
-            self._write_lease(directory, lease)
-            return lease
+            if self.store.put_if(key, lease.to_json(), version) is not None:
+                return lease
+            # another watcher wrote in between: read again (it may hold it now)
+        return None
 
     def release(self, job: str, holder: str, now: datetime, ran: bool = False) -> None:
-        with self._locked(job) as directory:
-            held = self._read_lease(directory, job)
+        """Give the lease up (only our own); `ran` records that the job was handled now."""
+        key = f"jobs/{job}/lease"
+        for _ in range(CAS_TRIES):
+            doc, version = self.store.get_versioned(key)
+            held = Lease.from_json(job, doc)
             if held is None or held.holder != holder:
                 return
-            self._write_lease(directory, Lease(job, "", now, now if ran else held.last_run_at))
+            free = Lease(job, "", now, now if ran else held.last_run_at)
+            if self.store.put_if(key, free.to_json(), version) is not None:
+                return
 
     def current(self, job: str) -> Lease | None:
-        return self._read_lease(self._dir(job), job)
+        return Lease.from_json(job, self.store.get(f"jobs/{job}/lease"))
 
     # --- journals --------------------------------------------------------------------------
 
     def open_journal(self, job: str) -> Journal | None:
-        try:
-            data = json.loads((self._dir(job) / "journal.json").read_text())
-        except (OSError, ValueError):
+        data = self.store.get(f"jobs/{job}/journal")
+        if data is None:
             return None
         journal = Journal.from_json(data)
         return journal if journal.outcome == "open" else None
 
     def write_journal(self, journal: Journal) -> None:
-        directory = self._dir(journal.job)
-        text = json.dumps(journal.to_json(), indent=1)
+        doc = journal.to_json()
         if journal.outcome == "open":
-            _write_atomic(directory / "journal.json", text)
+            self.store.put(f"jobs/{journal.job}/journal", doc)
             return
         # Closed: archive first, then drop the open one. A kill in between leaves the open copy
         # one step short; recovery runs that last step again (it is idempotent) and closes it.
-        _write_atomic(directory / "journals" / f"{journal.id}.json", text)
-        (directory / "journal.json").unlink(missing_ok=True)
+        self.store.put(f"jobs/{journal.job}/journals/{journal.id}", doc)
+        self.store.delete(f"jobs/{journal.job}/journal")
 
     def closed_journals(self, job: str) -> list[Journal]:
-        directory = self._dir(job) / "journals"
-        if not directory.is_dir():
-            return []
         found = []
-        for path in sorted(directory.glob("*.json")):
+        for doc in self.store.list(f"jobs/{job}/journals/").values():
             try:
-                found.append(Journal.from_json(json.loads(path.read_text())))
-            except (OSError, ValueError, KeyError):
+                found.append(Journal.from_json(doc))
+            except (KeyError, TypeError, ValueError):
                 continue
         return sorted(found, key=lambda j: j.created_at)
 
     # --- decisions and watch state ---------------------------------------------------------
 
     def append_decision(self, job: str, record: dict[str, Any]) -> None:
-        with self._locked(job) as directory, open(directory / "decisions.jsonl", "a") as f:
-            f.write(json.dumps(record, default=str) + "\n")
+        record_decision(self.store, job, record)
 
     def decisions(self, job: str) -> list[dict[str, Any]]:
-        try:
-            lines = (self._dir(job) / "decisions.jsonl").read_text().splitlines()
-        except OSError:
-            return []
-        out = []
-        for line in lines:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue  # a torn last line after a crash
-        return out
+        return decision_history(self.store, job)
+
+    def last_decision(
+        self, job: str, skip: tuple[str, ...] = ("outcome",)
+    ) -> dict[str, Any] | None:
+        """The newest decision whose action is not in `skip`, reading from the newest back
+        (route status lists many jobs: it must not read every job's whole history)."""
+        for key in reversed(self.store.keys(f"decisions/{job}/")):
+            doc = self.store.get(key)
+            if doc is not None and doc.get("action") and doc.get("action") not in skip:
+                return doc
+        return None
 
     def read_state(self, job: str) -> dict[str, Any]:
-        try:
-            data = json.loads((self._dir(job) / "state.json").read_text())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return self.store.get(f"jobs/{job}/state") or {}
 
     def write_state(self, job: str, state: dict[str, Any]) -> None:
-        _write_atomic(self._dir(job) / "state.json", json.dumps(state, indent=1, default=str))
+        self.store.put(f"jobs/{job}/state", state)
 
     def jobs(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir())
-
-
-def job_records_for(backend_url: str) -> FileJobRecords:
-    """The job records of a backend; only file:// is implemented (s3/gs/azblob/postgres: later)."""
-    parsed = urlparse(backend_url)
-    if parsed.scheme != "file":
-        raise OperationFailed(
-            f"backend {backend_url}: route migrate and route watch keep their journal and leases "
-            "beside the stacks, and only file:// backends are supported yet"
-        )
-    return FileJobRecords(Path(parsed.path))
+        """Every job with records here (journal, state or lease)."""
+        return sorted({k.split("/")[1] for k in self.store.keys("jobs/") if k.count("/") >= 2})

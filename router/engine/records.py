@@ -9,11 +9,15 @@ what `route status` reads next to the stacks lives in that backend too:
 
 Every store also grants named exclusive locks that work across machines (`exclusive`): a
 file lock, an S3 object written with If-None-Match (with expiry, renewed while held), or a
-PostgreSQL advisory lock (released by the server when the holder's connection dies).
+PostgreSQL advisory lock (released by the server when the holder's connection dies); and a
+compare-and-set write (`get_versioned` + `put_if`, for leases that expire): under a file lock
+comparing a content hash, an S3 conditional put (If-Match on the ETag / If-None-Match), or a
+PostgreSQL UPDATE guarded by the row's xmin.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import json
@@ -65,6 +69,21 @@ class RecordStore(Protocol):
 
     def exclusive(self, name: str) -> contextlib.AbstractContextManager[None]:
         """Hold lock `name` for the block; raises Held at once if another process holds it."""
+        ...
+
+    def keys(self, prefix: str) -> builtins.list[str]:
+        """The keys that start with `prefix`, sorted (no documents read)."""
+        ...
+
+    def get_versioned(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+        """The record and an opaque version of it (None, None when absent)."""
+        ...
+
+    def put_if(self, key: str, doc: Mapping[str, Any], version: str | None) -> str | None:
+        """Write only if the record is still at `version` (None: only if absent).
+
+        Returns the new version, or None when another writer got there first.
+        """
         ...
 
 
@@ -131,20 +150,51 @@ class FileRecords:
         return data if isinstance(data, dict) else None
 
     def list(self, prefix: str) -> dict[str, dict[str, Any]]:
-        base = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
-        if not base.is_dir():
-            return {}
         out = {}
-        for path in sorted(base.rglob("*.json")):
-            key = path.relative_to(self.root).as_posix().removesuffix(".json")
-            if key.startswith(prefix) and not path.name.startswith("."):
-                doc = self.get(key)
-                if doc is not None:
-                    out[key] = doc
+        for key in self.keys(prefix):
+            doc = self.get(key)
+            if doc is not None:
+                out[key] = doc
         return out
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
+
+    def keys(self, prefix: str) -> builtins.list[str]:
+        base = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
+        if not base.is_dir():
+            return []
+        found = (p.relative_to(self.root).as_posix().removesuffix(".json")
+                 for p in base.rglob("*.json") if not p.name.startswith("."))  # fmt: skip
+        return sorted(k for k in found if k.startswith(prefix))
+
+    def get_versioned(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+        try:
+            blob = self._path(key).read_bytes()
+        except OSError:
+            return None, None
+        try:
+            data = json.loads(blob)
+        except ValueError:
+            data = None
+        return (data if isinstance(data, dict) else None), hashlib.sha256(blob).hexdigest()
+
+    def put_if(self, key: str, doc: Mapping[str, Any], version: str | None) -> str | None:
+        from filelock import FileLock
+
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with FileLock(str(path.with_name(f".{path.name}.cas-lock"))):
+            if self.get_versioned(key)[1] != version:
+                return None
+            blob = json.dumps(doc, indent=2, default=str).encode()
+            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+            with open(tmp, "wb") as f:
+                f.write(blob)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        return hashlib.sha256(blob).hexdigest()
 
     @contextlib.contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
@@ -250,21 +300,58 @@ class S3Records:
 
     def list(self, prefix: str) -> dict[str, dict[str, Any]]:
         out = {}
-        try:
-            pages = self._s3.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=self.prefix + prefix
-            )
-            keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
-        except Exception as exc:
-            raise self._failed(f"list records {prefix}", exc) from None
-        for full in sorted(keys):
-            key = full.removeprefix(self.prefix).removesuffix(".json")
-            if key.startswith("locks/"):
-                continue
+        for key in self.keys(prefix):
             doc = self.get(key)
             if doc is not None:
                 out[key] = doc
         return out
+
+    def keys(self, prefix: str) -> builtins.list[str]:
+        try:
+            pages = self._s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self.prefix + prefix
+            )
+            names = [o["Key"] for page in pages for o in page.get("Contents", [])]
+        except Exception as exc:
+            raise self._failed(f"list records {prefix}", exc) from None
+        found = (n.removeprefix(self.prefix).removesuffix(".json") for n in names)
+        return sorted(k for k in found if not k.startswith("locks/"))
+
+    def get_versioned(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+        from botocore.exceptions import ClientError
+
+        try:
+            got = self._s3.get_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None, None
+            raise self._failed(f"read record {key}", exc) from None
+        try:
+            data = json.loads(got["Body"].read())
+        except ValueError:
+            data = None
+        return (data if isinstance(data, dict) else None), str(got["ETag"])
+
+    def put_if(self, key: str, doc: Mapping[str, Any], version: str | None) -> str | None:
+        from botocore.exceptions import ClientError
+
+        condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
+        try:
+            return str(
+                self._s3.put_object(
+                    Bucket=self.bucket,
+                    Key=self._key(key),
+                    Body=json.dumps(doc, indent=2, default=str).encode(),
+                    ContentType="application/json",
+                    **condition,
+                )["ETag"]
+            )
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409",
+                        "NoSuchKey", "404"):  # fmt: skip
+                return None  # changed (or deleted) since it was read
+            raise self._failed(f"write record {key}", exc) from None
 
     def delete(self, key: str) -> None:
         try:
@@ -339,6 +426,11 @@ def pg_conninfo(url: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
+def _like_prefix(prefix: str) -> str:
+    """A LIKE pattern matching keys that start with `prefix` (its %, _ and \\ taken literally)."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 class PostgresRecords:
     """Records as rows of spotroute_records; locks are session advisory locks."""
 
@@ -387,7 +479,7 @@ class PostgresRecords:
         return dict(row[0]) if row and isinstance(row[0], dict) else None
 
     def list(self, prefix: str) -> dict[str, dict[str, Any]]:
-        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        pattern = _like_prefix(prefix)
         with self._connect(f"list records {prefix}") as conn:
             rows = conn.execute(
                 f"SELECT key, doc FROM {PG_TABLE} WHERE key LIKE %s ORDER BY key", (pattern,)
@@ -397,6 +489,42 @@ class PostgresRecords:
     def delete(self, key: str) -> None:
         with self._connect(f"delete record {key}") as conn:
             conn.execute(f"DELETE FROM {PG_TABLE} WHERE key = %s", (check_key(key),))
+
+    def keys(self, prefix: str) -> builtins.list[str]:
+        pattern = _like_prefix(prefix)
+        with self._connect(f"list records {prefix}") as conn:
+            rows = conn.execute(
+                f"SELECT key FROM {PG_TABLE} WHERE key LIKE %s ORDER BY key", (pattern,)
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    # A row's xmin is the id of the transaction that last wrote it: every UPDATE changes it, so
+    # it serves as the record's version without a column of our own.
+    def get_versioned(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+        with self._connect(f"read record {key}") as conn:
+            row = conn.execute(
+                f"SELECT doc, xmin::text FROM {PG_TABLE} WHERE key = %s", (check_key(key),)
+            ).fetchone()
+        if not row:
+            return None, None
+        return (dict(row[0]) if isinstance(row[0], dict) else None), str(row[1])
+
+    def put_if(self, key: str, doc: Mapping[str, Any], version: str | None) -> str | None:
+        body = json.dumps(doc, default=str)
+        with self._connect(f"write record {key}") as conn:
+            if version is None:
+                row = conn.execute(
+                    f"INSERT INTO {PG_TABLE} (key, doc) VALUES (%s, %s) ON CONFLICT (key) "
+                    "DO NOTHING RETURNING xmin::text",
+                    (check_key(key), body),
+                ).fetchone()
+            else:
+                row = conn.execute(
+                    f"UPDATE {PG_TABLE} SET doc = %s, updated_at = now() "
+                    "WHERE key = %s AND xmin::text = %s RETURNING xmin::text",
+                    (body, check_key(key), version),
+                ).fetchone()
+        return str(row[0]) if row else None
 
     @contextlib.contextmanager
     def exclusive(self, name: str) -> Iterator[None]:

@@ -759,20 +759,11 @@ def _text(value: object) -> str | None:
 
 
 def _last_decision(engine: Engine, job: str) -> dict[str, Any] | None:
-    """The job's latest recorded decision: when, by whom, what and why (file:// backends)."""
-    if not engine.backend.url.startswith("file://"):
-        return None
-    from router.engine.job_records import job_records_for
+    """The job's latest recorded decision: when, by whom, what and why."""
+    from router.engine.job_records import JobRecords
 
-    decisions = [
-        d
-        for d in job_records_for(engine.backend.url).decisions(job)
-        if d.get("action") and d.get("action") != "outcome"
-    ]
-    if not decisions:
-        return None
-    d = decisions[-1]
-    return {k: d.get(k) for k in ("at", "by", "action", "reason")}
+    d = JobRecords(engine.records()).last_decision(job)
+    return None if d is None else {k: d.get(k) for k in ("at", "by", "action", "reason")}
 
 
 def _state(summary: Any, record: dict[str, Any]) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from router.core.errors import OperationFailed
 from router.core.journal import STEPS, Journal, next_stack_name
 from router.core.placement import Placement
 from router.engine.automation import Engine
-from router.engine.job_records import FileJobRecords, job_records_for
+from router.engine.job_records import JobRecords
 
 KILL_ENV = "SPOTROUTE_KILL_AT"
 LEASE_TTL_S = 300.0
@@ -75,7 +74,7 @@ class Mover:
     project: Project
     engine: Engine
     holder: str
-    records: FileJobRecords
+    records: JobRecords
     on_step: Callable[[Journal, str, str], None] | None = None  # (journal, step, what happened)
     stop_requested: Callable[[], bool] = field(default=lambda: False)
     checkpoint_timeout_s: float = CHECKPOINT_TIMEOUT_S
@@ -88,7 +87,7 @@ class Mover:
         from router.flows.jobs import engine_for
 
         engine = engine_for(project)
-        return cls(project, engine, holder, job_records_for(engine.backend.url), **kwargs)
+        return cls(project, engine, holder, JobRecords(engine.records()), **kwargs)
 
     # --- starting -----------------------------------------------------------------------------
 
@@ -233,19 +232,42 @@ class Mover:
             )
         except LaunchFailed as exc:
             raise StepFailed(exc.message) from None
-        new_url = str(outcome.outputs.get("checkpointUrl", ""))
-        copied = self._copy_checkpoint(journal, new_url)
         return {
             "placement": placement_record(proposal.chosen),
             "outputs": outcome.outputs,
             "tries": [t.to_json() for t in tries],
-            "copied": copied,
         }
+
+    def _checkpoint_copied(self, journal: Journal) -> dict[str, Any]:
+        """Copy the hand-over checkpoint into the new placement's storage when it is elsewhere."""
+        from router.config.checkpoint_copy import (
+            copy_checkpoint,
+            latest_complete_step,
+            same_storage,
+        )
+
+        source = str(journal.data("intent").get("checkpoint_url") or "")
+        outputs = journal.data("new-stack-up").get("outputs") or {}
+        target = str(outputs.get("checkpointUrl") or "")
+        if not source or not target or same_storage(source, target):
+            return {"skipped": "the new placement uses the same checkpoint storage"}
+        try:
+            step = journal.data("checkpoint-complete").get("step")
+            if step is None:
+                step = latest_complete_step(source)
+            if step is None:
+                return {"skipped": f"no complete checkpoint at {source} to copy"}
+            return copy_checkpoint(source, target, int(step)).to_json()
+        except OperationFailed as exc:
+            raise StepFailed(exc.message) from None
 
     def _resume_confirmed(self, journal: Journal) -> dict[str, Any]:
         up = journal.data("new-stack-up")
         outputs = up.get("outputs") or {}
-        directory = ckpt.checkpoint_dir(str(outputs.get("checkpointUrl", "")))
+        try:
+            directory = ckpt.checkpoint_dir(str(outputs.get("checkpointUrl", "")))
+        except OperationFailed as exc:  # cannot confirm there: the new stack must not linger
+            raise StepFailed(exc.message) from None
         want = journal.data("checkpoint-complete").get("step")
         deadline = time.monotonic() + self.resume_timeout_s
         while True:
@@ -325,32 +347,13 @@ class Mover:
         return {k: record.get(k) for k in ("cloud", "region", "zone", "instance_type", "market")}
 
     def _old_checkpoint_dir(self, journal: Journal) -> Path:
-        return ckpt.checkpoint_dir(str(journal.data("intent").get("checkpoint_url", "")))
+        try:
+            return ckpt.checkpoint_dir(str(journal.data("intent").get("checkpoint_url", "")))
+        except OperationFailed as exc:  # not readable here (yet): roll back, the job stays
+            raise StepFailed(exc.message) from None
 
     def _old_alive(self, journal: Journal) -> bool:
         return _group_alive(journal.data("intent").get("old_outputs") or {})
-
-    def _copy_checkpoint(self, journal: Journal, new_url: str) -> bool:
-        """Copy the hand-over checkpoint when the new placement's storage is elsewhere."""
-        source = journal.data("checkpoint-complete").get("path")
-        if not source or not new_url:
-            return False
-        target_dir = ckpt.checkpoint_dir(new_url)
-        source_path = Path(str(source))
-        if source_path.parent == target_dir:
-            return False
-        destination = target_dir / source_path.name
-        if not (destination / ckpt.MANIFEST_NAME).exists():
-            tmp = target_dir / f".{source_path.name}.copy"
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(source_path, tmp)
-            manifest = tmp / ckpt.MANIFEST_NAME
-            # the manifest last, as the library writes it: a torn copy never counts
-            data = manifest.read_bytes()
-            manifest.unlink()
-            tmp.rename(destination)
-            (destination / ckpt.MANIFEST_NAME).write_bytes(data)
-        return True
 
     def _switch_record(self, journal: Journal, up: dict[str, Any]) -> None:
         """The job's placement record now names the new stack (idempotent)."""
@@ -446,6 +449,13 @@ def _describe(step: str, data: dict[str, Any]) -> str:
     if step == "new-stack-up":
         p = data.get("placement") or {}
         return f"new placement up: {_place(p)} ${p.get('price_per_hour', 0):,.2f}/h"
+    if step == "checkpoint-copied":
+        if data.get("skipped"):
+            return str(data["skipped"])
+        verb = "already there" if data.get("already_there") else "copied and verified"
+        return (f"checkpoint step {data.get('step')} {verb} in {data.get('target')} "
+                f"({data.get('files')} files, {data.get('bytes', 0)} bytes, "
+                f"{data.get('seconds', 0):.1f} s)")  # fmt: skip
     if step == "resume-confirmed":
         return f"resumed at step {data.get('step')} on {data.get('placement')}"
     if step == "old-stack-down":

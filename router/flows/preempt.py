@@ -33,7 +33,7 @@ class Preemption:
 def preempt_job(job: str, *, project: Project, grace_s: float = DEFAULT_GRACE_S) -> Preemption:
     """SIGTERM the job's local process, SIGKILL after grace_s; OperationFailed if not running."""
     from components.local import parse_group_id, process_alive
-    from router.engine.job_records import job_records_for
+    from router.engine.job_records import JobRecords
     from router.flows.jobs import engine_for, read_placement
 
     if grace_s < 0:
@@ -64,7 +64,7 @@ def preempt_job(job: str, *, project: Project, grace_s: float = DEFAULT_GRACE_S)
             break
         time.sleep(0.02)
     outcome = Preemption(job, pid, notice_at, time.monotonic() - started, killed, grace_s)
-    job_records_for(engine.backend.url).append_decision(
+    JobRecords(engine.records()).append_decision(
         job,
         {
             "at": notice_at.isoformat(),

@@ -49,6 +49,7 @@ from router.flows.migrate import LeaseLost, Mover, _group_alive
 
 DEFAULT_INTERVAL_S = 60.0
 DEFAULT_CONCURRENCY = 4
+NodePoll = Callable[[dict[str, Any]], Any]  # placement record → router.nodes NodeState | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,7 @@ class JobReport:
 @dataclass
 class Watcher:
     project: Project
+    nodes: NodePoll | None = None  # the clouds' node pollers (default: router.nodes)
     interval_s: float = DEFAULT_INTERVAL_S
     concurrency: int = DEFAULT_CONCURRENCY
     holder: str = field(default_factory=lambda: holder_id(secrets.token_hex(4)))
@@ -193,7 +195,7 @@ class Watcher:
         record = read_placement(self.mover.engine.records(), job)
         if record is None:
             return JobReport(job, "skipped", "no placement recorded (deployed elsewhere?)")
-        observed = observe(self.project, record, now)
+        observed = observe(self.project, record, now, self.nodes)
         if observed.finished:
             return JobReport(job, "finished", f"finished at step {observed.finished_step}")
         state = records.read_state(job)
@@ -216,6 +218,7 @@ class Watcher:
                 **{k: record.get(k) for k in ("cloud", "region", "zone", "market")},
                 "price_per_hour": observed.current.placement.price_per_hour,
                 "interrupted": observed.current.interrupted,
+                **({"nodes": observed.nodes} if observed.nodes else {}),
             },
             "progress": {
                 "done_h": observed.progress.done_h,
@@ -284,6 +287,7 @@ class Observation:
     candidates: list[Any]
     finished: bool = False
     finished_step: int | None = None
+    nodes: dict[str, Any] | None = None  # what the cloud said of the nodes (router.nodes)
 
     def placement_for(self, decision: Decision) -> Any:
         t = decision.target
@@ -291,8 +295,11 @@ class Observation:
         return next(c for c in self.candidates if c is t)
 
 
-def observe(project: Project, record: dict[str, Any], now: datetime) -> Observation:
-    """Read one job's state: record, process, checkpoint files, prices now (no engine call)."""
+def observe(
+    project: Project, record: dict[str, Any], now: datetime, nodes: NodePoll | None = None
+) -> Observation:
+    """Read one job's state: record, process or the cloud's nodes, checkpoint files, prices now
+    (no engine call). `nodes` polls the cloud (default: router.nodes.sources.poll_placement)."""
     from router.config.blocks import read_blocks
     from router.config.datafiles import load_egress
     from router.config.home import spotroute_home
@@ -310,6 +317,9 @@ def observe(project: Project, record: dict[str, Any], now: datetime) -> Observat
     latest = ckpt.latest_checkpoint(directory) if directory else None
     done = ckpt.finished(directory) if directory else None
     alive = _group_alive(outputs)
+    seen_nodes = _poll_nodes(record, nodes) if record.get("cloud") != "local" else None
+    if seen_nodes is not None and seen_nodes.get("interrupted"):
+        alive = False  # the cloud reclaimed a node: an interruption, like the library's marker
     if done is not None and not alive:
         return Observation(
             Rules(), Progress(1, 1, 1, now), Current(_placed(record, []), now), [], True,
@@ -349,8 +359,24 @@ def observe(project: Project, record: dict[str, Any], now: datetime) -> Observat
         started_at=submitted,
     )
     return Observation(
-        rules, progress, Current(_placed(record, candidates), deployed_at, not alive), candidates
-    )
+        rules, progress, Current(_placed(record, candidates), deployed_at, not alive), candidates,
+        nodes=seen_nodes,
+    )  # fmt: skip
+
+
+def _poll_nodes(record: dict[str, Any], nodes: NodePoll | None) -> dict[str, Any] | None:
+    """The cloud's word on the placement's nodes; a failed poll is noted, never fatal (the
+    marker and the next pass still see an interruption)."""
+    from router.nodes.sources import poll_placement
+
+    started = time.perf_counter()
+    try:
+        state = (nodes or poll_placement)(record)
+    except RouteError as exc:
+        return {"interrupted": False, "error": exc.message}
+    if state is None:
+        return None
+    return {**state.to_json(), "poll_s": round(time.perf_counter() - started, 4)}
 
 
 def _placed(record: dict[str, Any], candidates: Sequence[Any]) -> PlacedCapacity:
@@ -372,11 +398,10 @@ def _placed(record: dict[str, Any], candidates: Sequence[Any]) -> PlacedCapacity
 
 def job_history(job: str, *, project: Project) -> dict[str, Any]:
     """Every decision and journal of the job, oldest first (route status JOB --history)."""
-    from router.engine.job_records import job_records_for
+    from router.engine.job_records import JobRecords
     from router.flows.jobs import engine_for
 
-    engine = engine_for(project)
-    records = job_records_for(engine.backend.url)
+    records = JobRecords(engine_for(project).records())
     journals = [j.to_json() for j in records.closed_journals(job)]
     current = records.open_journal(job)
     if current is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from tests.engine.engine_cli import REPO, Route
+from tests.engine.engine_cli import REPO, Result, Route, no_traceback
 
 TRAIN = REPO / "examples" / "local-market" / "train.py"
 PYTHON = sys.executable
@@ -95,8 +95,23 @@ def backend_stacks(route: Route) -> list[str]:
 
 
 def open_journal(route: Route, job: str) -> dict[str, Any] | None:
-    path = route.home / "state" / ".spotroute" / "jobs" / job / "journal.json"
-    if not path.exists():
-        return None
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+    """The job's open journal, read through the record store of the default backend."""
+    from router.engine.records import FileRecords
+
+    return FileRecords(route.home).get(f"jobs/{job}/journal")
+
+
+def two_watchers_at_once(route: Route) -> tuple[list[Result], list[str]]:
+    """`route watch --once --json` twice at the same moment; (results, every job's action)."""
+    started = [route.start("watch", "--once", "--json") for _ in range(2)]
+    results = []
+    for proc in started:
+        out, err = proc.communicate(timeout=240)
+        results.append(Result(("watch", "--once"), proc.returncode, out, err))
+    for r in results:
+        assert r.returncode == 0, r
+        no_traceback(r)
+    actions = [report["action"] for r in results for report in r.json()]
+    assert actions.count("move") == 1, actions
+    assert set(actions) <= {"move", "stay", "skipped"}, actions
+    return results, actions

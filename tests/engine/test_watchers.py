@@ -9,13 +9,14 @@ import signal
 
 import pytest
 
-from tests.engine.engine_cli import Result, Route, group_pid, no_traceback, wait_for
+from tests.engine.engine_cli import Route, group_pid, wait_for
 from tests.engine.market import (
     backend_stacks,
     expected_w,
     latest_state,
     open_journal,
     placement,
+    two_watchers_at_once,
     write_market,
     write_trainer_job,
 )
@@ -36,17 +37,7 @@ def test_two_watchers_move_a_job_once_and_sigterm_leaves_a_journal_to_finish(
 
     market[1] = ("local-b", "spot", 0.3, 2)
     write_market(route, market)
-    started = [route.start("watch", "--once", "--json") for _ in range(2)]
-    results = []
-    for proc in started:
-        out, err = proc.communicate(timeout=240)
-        results.append(Result(("watch", "--once"), proc.returncode, out, err))
-    for r in results:
-        assert r.returncode == 0, r
-        no_traceback(r)
-    actions = [report["action"] for r in results for report in r.json()]
-    assert actions.count("move") == 1, actions
-    assert set(actions) <= {"move", "stay", "skipped"}, actions
+    results, _actions = two_watchers_at_once(route)
     decisions = route.ok("status", JOB, "--history", "--json").json()
     assert sum(1 for d in decisions["decisions"] if d.get("acted")) == 1
     assert [j["outcome"] for j in decisions["journals"]] == ["done"]

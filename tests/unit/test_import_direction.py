@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "router.config": 2,
     "router.prices": 3,
     "router.engine": 3,
+    "router.nodes": 3,
     "router.flows": 4,
     "router.cli": 5,
     "router.__main__": 6,

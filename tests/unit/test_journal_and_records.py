@@ -1,4 +1,5 @@
-"""The migration journal, the job records and leases beside the stacks, the checkpoint files."""
+"""The migration journal and the checkpoint files (the job records and leases on every backend:
+tests/adapters/test_job_records.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 import sys
 import time
 import zlib
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,6 @@ import pytest
 from router.config import checkpoints as ckpt
 from router.core.errors import OperationFailed
 from router.core.journal import STEPS, Journal, job_of_stack, next_stack_name
-from router.engine.job_records import FileJobRecords, holder_dead, holder_id, job_records_for
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 TRAIN = Path(__file__).resolve().parents[2] / "examples" / "local-market" / "train.py"
@@ -30,7 +30,7 @@ def _journal() -> Journal:
 def test_journal_steps_run_in_order_and_roll_back_only_before_the_point_of_no_return() -> None:
     j = _journal()
     assert j.next_step() == "intent"
-    for step in STEPS[:4]:
+    for step in STEPS[: STEPS.index("resume-confirmed")]:
         j = j.begin(step, NOW)
         assert j.next_step() == step  # begun is not done: a kill here re-runs it
         j = j.finish(step, NOW, {"n": step})
@@ -47,40 +47,6 @@ def test_placement_stacks_are_named_after_the_job_and_never_reused() -> None:
     assert next_stack_name("train", {"train"}) == "train.2"
     assert next_stack_name("train", {"train.2", "train.5", "trainer.9"}) == "train.6"
     assert job_of_stack("train.6") == "train" and job_of_stack("train") == "train"
-
-
-def test_leases_exclude_a_second_holder_until_expiry_or_the_holders_death(tmp_path: Path) -> None:
-    records = FileJobRecords(tmp_path)
-    me = holder_id("a")
-    other = "elsewhere:1:1:b"
-    assert records.acquire("train", me, 60, NOW) is not None
-    assert records.acquire("train", other, 60, NOW) is None
-    assert records.acquire("train", me, 60, NOW) is not None  # renewal
-    assert records.acquire("train", other, 60, NOW + timedelta(seconds=61)) is not None
-    # a holder on this host whose process is gone loses its lease at once
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    dead = f"{os.uname().nodename}:{proc.pid}:1:c"
-    assert holder_dead(dead)
-    assert records.acquire("job2", dead, 600, NOW) is not None
-    assert records.acquire("job2", me, 600, NOW) is not None
-    records.release("job2", me, NOW, ran=True)
-    lease = records.current("job2")
-    assert lease is not None and lease.last_run_at == NOW and lease.holder == ""
-
-
-def test_journals_close_into_the_archive_and_decisions_append(tmp_path: Path) -> None:
-    records = job_records_for(f"file://{tmp_path}")
-    j = _journal().begin("intent", NOW)
-    records.write_journal(j)
-    assert records.open_journal("train") == j
-    records.write_journal(j.rolled_back(NOW))
-    assert records.open_journal("train") is None
-    assert [x.outcome for x in records.closed_journals("train")] == ["rolled-back"]
-    records.append_decision("train", {"action": "stay", "reason": "$1 < $2"})
-    assert records.decisions("train") == [{"action": "stay", "reason": "$1 < $2"}]
-    with pytest.raises(OperationFailed, match="only file:// backends"):
-        job_records_for("s3://bucket/state")
 
 
 def _save(directory: Path, step: int, request: str | None = None, torn: bool = False) -> None:
@@ -151,3 +117,20 @@ def test_the_example_trainer_holds_for_a_hand_over_and_ends_as_an_uninterrupted_
     assert first.wait(10) == 0 and ckpt.marker(moved) is None  # handed over: no marker
     assert second.wait(30) == 0
     assert json.loads((moved / ckpt.FINISHED_NAME).read_text())["w"] == expected["w"]
+
+
+def test_checkpoints_the_library_writes_count_for_the_router(tmp_path: Path) -> None:
+    from router.checkpoint import Checkpointer
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "weights.bin").write_bytes(b"\x01" * 4096)
+    url = tmp_path / "ckpt"
+    library = Checkpointer(f"file://{url}", interval_s=None, handle_sigterm=False,
+                           asynchronous=False, notice_sources=[])  # fmt: skip
+    assert library.save_files(5, src)
+    library.close()
+    latest = ckpt.latest_checkpoint(url)
+    assert latest is not None and latest.step == 5 and latest.total_bytes >= 4096
+    (url / "step-000000000005" / "weights.bin").write_bytes(b"\x02" * 4096)
+    assert ckpt.latest_checkpoint(url) is None, "a changed file must not count"

@@ -104,3 +104,51 @@ def test_a_gone_process_is_re_placed_outside_its_zone(project: Project) -> None:
     assert d.action == "replace" and d.target is not None and d.target.region == "local-b"
     (project.root / "ckpt" / "finished.json").write_text('{"step": 9}')
     assert observe(project, record, now).finished
+
+
+def _cloud_record(project: Project, now: datetime) -> dict[str, object]:
+    record = _record(project, "spot", "fleet-1", now - timedelta(hours=1),
+                     (now + timedelta(days=3)).isoformat(), checkpoint_at=now)  # fmt: skip
+    return {**record, "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+            "instance_type": "g4dn.xlarge"}  # fmt: skip
+
+
+def test_a_node_the_cloud_reclaimed_is_an_interruption_and_the_job_is_re_placed(
+    project: Project,
+) -> None:
+    from router.nodes.sources import LOST, RUNNING, Node, NodeState
+
+    now = datetime.now(UTC)
+    record = _cloud_record(project, now)
+    asked: list[object] = []
+
+    def reclaimed(r: dict[str, object]) -> NodeState:
+        asked.append(r["outputs"])
+        return NodeState("aws", "fleet-1", 2, (
+            Node("i-1", RUNNING, "running"),
+            Node("i-2", LOST, "terminated (Server.SpotInstanceTermination)", reclaimed=True),
+        ))  # fmt: skip
+
+    seen = observe(project, record, now, reclaimed)
+    assert asked and seen.current.interrupted
+    assert seen.nodes is not None and "reclaimed by the cloud" in seen.nodes["reason"]
+    d = decide(seen.rules, seen.progress, seen.current, seen.candidates, History(), now)
+    assert d.action == "replace" and d.target is not None and d.target.cloud == "local"
+
+    healthy = observe(project, record, now, lambda r: NodeState("aws", "fleet-1", 1, (
+        Node("i-1", RUNNING, "running"),)))  # fmt: skip
+    assert not healthy.current.interrupted
+
+
+def test_a_failed_node_poll_is_noted_and_is_not_an_interruption(project: Project) -> None:
+    from router.core.errors import CredentialsMissing
+
+    now = datetime.now(UTC)
+
+    def no_credentials(r: dict[str, object]) -> None:
+        raise CredentialsMissing("AWS credentials not found — run `aws configure sso`")
+
+    seen = observe(project, _cloud_record(project, now), now, no_credentials)
+    assert not seen.current.interrupted
+    assert seen.nodes is not None and seen.nodes["interrupted"] is False
+    assert seen.nodes["error"] == "AWS credentials not found — run `aws configure sso`"
