@@ -76,6 +76,10 @@ class JobCommand:
     # The job's checkpoint.interval (SPOTROUTE_CHECKPOINT_INTERVAL, seconds); 0 = unset, the
     # checkpoint library's default applies.
     checkpoint_interval_s: float = 0
+    # Secret env: the names in clear, the values only as a secret Output (name → value) that
+    # each cloud puts in its secret store and its nodes read at boot (docs/security.md).
+    secret_names: tuple[str, ...] = ()
+    secret_env: pulumi.Input[Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
