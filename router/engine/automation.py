@@ -283,17 +283,25 @@ class Engine:
 
     def write_config(
         self, job: str, config: Mapping[str, Any], namespace: str = "spotroute"
-    ) -> None:
+    ) -> list[str]:
         """Set every spotroute:* key in one CLI call; the CLI writes stacks/Pulumi.<job>.yaml.
 
         The contract's secret keys (spotroute:secretEnv) are written as Pulumi secrets: only
         ciphertext reaches the stack file and the state. An unchanged secret is not rewritten
         (each encryption differs, which would change the reviewed file on every deploy).
+        Returns the masked diff lines of the secrets it wrote (`~ spotroute:secretEnv: [secret]`).
         """
         from pulumi import automation as auto
 
+        from router.contract.stack_config import MASKED
+
         secret = secret_keys(namespace)
         unchanged = self._unchanged_secrets(job, config, namespace, secret)
+        written = [
+            f"~ {namespace}:{key}: {MASKED}"
+            for key, value in config.items()
+            if key in secret and value and key not in unchanged
+        ]
         payload = {
             f"{namespace}:{key}": config_value(value, secret=key in secret and bool(value))
             for key, value in config.items()
@@ -304,6 +312,7 @@ class Engine:
             ws.set_all_config_json(job, dumps(payload, indent=None))
         except auto.CommandError as exc:
             raise engine_error(job, exc) from None
+        return written
 
     def _unchanged_secrets(
         self, job: str, config: Mapping[str, Any], namespace: str, secret: frozenset[str]

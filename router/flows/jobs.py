@@ -318,7 +318,8 @@ def deploy(
         try:
             with config_transaction(proposal.stack_file):
                 stack, created = engine.select_or_create(job)
-                engine.write_config(job, proposal.config)
+                # Changed secrets appear in the review as `[secret]`, never with their values.
+                secret_diff = engine.write_config(job, proposal.config)
                 packs, configs = policy_args(engine, job, proposal)
                 try:
                     stack.preview(
@@ -334,7 +335,10 @@ def deploy(
                         else _preview_error(job, exc, preview, engine)
                     ) from None
                 summary = review(
-                    job, preview.changes, proposal.config_diff, preview.policy_violations
+                    job,
+                    preview.changes,
+                    (*proposal.config_diff, *secret_diff),
+                    preview.policy_violations,
                 )
                 if interrupted():  # Ctrl-C between engine calls: stop before changing anything
                     raise _interrupted(job)
