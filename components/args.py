@@ -9,6 +9,7 @@ program builds the same Args for every cloud.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -99,6 +100,12 @@ class SpotGpuGroupArgs:
     # GCP: accelerator type of GPUs attached to N1 machines (the catalog's accelerator_type).
     accelerator_type: str = ""
     local_sandbox: str = ""  # local target: the job process's working directory
+
+
+def secret_env_json(env: pulumi.Input[Mapping[str, str]] | None) -> pulumi.Output[str]:
+    """The secret env as one JSON object (what each cloud's secret store holds), kept secret."""
+    values: pulumi.Output[Mapping[str, str]] = pulumi.Output.secret(env or {})
+    return values.apply(lambda e: json.dumps(dict(sorted(e.items()))))
 
 
 REQUIRED_LABELS: tuple[str, ...] = ("spotroute-job", "team", "managed-by")

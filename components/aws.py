@@ -42,6 +42,7 @@ from components.args import (
     SpotGpuGroupArgs,
     parse_bucket_url,
     require_type,
+    secret_env_json,
     standard_labels,
 )
 from components.bootstrap.permissions import aws_job_boundary_arn
@@ -810,11 +811,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
             name=parameter_name,
             type="SecureString",  # encrypted with the AWS managed key aws/ssm
             tier="Intelligent-Tiering",  # Standard (free) unless the env is over 4 KB
-            value=pulumi.Output.secret(
-                pulumi.Output.from_input(args.job.secret_env).apply(
-                    lambda env: json.dumps(dict(sorted((env or {}).items())))
-                )
-            ),
+            value=secret_env_json(args.job.secret_env),
             description=f"spotroute job {args.job_name}: secret env "
             + ", ".join(args.job.secret_names),
             tags=_tags(args.job_name, args.labels, "secret-env"),

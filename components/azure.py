@@ -38,7 +38,6 @@ components.
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import replace
 
 import pulumi
@@ -61,6 +60,7 @@ from components.args import (
     ProviderArgs,
     SpotGpuGroupArgs,
     require_type,
+    secret_env_json,
 )
 from components.azure_names import (
     BLOB_HOST_SUFFIX,
@@ -759,11 +759,7 @@ def _secret_store(
         secret_name=SECRET_NAME,
         properties=keyvault.SecretPropertiesArgs(
             content_type="application/json",
-            value=pulumi.Output.secret(
-                pulumi.Output.from_input(args.job.secret_env).apply(
-                    lambda env: json.dumps(dict(sorted((env or {}).items())))
-                )
-            ),
+            value=secret_env_json(args.job.secret_env),
         ),
         tags=tags,
         opts=child,

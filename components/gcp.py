@@ -24,7 +24,6 @@ derived from the job name (`gcp_name`); the bucket, whose namespace is global, i
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 
 import pulumi
@@ -39,6 +38,7 @@ from components.args import (
     SpotGpuGroupArgs,
     parse_bucket_url,
     require_type,
+    secret_env_json,
     standard_labels,
 )
 from components.bootstrap.permissions import GCP_JOB_BUCKET_PREFIX
@@ -682,11 +682,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
         version = gcp.secretmanager.SecretVersion(
             f"{name}-secret-env-version",
             secret=secret.id,
-            secret_data=pulumi.Output.secret(
-                pulumi.Output.from_input(args.job.secret_env).apply(
-                    lambda env: json.dumps(dict(sorted((env or {}).items())))
-                )
-            ),
+            secret_data=secret_env_json(args.job.secret_env),
             opts=child,
         )
         grant = gcp.secretmanager.SecretIamMember(

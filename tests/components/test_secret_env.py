@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -48,6 +49,11 @@ STATES: dict[str, dict[str, Any]] = {
     "azure": {
         **AZURE_STATES,
         VAULT: lambda name, inputs: {"name": inputs["vaultName"]},
+        # The ARM id of a Key Vault secret: what the grant is scoped to.
+        VAULT_SECRET: lambda name, inputs: {
+            "__id": f"/subscriptions/s/resourceGroups/{inputs['resourceGroupName']}/providers/"
+            f"Microsoft.KeyVault/vaults/{inputs['vaultName']}/secrets/{inputs['secretName']}"
+        },
     },
 }
 
@@ -210,7 +216,10 @@ def test_azure_identity_is_key_vault_secrets_user_on_the_one_secret_of_an_rbac_v
         if r.inputs["roleDefinitionId"].endswith(KEY_VAULT_SECRETS_USER)
     ]
     assert len(grants) == 1
-    assert grants[0]["scope"] == f"{secret.name}-id", "the secret itself, not the vault"
+    assert grants[0]["scope"].endswith(
+        "/vaults/" + stack.one(VAULT).inputs["vaultName"] + "/secrets/secret-env"
+    ), "the secret, not the vault"
+    assert secret.inputs["secretName"] == "secret-env"
     assert grants[0]["principalId"] == "11111111-1111-4111-8111-111111111111"
     script = user_data(stack, "azure")
     vault_name = stack.one(VAULT).inputs["vaultName"]
@@ -258,3 +267,27 @@ def test_program_refuses_secret_values_that_do_not_match_the_names() -> None:
     }
     with pytest.raises(Exception, match=r"spotroute:secretEnv: does not hold a text value"):
         run_program(config, states=STATES["aws"])
+
+
+def _tampered(stack: list[Any], name: str, **props: Any) -> list[Any]:
+    return [replace(r, props={**r.props, **props}) if r.name == name else r for r in stack]
+
+
+def test_gcp_secret_accessor_on_the_whole_project_is_refused_by_the_pack() -> None:
+    stack = stack_resources(secret_stack("gcp"))
+    member = next(r for r in stack if r.type == GCP_SECRET_MEMBER)
+    project_wide = replace(member, type="gcp:projects/iAMMember:IAMMember", name="project-wide")
+    violations = evaluate([*stack, project_wide], PACK_CONFIG)
+    assert [v.policy for v in violations] == ["no-iam-wildcards"]
+    assert "grants roles/secretmanager.secretAccessor on the whole project" in violations[0].message
+
+
+def test_azure_secrets_user_on_the_vault_is_refused_by_the_pack() -> None:
+    stack = stack_resources(secret_stack("azure"))
+    vault = next(r for r in stack if r.type == VAULT)
+    tampered = _tampered(stack, "llm-finetune-secret-read", scope=f"{vault.name}-id")
+    violations = evaluate(tampered, PACK_CONFIG)
+    assert {(v.policy, v.urn.rsplit("::", 1)[-1]) for v in violations} == {
+        ("no-iam-wildcards", "llm-finetune-secret-read")
+    }
+    assert "Key Vault Secrets User" in violations[0].message
