@@ -9,6 +9,7 @@ program builds the same Args for every cloud.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -76,6 +77,10 @@ class JobCommand:
     # The job's checkpoint.interval (SPOTROUTE_CHECKPOINT_INTERVAL, seconds); 0 = unset, the
     # checkpoint library's default applies.
     checkpoint_interval_s: float = 0
+    # Secret env: the names in clear, the values only as a secret Output (name → value) that
+    # each cloud puts in its secret store and its nodes read at boot (docs/security.md).
+    secret_names: tuple[str, ...] = ()
+    secret_env: pulumi.Input[Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,6 +100,12 @@ class SpotGpuGroupArgs:
     # GCP: accelerator type of GPUs attached to N1 machines (the catalog's accelerator_type).
     accelerator_type: str = ""
     local_sandbox: str = ""  # local target: the job process's working directory
+
+
+def secret_env_json(env: pulumi.Input[Mapping[str, str]] | None) -> pulumi.Output[str]:
+    """The secret env as one JSON object (what each cloud's secret store holds), kept secret."""
+    values: pulumi.Output[Mapping[str, str]] = pulumi.Output.secret(env or {})
+    return values.apply(lambda e: json.dumps(dict(sorted(e.items()))))
 
 
 REQUIRED_LABELS: tuple[str, ...] = ("spotroute-job", "team", "managed-by")

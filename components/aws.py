@@ -11,7 +11,7 @@ The component contract every cloud module (aws.py, gcp.py, azure.py, local.py) f
         plain attribute: key_prefix (str, "" or "base/": where the bucket URL points inside it)
     JobIdentity(name, args: JobIdentityArgs, bucket: CheckpointBucket, opts=None, staging=None)
         outputs: identity_id, checkpoint_url (= bucket url + args.checkpoint_prefix)
-                 AWS also: instance_profile_name
+                 AWS also: instance_profile_name, role_name
     SpotGpuGroup(name, args: SpotGpuGroupArgs, network, identity, bucket, opts=None)
         outputs: group_id, checkpoint_url (= identity.checkpoint_url)
 
@@ -42,11 +42,17 @@ from components.args import (
     SpotGpuGroupArgs,
     parse_bucket_url,
     require_type,
+    secret_env_json,
     standard_labels,
 )
 from components.bootstrap.permissions import aws_job_boundary_arn
 from components.registry import CloudComponents
-from components.startup import render_startup_script
+from components.startup import (
+    NO_SECRET_STORE_YET,
+    SecretChannel,
+    aws_secret_channel,
+    render_startup_script,
+)
 
 # Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04): NVIDIA driver, Docker and the
 # NVIDIA container toolkit preinstalled, so the start-up script installs nothing.
@@ -77,6 +83,8 @@ FLEET_REPLACE_ON_CHANGES = (
 INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
 # Session Manager's own minimum for the instance role (AWS Systems Manager User Guide, "Create a
 # custom IAM instance profile for Session Manager"): register the node and open channels.
+# Where the jobs' secret env parameters live (one per placement stack, aws.secret_parameter_name).
+SECRET_PARAMETER_PATH = "/spotroute"
 SESSION_CHANNEL_ACTIONS = (
     "ssmmessages:CreateControlChannel",
     "ssmmessages:CreateDataChannel",
@@ -187,6 +195,32 @@ def session_manager_policy_document() -> dict[str, Any]:
                 # These actions have no resource types: AWS accepts them only on "*".
                 "Resource": "*",
             },
+        ],
+    }
+
+
+def secret_parameter_name(stack: str) -> str:
+    """The SSM parameter holding one placement's secret env (SecureString, JSON object)."""
+    return f"{SECRET_PARAMETER_PATH}/{stack}/secret-env"
+
+
+def secret_read_policy_document(parameter_arn: str) -> dict[str, Any]:
+    """IAM policy: read (and decrypt) exactly one SSM parameter, the job's secret env.
+
+    The parameter is encrypted with the account's AWS managed key aws/ssm, whose key policy lets
+    any principal of the account decrypt through SSM: no kms:Decrypt grant is needed.
+    """
+    if "*" in parameter_arn or ":parameter/" not in parameter_arn:
+        raise ValueError(f"secret parameter: {parameter_arn!r} is not one parameter's ARN")
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "SecretEnvRead",
+                "Effect": "Allow",
+                "Action": "ssm:GetParameter",
+                "Resource": parameter_arn,
+            }
         ],
     }
 
@@ -522,6 +556,7 @@ class JobIdentity(pulumi.ComponentResource):
 
     identity_id: pulumi.Output[str]
     instance_profile_name: pulumi.Output[str]
+    role_name: pulumi.Output[str]
     checkpoint_url: pulumi.Output[str]
 
     def __init__(
@@ -600,6 +635,7 @@ class JobIdentity(pulumi.ComponentResource):
         )
 
         self.identity_id = role.arn
+        self.role_name = role.name  # AWS only: for grants made next to what they grant
         self.instance_profile_name = profile.name
         self.checkpoint_url = bucket.url.apply(lambda url: url + relative_prefix)
         self.register_outputs(
@@ -639,10 +675,16 @@ class SpotGpuGroup(pulumi.ComponentResource):
         ami = aws.ssm.get_parameter_output(
             name=GPU_AMI_PARAMETER, opts=pulumi.InvokeOutputOptions(parent=self)
         )
-        user_data = identity.checkpoint_url.apply(
-            lambda url: base64.b64encode(
+        channel, secret_grants = self._secret_store(name, args, identity)
+        user_data = pulumi.Output.all(identity.checkpoint_url, channel).apply(
+            lambda values: base64.b64encode(
                 render_startup_script(
-                    job, url, args.job, node_count=args.node_count, notice_source="aws"
+                    job,
+                    values[0],
+                    args.job,
+                    node_count=args.node_count,
+                    notice_source="aws",
+                    secrets=values[1],
                 ).encode()
             ).decode()
         )
@@ -742,7 +784,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # Nodes start the job at boot: their role, policy and profile must exist first.
-                depends_on=[identity, network],
+                depends_on=[identity, network, *secret_grants],
                 # Two fleets of one job at once would double the GPU bill and race on checkpoints.
                 delete_before_replace=True,
                 replace_on_changes=list(FLEET_REPLACE_ON_CHANGES),
@@ -755,6 +797,38 @@ class SpotGpuGroup(pulumi.ComponentResource):
         )
         self.checkpoint_url = identity.checkpoint_url
         self.register_outputs({"group_id": self.group_id, "checkpoint_url": self.checkpoint_url})
+
+    def _secret_store(
+        self, name: str, args: SpotGpuGroupArgs, identity: JobIdentity
+    ) -> tuple[pulumi.Output[SecretChannel] | None, list[pulumi.Resource]]:
+        """The job's secret env as an SSM SecureString parameter its role alone may read."""
+        if not args.job.secret_names:
+            return None, []
+        child = pulumi.ResourceOptions(parent=self)
+        parameter_name = secret_parameter_name(pulumi.get_stack())
+        parameter = aws.ssm.Parameter(
+            f"{name}-secret-env",
+            name=parameter_name,
+            type="SecureString",  # encrypted with the AWS managed key aws/ssm
+            tier="Intelligent-Tiering",  # Standard (free) unless the env is over 4 KB
+            value=secret_env_json(args.job.secret_env),
+            description=f"spotroute job {args.job_name}: secret env "
+            + ", ".join(args.job.secret_names),
+            tags=_tags(args.job_name, args.labels, "secret-env"),
+            opts=child,
+        )
+        grant = aws.iam.RolePolicy(
+            f"{name}-secret-read",
+            role=identity.role_name,
+            policy=parameter.arn.apply(lambda arn: json.dumps(secret_read_policy_document(arn))),
+            opts=child,
+        )
+        # Pinned to the parameter's version: a changed secret changes the user data, so the fleet
+        # is replaced and the job restarts with the new value (as on GCP and the local target).
+        channel = parameter.version.apply(
+            lambda version: aws_secret_channel(f"{parameter_name}:{version}", args.region)
+        )
+        return channel, [parameter, grant]
 
 
 def _check_group_args(args: SpotGpuGroupArgs) -> None:
@@ -771,7 +845,7 @@ def _check_group_args(args: SpotGpuGroupArgs) -> None:
     if args.boot_disk_gb < 1:
         raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
     # Renders (and so validates env names, reserved keys, empty commands) before registering.
-    render_startup_script(args.job_name, "s3://validate/", args.job)
+    render_startup_script(args.job_name, "s3://validate/", args.job, secrets=NO_SECRET_STORE_YET)
 
 
 COMPONENTS = CloudComponents(

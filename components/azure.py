@@ -44,6 +44,7 @@ import pulumi
 from pulumi_azure_native import (
     authorization,
     compute,
+    keyvault,
     managedidentity,
     network,
     resources,
@@ -59,6 +60,7 @@ from components.args import (
     ProviderArgs,
     SpotGpuGroupArgs,
     require_type,
+    secret_env_json,
 )
 from components.azure_names import (
     BLOB_HOST_SUFFIX,
@@ -79,7 +81,12 @@ from components.bootstrap.permissions import (
     azure_self_delete_role_guid,
 )
 from components.registry import CloudComponents
-from components.startup import SHUTDOWN_GRACE_MIN, render_startup_script
+from components.startup import (
+    NO_SECRET_STORE_YET,
+    SHUTDOWN_GRACE_MIN,
+    azure_secret_channel,
+    render_startup_script,
+)
 
 VNET_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/20"
@@ -89,6 +96,11 @@ CONTAINER_NAME = "checkpoints"
 # blob data actions only (azure_job_role_guid: no container writes or deletes, no delegation
 # keys); data gets the built-in reader (its id is the same in every tenant).
 STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+# Key Vault Secrets User: read secret contents, nothing else (built-in, same id in every tenant);
+# assigned on the job's one secret, never on the vault or above.
+KEY_VAULT_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"
+SECRET_NAME = "secret-env"
+VAULT_SOFT_DELETE_DAYS = 7  # the minimum: a destroyed job's vault is purged a week later
 # Ubuntu 22.04 HPC image: NVIDIA driver, CUDA, NCCL, InfiniBand, Moby and the NVIDIA container
 # toolkit preinstalled, so the start-up script installs nothing (Azure/azhpc-images).
 GPU_IMAGE = {
@@ -587,8 +599,10 @@ class SpotGpuGroup(pulumi.ComponentResource):
         job = args.job_name
         spot = args.market == "spot"
 
+        secrets = _secret_store(name, args, network, identity, self)
+
         def custom_data(values: list[str]) -> str:
-            url, client_id = values
+            url, client_id, secret_url = values
             # azure-identity (DefaultAzureCredential, adlfs) picks the node's identity by this.
             command = replace(args.job, env={"AZURE_CLIENT_ID": client_id, **args.job.env})
             script = render_startup_script(
@@ -598,6 +612,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 finish=SELF_DELETE,
                 node_count=args.node_count,
                 notice_source="azure",
+                secrets=azure_secret_channel(secret_url, client_id) if secrets else None,
             )
             return base64.b64encode(script.encode()).decode()
 
@@ -628,7 +643,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
                     computer_name_prefix=job[:15].rstrip("-"),
                     admin_username=ADMIN_USERNAME,
                     custom_data=pulumi.Output.all(
-                        identity.checkpoint_url, identity.client_id
+                        identity.checkpoint_url,
+                        identity.client_id,
+                        secrets[0] if secrets else "",
                     ).apply(custom_data),
                     linux_configuration=compute.LinuxConfigurationArgs(
                         disable_password_authentication=True,
@@ -684,7 +701,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # Nodes start the job at boot: their identity and its role assignments must exist.
-                depends_on=[identity, network, self_delete],
+                depends_on=[identity, network, self_delete, *(secrets[1] if secrets else [])],
                 # A changed model (job script, VM size, node count) reaches only VMs created after
                 # it (upgrade policy Manual): replace the set, like AWS's one-shot fleet, freeing
                 # its fixed name first so two sets of one job never bill at once.
@@ -696,6 +713,72 @@ class SpotGpuGroup(pulumi.ComponentResource):
         self.group_id = scale_set.id
         self.checkpoint_url = identity.checkpoint_url
         self.register_outputs({"group_id": scale_set.id, "checkpoint_url": self.checkpoint_url})
+
+
+def _secret_store(
+    name: str,
+    args: SpotGpuGroupArgs,
+    net: Network,
+    identity: JobIdentity,
+    parent: pulumi.Resource,
+) -> tuple[pulumi.Output[str], list[pulumi.Resource]] | None:
+    """The job's secret env in a Key Vault of its own (RBAC mode, no access policies), which
+    the job identity alone may read: Key Vault Secrets User on that one secret. Returns (the
+    secret's URL, what nodes need before they boot)."""
+    if not args.job.secret_names:
+        return None
+    child = pulumi.ResourceOptions(parent=parent)
+    client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=parent))
+    tags = azure_tags(args.job_name, args.labels)
+    vault = keyvault.Vault(
+        f"{name}-vault",
+        resource_group_name=net.resource_group_name,
+        # Globally unique, and new for every deployment (the group's name is): a destroyed
+        # job's soft-deleted vault never blocks its next one.
+        vault_name=pulumi.Output.all(client.subscription_id, net.resource_group_name).apply(
+            lambda ids: storage_account_name(args.job_name, f"{ids[0]}/{ids[1]}/vault")
+        ),
+        location=args.region,
+        properties=keyvault.VaultPropertiesArgs(
+            tenant_id=client.tenant_id,
+            sku=keyvault.SkuArgs(family="A", name=keyvault.SkuName.STANDARD),
+            enable_rbac_authorization=True,
+            enable_soft_delete=True,
+            soft_delete_retention_in_days=VAULT_SOFT_DELETE_DAYS,
+            enabled_for_deployment=False,
+            enabled_for_disk_encryption=False,
+            enabled_for_template_deployment=False,
+        ),
+        tags=tags,
+        opts=child,
+    )
+    secret = keyvault.Secret(
+        f"{name}-secret-env",
+        resource_group_name=net.resource_group_name,
+        vault_name=vault.name,
+        secret_name=SECRET_NAME,
+        properties=keyvault.SecretPropertiesArgs(
+            content_type="application/json",
+            value=secret_env_json(args.job.secret_env),
+        ),
+        tags=tags,
+        opts=child,
+    )
+    grant = authorization.RoleAssignment(
+        f"{name}-secret-read",
+        scope=secret.id,
+        role_definition_id=client.subscription_id.apply(
+            lambda sub: role_definition_id(sub, KEY_VAULT_SECRETS_USER)
+        ),
+        principal_id=identity.principal_id,
+        principal_type="ServicePrincipal",
+        description=f"spotroute job {args.job_name}: read its secret env only",
+        opts=child,
+    )
+    # The unversioned URL, from the vault's name: the secret's own outputs are secret as a whole
+    # (they hold the value), and user data built from them would be hidden from every review.
+    url = vault.name.apply(lambda v: f"https://{v}.vault.azure.net/secrets/{SECRET_NAME}")
+    return url, [secret, grant]
 
 
 def _self_delete_grant(
@@ -738,7 +821,7 @@ def _check_group_args(args: SpotGpuGroupArgs) -> str:
     if args.boot_disk_gb < 1:
         raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
     # Renders (and so validates env names, reserved keys, empty commands) before registering.
-    render_startup_script(args.job_name, "https://validate/", args.job)
+    render_startup_script(args.job_name, "https://validate/", args.job, secrets=NO_SECRET_STORE_YET)
     return zone_number(args.zone, args.region)
 
 

@@ -38,11 +38,16 @@ from components.args import (
     SpotGpuGroupArgs,
     parse_bucket_url,
     require_type,
+    secret_env_json,
     standard_labels,
 )
 from components.bootstrap.permissions import GCP_JOB_BUCKET_PREFIX
 from components.registry import CloudComponents
-from components.startup import render_startup_script
+from components.startup import (
+    NO_SECRET_STORE_YET,
+    gcp_secret_channel,
+    render_startup_script,
+)
 
 # Deep Learning VM base image (Ubuntu 22.04, CUDA 12.8, NVIDIA driver 570, Docker + NVIDIA
 # container toolkit): the start-up script installs nothing. A family, so new nodes get the
@@ -58,6 +63,7 @@ BASE_INSTANCE_NAME_LIMIT = 54  # the MIG appends "-xxxx" to each node's name
 TEMPLATE_PREFIX_LIMIT = 37  # longer name_prefix values get a collision-prone short suffix
 AUTONAME_SUFFIX = 8  # Pulumi autonaming appends "-" and 7 random characters
 SERVICE_ACCOUNT_MIN, SERVICE_ACCOUNT_MAX = 6, 30
+SECRET_ID_LIMIT = 255
 LABEL_LIMIT = 63
 # `<n1 machine type>+<canonical GPU>:<count>`, as in router/data/instances.csv.
 ATTACHED_GPUS = re.compile(
@@ -69,6 +75,9 @@ SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 IAP_SOURCE_RANGE = "35.235.240.0/20"
 CHECKPOINT_ROLE = "roles/storage.objectUser"  # get/create/delete/list objects, no IAM changes
 DATA_ROLE = "roles/storage.objectViewer"
+# Read a secret's versions, nothing else (no listing, no IAM, no new versions); granted on the
+# job's one secret, never on the project.
+SECRET_ROLE = "roles/secretmanager.secretAccessor"
 
 
 def make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource:
@@ -528,9 +537,17 @@ class SpotGpuGroup(pulumi.ComponentResource):
         job = args.job_name
         labels = gcp_labels(job, args.labels)
 
-        startup_script = identity.checkpoint_url.apply(
-            lambda url: render_startup_script(
-                job, url, args.job, node_count=args.node_count, notice_source="gcp"
+        secrets = self._secret_store(name, args, identity, labels)
+        startup_script = pulumi.Output.all(
+            identity.checkpoint_url, secrets[0] if secrets else ""
+        ).apply(
+            lambda values: render_startup_script(
+                job,
+                values[0],
+                args.job,
+                node_count=args.node_count,
+                notice_source="gcp",
+                secrets=gcp_secret_channel(values[1]) if secrets else None,
             )
         )
         template = gcp.compute.InstanceTemplate(
@@ -577,7 +594,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
         group_options = pulumi.ResourceOptions(
             parent=self,
             # Nodes start the job at boot: their service account, grants and NAT must exist first.
-            depends_on=[identity, network],
+            depends_on=[identity, network, *(secrets[1] if secrets else [])],
             # A new template replaces the whole group (like AWS's one-shot fleet): a multi-node job
             # never runs half old, half new, and the group's fixed name is freed first.
             replace_on_changes=["versions"],
@@ -639,6 +656,44 @@ class SpotGpuGroup(pulumi.ComponentResource):
         self.checkpoint_url = identity.checkpoint_url
         self.register_outputs({"group_id": group.id, "checkpoint_url": self.checkpoint_url})
 
+    def _secret_store(
+        self, name: str, args: SpotGpuGroupArgs, identity: JobIdentity, labels: dict[str, str]
+    ) -> tuple[pulumi.Output[str], list[pulumi.Resource]] | None:
+        """The job's secret env in Secret Manager (kept in the job's region), readable by the
+        job's service account alone; returns (the version's resource name, what nodes need)."""
+        if not args.job.secret_names:
+            return None
+        child = pulumi.ResourceOptions(parent=self)
+        secret = gcp.secretmanager.Secret(
+            f"{name}-secret-env",
+            secret_id=gcp_name(pulumi.get_stack(), "secret-env", SECRET_ID_LIMIT),
+            replication=gcp.secretmanager.SecretReplicationArgs(
+                user_managed=gcp.secretmanager.SecretReplicationUserManagedArgs(
+                    replicas=[
+                        gcp.secretmanager.SecretReplicationUserManagedReplicaArgs(
+                            location=args.region
+                        )
+                    ]
+                )
+            ),
+            labels=labels,
+            opts=child,
+        )
+        version = gcp.secretmanager.SecretVersion(
+            f"{name}-secret-env-version",
+            secret=secret.id,
+            secret_data=secret_env_json(args.job.secret_env),
+            opts=child,
+        )
+        grant = gcp.secretmanager.SecretIamMember(
+            f"{name}-secret-read",
+            secret_id=secret.id,
+            role=SECRET_ROLE,
+            member=identity.identity_id.apply(lambda email: f"serviceAccount:{email}"),
+            opts=child,
+        )
+        return version.name, [version, grant]
+
 
 def _scheduling(market: str) -> gcp.compute.InstanceTemplateSchedulingArgs:
     """Spot VMs stop when preempted; both markets stop for host maintenance (GPUs can't migrate)."""
@@ -678,7 +733,7 @@ def _check_group_args(args: SpotGpuGroupArgs) -> None:
             f"zone: {args.zone!r} is not in region {args.region!r} — use e.g. {args.region}-a"
         )
     # Renders (and so validates env names, reserved keys, empty commands) before registering.
-    render_startup_script(args.job_name, "gs://validate/", args.job)
+    render_startup_script(args.job_name, "gs://validate/", args.job, secrets=NO_SECRET_STORE_YET)
 
 
 COMPONENTS = CloudComponents(

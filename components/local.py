@@ -48,7 +48,7 @@ from router.contract.local_market import LocalMarket
 
 STOP_GRACE_S = 10.0  # SIGTERM first so the job can write a last checkpoint, then SIGKILL
 # Changing any of these means a different job process: replace, never patch in place.
-REPLACE_ON = ("job_name", "command", "env", "checkpoint_url", "region")
+REPLACE_ON = ("job_name", "command", "env", "secret_env", "checkpoint_url", "region")
 # Recorded only: the process is untouched.
 UPDATE_IN_PLACE = ("image", "market", "labels", "max_price_per_hour")
 
@@ -211,6 +211,8 @@ class LocalProcessProvider(ResourceProvider):
             "HOME": str(sandbox),
             "LANG": "C.UTF-8",
             **props.get("env", {}),
+            # Secret env reaches the job through its process environment only: never a file.
+            **(props.get("secret_env") or {}),
             "SPOTROUTE_JOB_ID": props["job_name"],
             "SPOTROUTE_CHECKPOINT_URL": props["checkpoint_url"],
             "SPOTROUTE_CHECKPOINT_DIR": str(checkpoint_dir),
@@ -451,6 +453,10 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 "sandbox_dir": _absolute(args.local_sandbox, "local_sandbox"),
                 "command": list(args.job.command),
                 "env": dict(args.job.env),
+                # A secret Output: encrypted in the state, `[secret]` in every diff.
+                "secret_env": pulumi.Output.secret(args.job.secret_env)
+                if args.job.secret_names
+                else {},
                 "checkpoint_interval_s": args.job.checkpoint_interval_s,
                 "image": args.job.image,
                 "checkpoint_url": identity.checkpoint_url,
@@ -460,7 +466,8 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 "max_price_per_hour": args.max_price_per_hour,  # read by the budget policy
                 "labels": standard_labels(args.job_name, args.labels),
             },
-            pulumi.ResourceOptions(parent=self),
+            # The provider copies its inputs into its outputs: keep that copy secret too.
+            pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret_env"]),
         )
         self.group_id = process.id
         self.checkpoint_url = identity.checkpoint_url

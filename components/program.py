@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pulumi
@@ -34,6 +34,7 @@ from router.contract.stack_config import (
     KEY_NAMES,
     NAMESPACE,
     StackConfigError,
+    parse_secret_env,
     parse_value,
 )
 from router.contract.stack_config import key as contract_key
@@ -214,9 +215,46 @@ def _job_command(read: _Reader) -> JobCommand:
     interval = read.value("checkpointIntervalS")
     if interval < 0:
         raise read.fail("checkpointIntervalS", f"{interval:g} — use seconds, or 0 for unset")
+    secret_names = read.value("secretEnvNames")
+    for key in secret_names:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise read.fail("secretEnvNames", f"{key!r} is not a variable name — use letters, _")
+        if key in RESERVED_ENV or key in env:
+            raise read.fail(
+                "secretEnvNames", f"{key} is also set by spotroute or job.env — remove one"
+            )
+    if len(set(secret_names)) != len(secret_names):
+        raise read.fail("secretEnvNames", "names a variable twice — list each once")
     return JobCommand(
-        image=image, command=tuple(command), env=dict(env), checkpoint_interval_s=interval
+        image=image,
+        command=tuple(command),
+        env=dict(env),
+        checkpoint_interval_s=interval,
+        secret_names=tuple(secret_names),
     )
+
+
+def secret_env(config: pulumi.Config, names: tuple[str, ...], stack_file: str) -> Any:
+    """spotroute:secretEnv as a secret Output (name → value), checked against the names.
+
+    Read with get_secret_object, so the values stay a secret in every resource input built from
+    them (encrypted in the state, `[secret]` in diffs); None when the job has no secrets.
+    """
+    if not names:
+        return None
+    raw = config.get_secret_object("secretEnv")
+    if raw is None:
+        raise _Reader(config, stack_file).fail(
+            "secretEnv", "missing — the router writes it with spotroute:secretEnvNames"
+        )
+
+    def checked(value: Any) -> dict[str, str]:
+        try:
+            return parse_secret_env(names, value)
+        except StackConfigError as exc:
+            raise _Reader(config, stack_file).fail(exc.key, exc.problem) from None
+
+    return raw.apply(checked)
 
 
 def _storage_account_ids(read: _Reader) -> dict[str, str]:
@@ -275,7 +313,11 @@ def placement_program() -> None:
         raise PlacementConfigError(
             f"{stack_file}: {unknown[0]}: unknown key — see docs/stack-config.md for the keys"
         )
-    placement = read_placement_config(pulumi.Config(NAMESPACE), stack_file)
+    config = pulumi.Config(NAMESPACE)
+    placement = read_placement_config(config, stack_file)
+    secrets = secret_env(config, placement.job.secret_names, stack_file)
+    if secrets is not None:
+        placement = replace(placement, job=replace(placement.job, secret_env=secrets))
     build_placement(placement)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from components.args import JobCommand
 from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
@@ -26,6 +27,98 @@ POWER_OFF: tuple[str, ...] = (f"shutdown -h +{SHUTDOWN_GRACE_MIN} 'spotroute: jo
 DOCKER_RUN = "docker run --rm --gpus all --network host --ipc=host"
 
 
+SECRET_FETCH_TRIES = 8  # a fresh grant can take a minute or two to reach the secret store
+
+
+@dataclass(frozen=True, slots=True)
+class SecretChannel:
+    """How a node reads its job's secret env at boot, with its own identity.
+
+    `command` prints the secret env as a JSON object (name → value) on stdout and nothing else;
+    `where` names the store for the log. The values never touch the disk, the user data or the
+    log: the script keeps them in its environment and passes them to the job by name only.
+    """
+
+    command: str
+    where: str
+
+
+# Stdin: the JSON map; argv: the names. Prints one `export NAME='value'` line per name.
+_EXPORTS = """import json, shlex, sys
+env = json.loads(sys.stdin.read())
+for name in sys.argv[1:]:
+    value = env.get(name) if isinstance(env, dict) else None
+    if not isinstance(value, str):
+        sys.exit("spotroute: the secret store holds no value for " + name)
+    print("export " + name + "=" + shlex.quote(value))
+"""
+# GCP Secret Manager: the service account's token from the metadata server, then
+# versions.access (payload.data is base64). argv[1]: projects/<p>/secrets/<s>/versions/<v>.
+_GCP_FETCH = """import base64, json, sys, urllib.request as rq
+md = "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
+token = json.load(rq.urlopen(rq.Request(md, headers={"Metadata-Flavor": "Google"}), timeout=10))
+url = "https://secretmanager.googleapis.com/v1/" + sys.argv[1] + ":access"
+auth = {"Authorization": "Bearer " + token["access_token"]}
+reply = json.load(rq.urlopen(rq.Request(url, headers=auth), timeout=30))
+sys.stdout.write(base64.b64decode(reply["payload"]["data"]).decode())
+"""
+# Azure Key Vault: the managed identity's token from IMDS (for vault.azure.net), then GET the
+# secret. argv[1]: the secret's versioned URL; argv[2]: the identity's client id.
+_AZURE_FETCH = """import json, sys, urllib.request as rq
+md = ("http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01"
+      "&resource=https%3A%2F%2Fvault.azure.net&client_id=" + sys.argv[2])
+token = json.load(rq.urlopen(rq.Request(md, headers={"Metadata": "true"}), timeout=10))
+auth = {"Authorization": "Bearer " + token["access_token"]}
+url = sys.argv[1] + "?api-version=7.4"
+sys.stdout.write(json.load(rq.urlopen(rq.Request(url, headers=auth), timeout=30))["value"])
+"""
+
+
+def _python(code: str, *args: str) -> str:
+    assert "'" not in code  # the code is one single-quoted shell word
+    return " ".join(["python3", "-c", f"'{code}'", *(shlex.quote(a) for a in args)])
+
+
+def aws_secret_channel(parameter_name: str, region: str) -> SecretChannel:
+    """An SSM SecureString parameter, read by the AWS CLI with the instance role (IMDSv2)."""
+    return SecretChannel(
+        "aws ssm get-parameter --with-decryption --output text --query Parameter.Value"
+        f" --region {shlex.quote(region)} --name {shlex.quote(parameter_name)}",
+        f"SSM parameter {parameter_name}",
+    )
+
+
+def gcp_secret_channel(version_name: str) -> SecretChannel:
+    """A Secret Manager secret version, read with the VM service account's metadata token."""
+    return SecretChannel(_python(_GCP_FETCH, version_name), f"Secret Manager {version_name}")
+
+
+def azure_secret_channel(secret_url: str, client_id: str) -> SecretChannel:
+    """A Key Vault secret, read with the VM's user-assigned managed identity (IMDS token)."""
+    return SecretChannel(_python(_AZURE_FETCH, secret_url, client_id), f"Key Vault {secret_url}")
+
+
+# For validating Args before anything exists: renders the script without a store to read.
+NO_SECRET_STORE_YET = SecretChannel("false", "(validation only)")
+
+
+def _secret_lines(names: Sequence[str], channel: SecretChannel) -> list[str]:
+    tries = SECRET_FETCH_TRIES
+    where = shlex.quote(channel.where)
+    return [
+        # Values stay in this shell's memory: never in user data, on disk or in this log.
+        "spotroute_secrets=''",
+        f"for attempt in {' '.join(str(i) for i in range(1, tries + 1))}; do",
+        f'  spotroute_secrets="$({channel.command} | {_python(_EXPORTS, *names)})" && break',
+        f"  [ $attempt = {tries} ] && {{ echo spotroute: could not read the job secrets from"
+        f" {where}; exit 1; }}",
+        "  sleep $((attempt * 15))",
+        "done",
+        'eval "$spotroute_secrets"',
+        "unset spotroute_secrets",
+    ]
+
+
 def checkpoint_interval_text(interval_s: float) -> str:
     """SPOTROUTE_CHECKPOINT_INTERVAL's value: plain seconds, as router.checkpoint parses them."""
     return f"{interval_s:g}"
@@ -40,6 +133,7 @@ def render_startup_script(
     finish: Sequence[str] = POWER_OFF,
     node_count: int = 1,
     notice_source: str | None = None,
+    secrets: SecretChannel | None = None,
 ) -> str:
     """Bash start-up script that runs the job (its container with all GPUs, or its bare command).
 
@@ -49,7 +143,8 @@ def render_startup_script(
     `set -e` stopping at an early failure (docker missing, pull failed). The default powers the
     node off SHUTDOWN_GRACE_MIN minutes later (`shutdown -c` on the node cancels it).
     `notice_source` (aws, gcp, azure) becomes SPOTROUTE_NOTICE_SOURCE, which router.checkpoint
-    reads to watch the cloud's preemption notices.
+    reads to watch the cloud's preemption notices. `secrets` is how the node reads the job's
+    secret env (`job.secret_names`) at boot; a job with secrets and no channel is refused.
     """
     if not job.image and not job.command:
         raise ValueError("job: set run.image or run.command — there is nothing to start")
@@ -61,6 +156,14 @@ def render_startup_script(
             )
         if key in RESERVED_ENV:
             raise ValueError(f"job.env: {key} is set by spotroute — remove it from run.env")
+    for key in job.secret_names:
+        if not _ENV_NAME.fullmatch(key) or key in RESERVED_ENV or key in job.env:
+            raise ValueError(
+                f"job.secret_names: {key!r} is not a free variable name — use letters, digits"
+                " and '_', not one spotroute sets or run.env already has"
+            )
+    if job.secret_names and secrets is None:
+        raise ValueError("job.secret_names: this target has no secret store to deliver them")
 
     env = {
         "SPOTROUTE_JOB_ID": job_name,
@@ -96,11 +199,11 @@ def render_startup_script(
             "}",
             "trap spotroute_finish EXIT",
         ]
-    lines += [
-        *(f"export {key}={shlex.quote(value)}" for key, value in env.items()),
-        "status=0",
-    ]
-    passthrough_names = list(env)
+    lines += [*(f"export {key}={shlex.quote(value)}" for key, value in env.items())]
+    if job.secret_names and secrets is not None:
+        lines += _secret_lines(job.secret_names, secrets)
+    lines.append("status=0")
+    passthrough_names = [*env, *job.secret_names]
     if node_count == 1:
         lines.append('export SKYPILOT_NODE_IPS="$(hostname -I | cut -d" " -f1)"')
         passthrough_names.append("SKYPILOT_NODE_IPS")

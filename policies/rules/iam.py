@@ -49,6 +49,18 @@ GCP_IMPERSONATION_ROLES = (
 )
 
 
+# Roles that read secret values. Granted on a project, folder or organization they read every
+# secret in it; a job gets them on its one secret (gcp.secretmanager.SecretIamMember).
+GCP_SECRET_READ_ROLES = ("roles/secretmanager.secretAccessor", "roles/secretmanager.admin")
+# Azure roles that read Key Vault secret values: Secrets User, Secrets Officer, Administrator.
+# A job gets Secrets User on its one secret (scope .../vaults/<v>/secrets/<name>).
+AZURE_SECRET_READ_ROLES = {
+    "4633458b-17de-408a-b874-0445c86b69e6": "Key Vault Secrets User",
+    "b86a8fe4-44ce-4948-aee5-eccb2c155cd7": "Key Vault Secrets Officer",
+    "00482a5a-887f-4fb3-b363-3b7fe8e74483": "Key Vault Administrator",
+}
+
+
 def _is_read_only(action: str, prefixes: Sequence[str]) -> bool:
     """s3:GetObject, ec2:Describe* … (IAM action names are case-insensitive)."""
     verb = action.split(":", 1)[-1].lower()
@@ -242,6 +254,12 @@ def iam_wildcard_violations(
                     f"grants {role} on the whole {kind.split('IAM')[0].lower() or 'project'} — "
                     "grant it on the one service account (gcp.serviceaccount.IAMMember)"
                 )
+            for role in sorted(set(roles) & set(GCP_SECRET_READ_ROLES)):
+                problems.append(
+                    f"grants {role} on the whole {kind.split('IAM')[0].lower() or 'project'}, "
+                    "which reads every secret in it — grant it on the one secret "
+                    "(gcp.secretmanager.SecretIamMember)"
+                )
 
     if resource_type == AZURE_ROLE_ASSIGNMENT:
         role_id = props.get("roleDefinitionId")
@@ -253,5 +271,13 @@ def iam_wildcard_violations(
                 problems.append(
                     f"assigns the {role} role — assign 'Storage Blob Data Contributor' scoped to "
                     "the checkpoint container"
+                )
+            scope = props.get("scope")
+            reader = AZURE_SECRET_READ_ROLES.get(guid)
+            if reader and isinstance(scope, str) and "/secrets/" not in scope.lower():
+                problems.append(
+                    f"assigns {reader} on {scope.rstrip('/').rsplit('/', 1)[-1] or scope!r}, "
+                    "which reads every secret below it — assign it on the one secret "
+                    "(…/vaults/<vault>/secrets/<name>)"
                 )
     return problems

@@ -525,6 +525,9 @@ def review_summary(r: Any) -> None:
     console = _console()
     counts = ", ".join(f"{n} to {op}" for op, n in sorted(r.counts.items())) or "no changes"
     console.print(f"preview: {counts}")
+    for line in r.config_diff:  # secrets written now (the proposal's diff cannot show them)
+        if line.endswith("[secret]"):
+            console.print(f"  [yellow]{safe(line)}[/]", markup=True, highlight=False)
     for name, changes in r.by_category.items():
         for c in changes:
             console.print(f"  {c.op:>8} {name:<17} {safe(c.type)} {safe(c.name)}")

@@ -179,7 +179,7 @@ def translate(
 
     for key in data:
         if key in ("name", "resources", "num_nodes", "file_mounts", "storage_mounts", "setup",
-                   "run", "envs"):
+                   "run", "envs", "secrets"):
             continue
         notes.ignore(str(key), _IGNORED_TOP.get(str(key), "not a field spotroute maps"))
     return Translation(job, tuple(dict.fromkeys(notes.mapped)), tuple(dict.fromkeys(notes.ignored)))
@@ -188,8 +188,6 @@ def translate(
 _IGNORED_TOP = {
     "workdir": "spotroute does not copy a directory from this machine — bake the code into "
     "resources.image_id: docker:… or fetch it in setup",
-    "secrets": "secrets stay out of the stack config (it is committed to git) — give the job "
-    "its secrets through the cloud's secret store",
     "service": "SkyServe services are not training jobs; only the task part is placed",
     "config": "SkyPilot's own advanced settings",
     "event_callback": "SkyPilot's own hook",
@@ -479,15 +477,32 @@ def _run(data: Mapping[str, Any], resources: Mapping[str, Any], notes: _Notes) -
     envs = data.get("envs") or {}
     if not isinstance(envs, Mapping):
         raise SkyPilotProblem("envs", "expected a mapping of NAME: value")
-    env = {}
+    env: dict[str, str | None] = {}
+    from_environment = []
     for key, value in envs.items():
         if value is None:
-            notes.ignore(f"envs.{key}", "no value (SkyPilot asks for it with --env); left empty")
-            value = ""
+            # SkyPilot asks for it with --env; spotroute reads it from the deploy's environment.
+            from_environment.append(str(key))
+            env[str(key)] = None
+            continue
         env[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    secrets = data.get("secrets") or {}
+    if not isinstance(secrets, Mapping):
+        raise SkyPilotProblem("secrets", "expected a mapping of NAME: value")
+    for key, value in secrets.items():
+        if value is not None:
+            env[str(key)] = str(value)
     if env:
         out["env"] = env
-        notes.map("envs", "run.env", sorted(env))
+        notes.map("envs", "run.env", sorted(k for k in env if k not in secrets))
+    if from_environment:
+        notes.map(
+            "envs (no value)", "run.secrets, read from the environment of `route deploy`",
+            sorted(from_environment),
+        )  # fmt: skip
+    if secrets:
+        out["secrets"] = sorted(str(k) for k in secrets)
+        notes.map("secrets", "run.secrets (stored and delivered as secrets)", out["secrets"])
     return out
 
 

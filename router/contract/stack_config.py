@@ -79,13 +79,16 @@ class Key:
     high: int | None = None
     # Written by the router for the record (what the placement cost); the program ignores it.
     recorded: bool = False
+    # Written as a Pulumi secret (`secure:` ciphertext in the stack file, encrypted in the state);
+    # the program reads it with Config.get_secret_object, so it stays a secret Output.
+    secret: bool = False
 
     @property
     def doc_type(self) -> str:
         """The type as docs/stack-config.md's table writes it."""
         if self.choices:
             return " \\| ".join(f"`{choice}`" for choice in self.choices)
-        return self.kind
+        return f"{self.kind}, secret" if self.secret else self.kind
 
 
 KEYS: tuple[Key, ...] = (
@@ -113,6 +116,10 @@ KEYS: tuple[Key, ...] = (
     # rules to nodes without public addresses.
     Key("remoteAccess", "boolean", default=False),
     Key("labels", "map", default={}),
+    # Secret env (job.yaml run.secrets, and env entries left empty): the names in clear, so the
+    # program and reviewers see which variables the job gets; the values only as a Pulumi secret.
+    Key("secretEnvNames", "list of strings", default=()),
+    Key("secretEnv", "map", default={}, secret=True),
     Key("storageAccountIds", "map", default={}),
     Key("gcpProject", "string", default=""),
     # Inputs the components would otherwise look up in router data or SPOTROUTE_HOME themselves.
@@ -123,6 +130,9 @@ KEYS: tuple[Key, ...] = (
     Key("priceSource", "string", recorded=True),
 )
 KEY_NAMES: tuple[str, ...] = tuple(key.name for key in KEYS)
+SECRET_KEYS: tuple[str, ...] = tuple(key.name for key in KEYS if key.secret)
+# How a secret value is shown anywhere spotroute prints config (diffs, reviews, logs).
+MASKED = "[secret]"
 _BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}
 
 
@@ -143,8 +153,20 @@ def serialise(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse(get: Callable[[str], str | None]) -> dict[str, Any]:
-    """Every key the program reads (recorded ones excluded), parsed from `get(name)`."""
-    return {k.name: parse_value(k, get(k.name)) for k in KEYS if not k.recorded}
+    """Every plain key the program reads (recorded and secret ones excluded), from `get(name)`."""
+    return {k.name: parse_value(k, get(k.name)) for k in KEYS if not (k.recorded or k.secret)}
+
+
+def parse_secret_env(names: tuple[str, ...], value: Any) -> dict[str, str]:
+    """The decrypted spotroute:secretEnv map, checked against spotroute:secretEnvNames."""
+    env = _mapping(key("secretEnv"), {} if value is None else value)
+    if sorted(env) != sorted(names) or not all(isinstance(v, str) for v in env.values()):
+        raise StackConfigError(
+            "secretEnv",
+            "does not hold a text value for exactly the names in spotroute:secretEnvNames"
+            " — deploy with `route deploy`, which writes both",
+        )
+    return env
 
 
 def parse_value(k: Key, raw: str | None) -> Any:

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from router.contract.stack_config import DEFAULT_BOOT_DISK_GB, NAMESPACE, serialise
+from router.contract.stack_config import DEFAULT_BOOT_DISK_GB, NAMESPACE, SECRET_KEYS, serialise
 from router.core.job.model import Job
 from router.core.placement import Placement
 
@@ -79,12 +79,21 @@ def stack_config(
     azure_storage_accounts: Mapping[str, str] | None = None,
     gcp_accelerator_type: str = "",
     local_dirs: tuple[str, str] = ("", ""),
+    secret_env: Mapping[str, str] | None = None,
 ) -> StackConfig:
     """The `spotroute:*` config for deploying `job` at `chosen` (keys without the namespace).
 
     `gcp_accelerator_type` is GCP's name of the GPU on N1 machines (catalog); `local_dirs` the
     local target's (sandbox, checkpoint) directories. Each is written only for its own cloud.
+    `secret_env` holds the values of the job's `run.secrets` (core.job.problems.secret_values):
+    they go to the secret key spotroute:secretEnv only, never into spotroute:job.
     """
+    secrets = dict(secret_env or {})
+    if sorted(secrets) != sorted(job.run.secrets):
+        raise ValueError(
+            f"secret_env must hold exactly the job's secrets {list(job.run.secrets)},"
+            f" got {sorted(secrets)}"
+        )
     on_gcp, on_local = chosen.cloud == "gcp", chosen.cloud == "local"
     checkpoint_url = ""
     if job.checkpoint is not None and job.checkpoint.url != "auto":
@@ -105,7 +114,7 @@ def stack_config(
             "job": {
                 "image": job.run.image,
                 "command": list(job.run.command),
-                "env": dict(sorted(job.run.env.items())),
+                "env": dict(sorted(job.run.plain_env.items())),
             },
             "checkpointing": job.checkpoint is not None,
             "checkpointUrl": checkpoint_url,
@@ -113,6 +122,8 @@ def stack_config(
             **data_values(chosen),
             "remoteAccess": False,
             "labels": dict(sorted(job.labels.items())),
+            "secretEnvNames": sorted(secrets),
+            "secretEnv": dict(sorted(secrets.items())),
             # Always written (empty elsewhere) so moving a job between clouds leaves no stale key.
             "gcpProject": gcp_project if on_gcp else "",
             "gcpAcceleratorType": gcp_accelerator_type if on_gcp else "",
@@ -128,9 +139,13 @@ def stack_config(
 
 
 def config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """Readable changes between two configs: `+ key: v`, `- key: v`, `~ key: a → b`."""
+    """Readable changes between two configs: `+ key: v`, `- key: v`, `~ key: a → b`.
+
+    Secret keys are left out: their values must never be printed, and the stack file holds only
+    ciphertext to compare with (their names key, e.g. secretEnvNames, shows what changed).
+    """
     lines = []
-    for key in sorted(set(old) | set(new)):
+    for key in sorted((set(old) | set(new)) - set(SECRET_KEYS)):
         if key not in old:
             lines.append(f"+ {NAMESPACE}:{key}: {new[key]!r}")
         elif key not in new:

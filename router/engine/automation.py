@@ -283,23 +283,55 @@ class Engine:
 
     def write_config(
         self, job: str, config: Mapping[str, Any], namespace: str = "spotroute"
-    ) -> None:
-        """Set every spotroute:* key in one CLI call; the CLI writes stacks/Pulumi.<job>.yaml."""
+    ) -> list[str]:
+        """Set every spotroute:* key in one CLI call; the CLI writes stacks/Pulumi.<job>.yaml.
+
+        The contract's secret keys (spotroute:secretEnv) are written as Pulumi secrets: only
+        ciphertext reaches the stack file and the state. An unchanged secret is not rewritten
+        (each encryption differs, which would change the reviewed file on every deploy).
+        Returns the masked diff lines of the secrets it wrote (`~ spotroute:secretEnv: [secret]`).
+        """
         from pulumi import automation as auto
 
-        payload = {
-            f"{namespace}:{key}": (
-                {"value": value, "secret": False}
-                if isinstance(value, str)
-                else {"value": dumps(value, indent=None), "objectValue": value, "secret": False}
-            )
+        from router.contract.stack_config import MASKED
+
+        secret = secret_keys(namespace)
+        unchanged = self._unchanged_secrets(job, config, namespace, secret)
+        written = [
+            f"~ {namespace}:{key}: {MASKED}"
             for key, value in config.items()
+            if key in secret and value and key not in unchanged
+        ]
+        payload = {
+            f"{namespace}:{key}": config_value(value, secret=key in secret and bool(value))
+            for key, value in config.items()
+            if key not in unchanged
         }
         ws = self.workspace()
         try:
             ws.set_all_config_json(job, dumps(payload, indent=None))
         except auto.CommandError as exc:
             raise engine_error(job, exc) from None
+        return written
+
+    def _unchanged_secrets(
+        self, job: str, config: Mapping[str, Any], namespace: str, secret: frozenset[str]
+    ) -> set[str]:
+        from pulumi import automation as auto
+
+        wanted = {k: v for k, v in config.items() if k in secret and v}
+        if not wanted:
+            return set()
+        try:
+            current = self.workspace().get_all_config(job)
+        except auto.CommandError:
+            return set()
+        unchanged = set()
+        for key, value in wanted.items():
+            held = current.get(f"{namespace}:{key}")
+            if held is not None and held.secret and held.value == dumps(value, indent=None):
+                unchanged.add(key)
+        return unchanged
 
     def list_stacks(self) -> list[auto.StackSummary]:
         from pulumi import automation as auto
@@ -310,6 +342,27 @@ class Engine:
             raise OperationFailed(
                 f"cannot list jobs on {self.backend.url}: {first_line(exc)}"
             ) from None
+
+
+def secret_keys(namespace: str) -> frozenset[str]:
+    """The keys of `namespace` the stack-config contract marks secret."""
+    from router.contract.stack_config import NAMESPACE, SECRET_KEYS
+
+    return frozenset(SECRET_KEYS) if namespace == NAMESPACE else frozenset()
+
+
+def config_value(value: Any, *, secret: bool) -> dict[str, Any]:
+    """One `pulumi config set-all --json` entry: strings as they are, the rest as JSON.
+
+    A secret is sent as its JSON text with `secret: true` (the CLI encrypts it); the program
+    reads it back with Config.get_secret_object.
+    """
+    if secret:
+        return {"value": value if isinstance(value, str) else dumps(value, indent=None),
+                "secret": True}  # fmt: skip
+    if isinstance(value, str):
+        return {"value": value, "secret": False}
+    return {"value": dumps(value, indent=None), "objectValue": value, "secret": False}
 
 
 def first_line(exc: Exception) -> str:

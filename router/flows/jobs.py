@@ -22,6 +22,7 @@ from router.config.stack_files import read_stack_file
 from router.core.catalog import gcp_accelerator_type
 from router.core.errors import BadInput, Interrupted, OperationFailed
 from router.core.job.model import Job
+from router.core.job.problems import secret_values
 from router.core.placement import Placement, placement_site
 from router.core.review import Change, Review, change_from_event, review
 from router.core.stackconfig import StackConfig, config_diff, stack_config
@@ -215,8 +216,13 @@ def proposal_for(
     stack: str = "",
     job_file: Path | None = None,
 ) -> Proposal:
-    """The stack config of placing `job` at `chosen` (in `stack`, default the job's own)."""
+    """The stack config of placing `job` at `chosen` (in `stack`, default the job's own).
+
+    The job's secrets are read here, from run.env or this process's environment (BadInput, exit
+    2, naming the variable when one has no value), and go only into the secret config key.
+    """
     home = spotroute_home()
+    secrets = secret_values(job, os.environ, str(job_file) if job_file else f"job {job.name}")
     config = stack_config(
         job,
         chosen,
@@ -228,6 +234,7 @@ def proposal_for(
             str(home / "sandbox" / job.name),
             str(home / "checkpoints" / job.name),
         ),
+        secret_env=secrets,
     )
     stack_file = project.stack_config_path(stack or job.name)
     return Proposal(
@@ -312,7 +319,8 @@ def deploy(
         try:
             with config_transaction(proposal.stack_file):
                 stack, created = engine.select_or_create(job)
-                engine.write_config(job, proposal.config)
+                # Changed secrets appear in the review as `[secret]`, never with their values.
+                secret_diff = engine.write_config(job, proposal.config)
                 packs, configs = policy_args(engine, job, proposal)
                 try:
                     stack.preview(
@@ -328,7 +336,10 @@ def deploy(
                         else _preview_error(job, exc, preview, engine)
                     ) from None
                 summary = review(
-                    job, preview.changes, proposal.config_diff, preview.policy_violations
+                    job,
+                    preview.changes,
+                    (*proposal.config_diff, *secret_diff),
+                    preview.policy_violations,
                 )
                 if interrupted():  # Ctrl-C between engine calls: stop before changing anything
                     raise _interrupted(job)

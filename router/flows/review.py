@@ -49,12 +49,25 @@ def code_root(project: Project) -> Path:
 
 
 def _config(text: str | None) -> dict[str, str]:
-    """A stack file's config as Pulumi stores it: strings as is, other values as JSON."""
+    """A stack file's config as Pulumi stores it: strings as is, other values as JSON.
+
+    A secret (`secure:` ciphertext) is never decrypted here: the review needs no passphrase, and
+    the secret env becomes a placeholder per name, which is all the grants depend on.
+    """
+    from router.contract.stack_config import MASKED, NAMESPACE
+
     if not text:
         return {}
     doc = yaml.safe_load(text) or {}
     config = doc.get("config") or {} if isinstance(doc, dict) else {}
-    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+    out = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+    for key, value in config.items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            out[str(key)] = json.dumps(MASKED)
+    names = config.get(f"{NAMESPACE}:secretEnvNames")
+    if f"{NAMESPACE}:secretEnv" in out and isinstance(names, list):
+        out[f"{NAMESPACE}:secretEnv"] = json.dumps({str(n): MASKED for n in names})
+    return out
 
 
 def render(requests: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
@@ -90,7 +103,8 @@ def default_ref(project: Project) -> str:
     for base in ("main", "origin/main", "master", "origin/master"):
         proc = subprocess.run(
             ["git", "-C", str(project.root), "merge-base", "HEAD", base],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         )
         if proc.returncode == 0 and proc.stdout.strip():
             return proc.stdout.strip()
@@ -98,8 +112,11 @@ def default_ref(project: Project) -> str:
 
 
 def _request(stack: str, config: dict[str, str]) -> dict[str, Any]:
-    return {"program": "bootstrap" if stack == BOOTSTRAP else "placement", "stack": stack,
-            "config": config}
+    return {
+        "program": "bootstrap" if stack == BOOTSTRAP else "placement",
+        "stack": stack,
+        "config": config,
+    }
 
 
 def _exposure(answer: dict[str, Any], where: str) -> Exposure:
@@ -127,7 +144,8 @@ def review_stack(job: str, *, project: Project, against: str | None = "") -> Sta
     rel = path.resolve().relative_to(Path(_git(project, "rev-parse", "--show-toplevel").strip()))
     show = subprocess.run(
         ["git", "-C", str(project.root), "show", f"{ref}:{rel.as_posix()}"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     notes: list[str] = []
     if show.returncode != 0:
@@ -146,16 +164,20 @@ def _code_at(project: Project, ref: str, root: Path, tmp: Path, notes: list[str]
     """The components code as it was at `ref` when it lives in the project's repository."""
     top = Path(_git(project, "rev-parse", "--show-toplevel").strip()).resolve()
     if not root.is_relative_to(top):
-        notes.append("components come from the installed spotroute package: only the stack "
-                     "config is compared")
+        notes.append(
+            "components come from the installed spotroute package: only the stack "
+            "config is compared"
+        )
         return root
     archive = tmp / "ref.tar"
     prefix = root.relative_to(top).as_posix()
-    paths = [f"{prefix}/components", f"{prefix}/router"] if prefix != "." else [
-        "components", "router"]
+    paths = (
+        [f"{prefix}/components", f"{prefix}/router"] if prefix != "." else ["components", "router"]
+    )
     with archive.open("wb") as out:
-        proc = subprocess.run(["git", "-C", str(top), "archive", ref, *paths], stdout=out,
-                              stderr=subprocess.PIPE)
+        proc = subprocess.run(
+            ["git", "-C", str(top), "archive", ref, *paths], stdout=out, stderr=subprocess.PIPE
+        )
     if proc.returncode != 0:
         raise BadInput(f"--against {ref}: {proc.stderr.decode().strip()}")
     with tarfile.open(archive) as tar:

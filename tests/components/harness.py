@@ -58,6 +58,7 @@ class CapturedResource:
     ignore_changes: tuple[str, ...] = ()  # wire (camelCase) property names
     delete_before_replace: bool = False
     replace_on_changes: tuple[str, ...] = ()  # wire (camelCase) property names
+    secret_inputs: tuple[str, ...] = ()  # dotted paths of inputs sent as secrets, e.g. "value"
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,8 @@ class RecordingMocks(pulumi_mocks.Mocks):
         filler = self.states.get(args.typ)
         if filler is not None:
             state.update(filler(args.name, dict(args.inputs)))
-        return f"{args.name}-id", state
+        # A filler may give the provider's id shape (an ARM id, say) as "__id".
+        return str(state.pop("__id", f"{args.name}-id")), state
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -211,9 +213,31 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                         ignore_changes=tuple(request.ignoreChanges),
                         delete_before_replace=bool(request.deleteBeforeReplace),
                         replace_on_changes=tuple(request.replaceOnChanges),
+                        secret_inputs=tuple(_secret_paths(request.object)),
                     )
                 )
         return response
+
+
+def _secret_paths(value: Any, path: str = "") -> list[str]:
+    """Dotted paths of the values the program sent as secrets (the wire's secret signature)."""
+    from google.protobuf import struct_pb2
+
+    if isinstance(value, struct_pb2.Value):
+        kind = value.WhichOneof("kind")
+        if kind == "struct_value":
+            return _secret_paths(value.struct_value, path)
+        if kind == "list_value":
+            return [p for i, v in enumerate(value.list_value.values)
+                    for p in _secret_paths(v, f"{path}[{i}]")]  # fmt: skip
+        return []
+    if isinstance(value, struct_pb2.Struct):
+        sig = value.fields.get(pulumi_rpc._special_sig_key)
+        if sig is not None and sig.string_value == pulumi_rpc._special_secret_sig:
+            return [path]
+        return [p for key, v in value.fields.items()
+                for p in _secret_paths(v, f"{path}.{key}" if path else key)]  # fmt: skip
+    return []
 
 
 def _split_urn(urn: str) -> tuple[str, str]:
@@ -257,11 +281,15 @@ def run_components(
     asyncio.set_event_loop(loop)
     try:
         pulumi_settings.reset_options(project=PROJECT, stack=stack, preview=False)
+        from router.contract.stack_config import SECRET_KEYS
+
+        values = {
+            (key if ":" in key else f"spotroute:{key}"): config_value(value)
+            for key, value in (config or {}).items()
+        }
+        # The contract's secret keys are secrets here too, as the engine passes them.
         pulumi.runtime.set_all_config(
-            {
-                (key if ":" in key else f"spotroute:{key}"): config_value(value)
-                for key, value in (config or {}).items()
-            }
+            values, [f"spotroute:{k}" for k in SECRET_KEYS if f"spotroute:{k}" in values]
         )
         pulumi_mocks.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
         root = pulumi_settings.get_root_resource()

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import json
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 
 from components.args import JobCommand
-from components.startup import LOG_PATH, SHUTDOWN_GRACE_MIN, render_startup_script
+from components.startup import (
+    LOG_PATH,
+    NO_SECRET_STORE_YET,
+    SECRET_FETCH_TRIES,
+    SHUTDOWN_GRACE_MIN,
+    aws_secret_channel,
+    azure_secret_channel,
+    gcp_secret_channel,
+    render_startup_script,
+)
 
 HOSTILE = "x'; touch /tmp/spotroute-pwned; echo '$(id) `id` \"$HOME\" \\ \n ;|&"
 
@@ -175,3 +191,170 @@ def test_checkpoint_interval_reaches_the_job_in_seconds_and_is_reserved() -> Non
             "s3://b/",
             JobCommand(image="", command=("t",), env={"SPOTROUTE_CHECKPOINT_INTERVAL": "1h"}),
         )
+
+
+# --- secret env --------------------------------------------------------------------------------
+
+
+def fake_node(tmp_path: Path, store: str) -> tuple[Path, Path]:
+    """A node with a fake `aws` CLI (prints `store`, records its arguments) and a fake `docker`
+    that records, for each `-e NAME` it is given, the value the container would see."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "store.json").write_text(store)
+    seen = tmp_path / "container-env"
+    aws = bin_dir / "aws"
+    aws.write_text(f'#!/bin/bash\necho "$*" >> {tmp_path}/aws-args\ncat {tmp_path}/store.json\n')
+    docker = bin_dir / "docker"
+    docker.write_text(
+        "#!/bin/bash\n"
+        '[ "$1" = pull ] && exit 0\n'
+        'while [ $# -gt 0 ]; do if [ "$1" = -e ]; then shift; '
+        f'printf "%s=%s\\0" "$1" "${{!1}}" >> {seen}; fi; shift; done\n'
+    )
+    shutdown = bin_dir / "shutdown"
+    shutdown.write_text("#!/bin/sh\n")
+    for fake in (aws, docker, shutdown):
+        fake.chmod(0o755)
+    for tool in ("hostname", "cut", "cat", "bash"):
+        real = shutil.which(tool)
+        if real:
+            (bin_dir / tool).symlink_to(real)
+    (bin_dir / "sleep").symlink_to(shutil.which("true") or "/bin/true")  # retries without waiting
+    (bin_dir / "python3").symlink_to(Path(sys.executable).resolve())
+    return bin_dir, seen
+
+
+def run_node(tmp_path: Path, script: str, bin_dir: Path) -> tuple[int, str]:
+    log = tmp_path / "job.log"
+    result = subprocess.run(
+        ["/bin/bash", "-c", script.replace(LOG_PATH, str(log))],
+        env={"PATH": str(bin_dir)},
+        capture_output=True,
+        text=True,
+    )
+    return result.returncode, log.read_text() + result.stdout + result.stderr
+
+
+SECRET_JOB = JobCommand(
+    image="ghcr.io/acme/t:1", command=("python", "t.py"), env={"EPOCHS": "3"},
+    secret_names=("HF_TOKEN", "OTHER"),
+)  # fmt: skip
+
+
+def test_secret_env_is_read_at_boot_and_reaches_the_container_by_name_only(
+    tmp_path: Path,
+) -> None:
+    store = json.dumps({"HF_TOKEN": HOSTILE, "OTHER": "plain-secret", "UNLISTED": "x"})
+    bin_dir, seen = fake_node(tmp_path, store)
+    channel = aws_secret_channel("/spotroute/llm/secret-env:3", "us-east-1")
+    script = render_startup_script(
+        "llm", "s3://b/", SECRET_JOB, shutdown_when_done=False, secrets=channel
+    )
+
+    code, output = run_node(tmp_path, script, bin_dir)
+
+    assert code == 0, output
+    env = dict(item.split("=", 1) for item in seen.read_text().split("\0")[:-1])
+    assert env["HF_TOKEN"] == HOSTILE and env["OTHER"] == "plain-secret"
+    assert env["EPOCHS"] == "3" and "UNLISTED" not in env
+    assert (tmp_path / "aws-args").read_text().split() == [
+        "ssm", "get-parameter", "--with-decryption", "--output", "text", "--query",
+        "Parameter.Value", "--region", "us-east-1", "--name", "/spotroute/llm/secret-env:3",
+    ]  # fmt: skip
+    for text in (script, output):
+        assert "plain-secret" not in text and "touch /tmp/spotroute-pwned" not in text
+    assert not Path("/tmp/spotroute-pwned").exists()
+
+
+def test_a_node_that_cannot_read_its_secrets_stops_before_the_job(tmp_path: Path) -> None:
+    bin_dir, seen = fake_node(tmp_path, json.dumps({"HF_TOKEN": "only-one"}))
+    script = render_startup_script(
+        "llm", "s3://b/", SECRET_JOB, secrets=aws_secret_channel("/p", "us-east-1")
+    )
+
+    code, output = run_node(tmp_path, script, bin_dir)
+
+    assert code == 1
+    assert "the secret store holds no value for OTHER" in output
+    assert "could not read the job secrets from SSM parameter /p" in output
+    assert (tmp_path / "aws-args").read_text().count("get-parameter") == SECRET_FETCH_TRIES
+    assert "only-one" not in output and not seen.exists(), "the job never started"
+
+
+def test_a_job_with_secrets_needs_a_channel_and_free_names() -> None:
+    with pytest.raises(ValueError, match="no secret store"):
+        render_startup_script("llm", "s3://b/", SECRET_JOB)
+    for bad in ("SPOTROUTE_JOB_ID", "EPOCHS", "1X"):
+        job = JobCommand(image="", command=("t",), env={"EPOCHS": "3"}, secret_names=(bad,))
+        with pytest.raises(ValueError, match="not a free variable name"):
+            render_startup_script("llm", "s3://b/", job, secrets=NO_SECRET_STORE_YET)
+
+
+class _Reply:
+    def __init__(self, body: object) -> None:
+        self.body = json.dumps(body).encode()
+
+    def read(self, *_args: object) -> bytes:
+        return self.body
+
+
+def run_fetch(channel_command: str, answers: dict[str, object]) -> tuple[str, list[Any]]:
+    """Run a channel's python3 program with urlopen answering `answers` (URL → JSON body)."""
+    argv = shlex.split(channel_command)
+    assert argv[:2] == ["python3", "-c"]
+    requests: list[Any] = []
+
+    def urlopen(request: Any, timeout: float) -> _Reply:
+        requests.append(request)
+        return _Reply(answers[request.full_url])
+
+    out = io.StringIO()
+    with (
+        mock.patch("urllib.request.urlopen", urlopen),
+        mock.patch.object(sys, "argv", ["-c", *argv[3:]]),
+        mock.patch.object(sys, "stdout", out),
+    ):
+        exec(compile(argv[2], "<channel>", "exec"), {"__name__": "__main__"})
+    return out.getvalue(), requests
+
+
+def test_gcp_channel_reads_the_version_with_the_metadata_token() -> None:
+    version = "projects/123/secrets/llm-secret-env/versions/4"
+    store = json.dumps({"HF_TOKEN": HOSTILE})
+    token_url = (
+        "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
+    )
+    access_url = f"https://secretmanager.googleapis.com/v1/{version}:access"
+    printed, requests = run_fetch(
+        gcp_secret_channel(version).command,
+        {
+            token_url: {"access_token": "ya29.tok", "expires_in": 3599, "token_type": "Bearer"},
+            access_url: {
+                "name": version,
+                "payload": {"data": base64.b64encode(store.encode()).decode()},
+            },
+        },
+    )
+    assert json.loads(printed) == {"HF_TOKEN": HOSTILE}
+    assert requests[0].get_header("Metadata-flavor") == "Google"
+    assert requests[1].get_header("Authorization") == "Bearer ya29.tok"
+
+
+def test_azure_channel_reads_the_secret_with_the_managed_identity() -> None:
+    url = "https://srllm0a1b2c3d.vault.azure.net/secrets/secret-env"
+    client_id = "22222222-2222-4222-8222-222222222222"
+    token_url = (
+        "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01"
+        f"&resource=https%3A%2F%2Fvault.azure.net&client_id={client_id}"
+    )
+    printed, requests = run_fetch(
+        azure_secret_channel(url, client_id).command,
+        {
+            token_url: {"access_token": "eyJ.tok", "resource": "https://vault.azure.net"},
+            f"{url}?api-version=7.4": {"value": json.dumps({"HF_TOKEN": HOSTILE}), "id": url},
+        },
+    )
+    assert json.loads(printed) == {"HF_TOKEN": HOSTILE}
+    assert requests[0].get_header("Metadata") == "true"
+    assert requests[1].get_header("Authorization") == "Bearer eyJ.tok"

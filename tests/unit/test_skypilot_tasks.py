@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -97,9 +96,11 @@ def test_spot_task_checkpoints_to_its_checkpoint_mount_and_data_is_its_bucket() 
     assert t.job["checkpoint"] == {"interval": "1h", "url": "s3://team-bert-checkpoints"}
     assert t.job["data"]["url"] == "s3://team-imagenet-data"
     assert t.job["run"]["command"][2].startswith("pip install -r requirements.txt\npython train.py")
-    assert t.job["run"]["env"] == {"EPOCHS": "3", "WANDB_PROJECT": ""}
+    # SkyPilot's "no value = give it at launch": a secret read from the deploy's environment.
+    assert t.job["run"]["env"] == {"EPOCHS": "3", "WANDB_PROJECT": None}
+    assert any("run.secrets" in line and "WANDB_PROJECT" in line for line in t.mapped)
     ignored = "\n".join(t.ignored)
-    for what in ("resources.job_recovery", "file_mounts.~/.netrc", "envs.WANDB_PROJECT",
+    for what in ("resources.job_recovery", "file_mounts.~/.netrc",
                  "(duration)", "(checkpointing)"):
         assert what in ignored, what
     assert all(" — " in line for line in t.ignored), "each ignored field says why"
@@ -114,7 +115,7 @@ def test_every_field_of_the_reference_is_mapped_or_said_ignored_with_a_reason() 
     for field in (*data, *data["resources"], *data["file_mounts"]):
         if field not in ("name", "resources", "run", "file_mounts", "any_of", "infra"):
             assert field in said, field
-    assert "MY_HF_TOKEN" not in json.dumps(t.job), "secrets never reach the stack config"
+    assert t.job["run"]["secrets"] == ["MY_HF_TOKEN"], "SkyPilot secrets stay secrets"
 
 
 def test_set_form_and_mapping_form_of_accelerators_read_as_skypilot_means_them() -> None:

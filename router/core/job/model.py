@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -367,12 +368,57 @@ class Data(DataLocation):
         return (self, *self.replicas)
 
 
+def _env_name_problem(name: str) -> PydanticCustomError | None:
+    if not _ENV_NAME.fullmatch(name):
+        return _problem(
+            f"{name!r} is not a valid environment variable name"
+            " — use letters, digits and '_', not starting with a digit",
+            key=name,
+        )
+    if name in RESERVED_ENV:
+        return _problem(f"{name} is set by spotroute on every node — remove it", key=name)
+    return None
+
+
 class Run(Strict):
     """What runs on the instance."""
 
     image: str = Field(default="", description="container image; empty = run on the host")
     command: tuple[str, ...] = Field(description="a string (split like a shell) or a list")
-    env: dict[str, str] = Field(default_factory=dict, description="environment variables")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="environment variables; an entry left empty (NAME: or NAME: '') is a"
+        " secret taken from the environment of `route deploy` (SkyPilot's convention)",
+    )
+    secrets: tuple[str, ...] = Field(
+        default=(),
+        description="names of secret environment variables: the value is run.env's if it gives"
+        " one, else taken from the environment of `route deploy`; stored and delivered as a"
+        " secret, never in clear (docs/security.md)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_env_is_secret(cls, data: object) -> object:
+        # `HF_TOKEN:` (null) or `HF_TOKEN: ""` means "take it from my environment at deploy".
+        if not isinstance(data, Mapping) or not isinstance(data.get("env"), Mapping):
+            return data
+        env = data["env"]
+        # A bad name stays in env, where its own problem is reported under run.env.
+        empty = [
+            k
+            for k, v in env.items()
+            if (v is None or v == "") and isinstance(k, str) and _env_name_problem(k) is None
+        ]
+        listed = data.get("secrets", [])
+        if not empty or not isinstance(listed, str | list | tuple):
+            return data
+        listed = [listed] if isinstance(listed, str) else list(listed)
+        return {
+            **data,
+            "env": {k: v for k, v in env.items() if k not in empty},
+            "secrets": [*listed, *(k for k in empty if k not in listed)],
+        }
 
     @field_validator("command", mode="before", json_schema_input_type=str | list[str | float])
     @classmethod
@@ -393,24 +439,47 @@ class Run(Strict):
             ]
         return value
 
-    @field_validator("env", mode="before", json_schema_input_type=dict[str, str | float])
+    @field_validator("env", mode="before", json_schema_input_type=dict[str, str | float | None])
     @classmethod
     def _env_text(cls, value: object) -> object:
+        for name in value if isinstance(value, Mapping) else ():
+            problem = _env_name_problem(name) if isinstance(name, str) else None
+            if problem is not None:
+                raise problem
         return _text_values(value, "env")
 
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not _ENV_NAME.fullmatch(name):
-                raise _problem(
-                    f"{name!r} is not a valid environment variable name"
-                    " — use letters, digits and '_', not starting with a digit",
-                    key=name,
-                )
-            if name in RESERVED_ENV:
-                raise _problem(f"{name} is set by spotroute on every node — remove it", key=name)
+            problem = _env_name_problem(name)
+            if problem is not None:
+                raise problem
         return value
+
+    @field_validator("secrets", mode="before", json_schema_input_type=str | list[str])
+    @classmethod
+    def _one_secret(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            problem = _env_name_problem(name)
+            if problem is not None:
+                raise problem
+        return tuple(dict.fromkeys(value))
+
+    @property
+    def plain_env(self) -> dict[str, str]:
+        """The env entries that are not secret: written to the stack config in clear."""
+        return {k: v for k, v in self.env.items() if k not in self.secrets}
+
+    @property
+    def secrets_from_environment(self) -> tuple[str, ...]:
+        """Secret names the job file gives no value for: `route deploy` reads its environment."""
+        return tuple(name for name in self.secrets if name not in self.env)
 
 
 class Migration(Strict):

@@ -43,6 +43,29 @@ def parse_job(data: object, source: str) -> Job:
     return job
 
 
+def secret_values(job: Job, environ: Mapping[str, str], source: str) -> dict[str, str]:
+    """The job's secret env values: run.env's where given, else from `environ` (deploy's).
+
+    Raises BadInput naming the first secret that has no value anywhere, and the fix.
+    """
+    values: dict[str, str] = {}
+    for name in job.run.secrets:
+        value = job.run.env.get(name) or environ.get(name, "")
+        if not value:
+            state = "is empty" if name in environ else "is not set"
+            raise BadInput(
+                one_line(
+                    source,
+                    "run.secrets",
+                    f"{name} has no value in the job file and {state} in the environment"
+                    f" — export {name}=... before `route deploy` (it is stored as a secret),"
+                    " or give it a value in run.env",
+                )
+            )
+        values[name] = value
+    return values
+
+
 def one_line(source: str, where: str, text: str) -> str:
     """One line, whatever the file name or input contains (messages are never multi-line)."""
     line = f"{source}: {where}: {text}" if where else f"{source}: {text}"
