@@ -64,7 +64,9 @@ class JobIdentityArgs:
     data_urls: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
     storage_account_ids: Mapping[str, str] = field(default_factory=dict)  # Azure: for data_urls
-    # Azure: the resource group to hold the identity (the Network's); None = a group of its own.
+    # Azure: the resource group to hold the identity; None = the bootstrap's job-identities group
+    # (components.azure_names.AZURE_JOB_IDENTITY_RESOURCE_GROUP), the one place the deployer may
+    # create and attach identities.
     resource_group_name: pulumi.Input[str] | None = None
     remote_access: bool = False  # AWS: the role may register with SSM Session Manager
 

@@ -63,6 +63,7 @@ from components.args import (
     secret_env_json,
 )
 from components.azure_names import (
+    AZURE_JOB_IDENTITY_RESOURCE_GROUP,
     BLOB_HOST_SUFFIX,
     azure_tags,
     blob_prefix_condition,
@@ -503,11 +504,9 @@ class JobIdentity(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         job, tags = args.job_name, azure_tags(args.job_name, args.labels)
 
-        resource_group_name = args.resource_group_name
-        if resource_group_name is None:
-            resource_group_name = resources.ResourceGroup(
-                f"{name}-identity-rg", location=args.region, tags=tags, opts=child
-            ).name
+        # The bootstrap's job-identities group: the deployer may create and attach identities
+        # there only, so it can never attach another workload's identity to a VM it launches.
+        resource_group_name = args.resource_group_name or AZURE_JOB_IDENTITY_RESOURCE_GROUP
         identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity",
             resource_group_name=resource_group_name,

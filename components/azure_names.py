@@ -12,6 +12,9 @@ from components.args import (
     standard_labels,
 )
 
+# Job identities live in one resource group the bootstrap creates (components/bootstrap/azure.py);
+# the deployer may create, delete and attach user-assigned identities there and nowhere else.
+AZURE_JOB_IDENTITY_RESOURCE_GROUP = "spotroute-job-identities"
 BLOB_HOST_SUFFIX = ".blob.core.windows.net"
 _BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 _ACCOUNT = re.compile(r"[a-z0-9]{3,24}")

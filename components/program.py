@@ -382,7 +382,6 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
             data_urls=placement.data_urls,
             labels=labels,
             storage_account_ids=placement.storage_account_ids,
-            resource_group_name=network.resource_group_name,
             remote_access=placement.remote_access,
         ),
         bucket,

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from components.azure_names import AZURE_JOB_IDENTITY_RESOURCE_GROUP as _JOB_IDENTITY_GROUP
 from components.bootstrap.args import (
     DEPLOYER_NAME,
     JOB_MANAGED_BY,
@@ -256,7 +257,7 @@ AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
 # delete and attach (assign/action: give a scale set the identity) user-assigned identities there
 # and nowhere else, so it can never attach another workload's identity of the subscription to a
 # VM it launches. A third role, assigned at that group's scope only.
-AZURE_JOB_IDENTITY_RESOURCE_GROUP = "spotroute-job-identities"
+AZURE_JOB_IDENTITY_RESOURCE_GROUP = _JOB_IDENTITY_GROUP  # shared with components/azure.py
 AZURE_IDENTITIES_ROLE_NAME = f"{DEPLOYER_NAME}-identities"
 AZURE_IDENTITY_ACTIONS: tuple[str, ...] = (
     "Microsoft.ManagedIdentity/userAssignedIdentities/read",

@@ -595,7 +595,7 @@ def test_role_definitions_are_looked_up_in_the_deploying_subscription_via_the_pr
 # --- resource groups --------------------------------------------------------------------------
 
 
-def test_program_gives_the_job_two_groups_and_keeps_the_identity_with_the_job(
+def test_program_gives_the_job_two_groups_and_its_identity_to_the_bootstraps_group(
     azure_config: dict[str, Any],
 ) -> None:
     stack = placement(azure_config)
@@ -604,10 +604,11 @@ def test_program_gives_the_job_two_groups_and_keeps_the_identity_with_the_job(
     assert set(groups) == {"llm-finetune-rg", "llm-finetune-checkpoints-rg"}
     assert all(g.inputs["location"] == "eastus" for g in groups.values())
     assert stack.one(VMSS).inputs["resourceGroupName"] == "llm-finetune-rga1b2c3"
-    assert stack.one(IDENTITY).inputs["resourceGroupName"] == "llm-finetune-rga1b2c3"
+    # The one group where the deployer may create and attach identities (bootstrap, item 12).
+    assert stack.one(IDENTITY).inputs["resourceGroupName"] == "spotroute-job-identities"
 
 
-def test_identity_joins_the_job_resource_group_when_the_program_passes_it(
+def test_identity_goes_to_the_bootstraps_identities_group_and_creates_no_group_of_its_own(
     azure_config: dict[str, Any],
 ) -> None:
     stack = wired(azure_config)
@@ -616,7 +617,7 @@ def test_identity_joins_the_job_resource_group_when_the_program_passes_it(
         "llm-finetune-rg",
         "llm-finetune-checkpoints-rg",
     }
-    assert stack.one(IDENTITY).inputs["resourceGroupName"] == "llm-finetune-rga1b2c3"
+    assert stack.one(IDENTITY).inputs["resourceGroupName"] == "spotroute-job-identities"
     assert stack.one(ACCOUNT).inputs["resourceGroupName"] == "llm-finetune-checkpoints-rga1b2c3"
 
 

@@ -349,11 +349,6 @@ def test_azure_deployer_may_manage_everything_an_azure_placement_creates(
         assert assignment.inputs["principalType"] == "ServicePrincipal"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="components/program.py still puts the job identity into the job's network group; "
-    "it must pass AZURE_JOB_IDENTITY_RESOURCE_GROUP (docs/security.md, 'What remains')",
-)
 def test_azure_placement_job_identities_live_in_the_job_identities_group(
     aws_config: dict[str, Any],
 ) -> None:
