@@ -52,6 +52,9 @@ PURE_FORBIDDEN = (
 CONTRACT_FORBIDDEN = (*PURE_FORBIDDEN, "pydantic", "pydantic_core")
 # Known exceptions, each with the reason and who removes it. Keep this list short.
 ALLOWED: dict[tuple[str, str], str] = {
+    # The Young/Daly formulas the training library checkpoints by, shown per placement by
+    # `route plan --explain`: one copy of them (math and re only; the package loads lazily).
+    ("router.flows.plan", "router.checkpoint.interval"): "checkpoint interval formulas",
     # GPU names are read from router/data/gpus.csv when the module is imported: the job model's
     # validators need them. Moving the read to router.config needs the table passed in as
     # validation context (follow-up).
