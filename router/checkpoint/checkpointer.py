@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from router.checkpoint import rng
 from router.checkpoint.interval import parse_interval_s
@@ -119,6 +119,7 @@ class Checkpointer:
         asynchronous: bool = True,
         storage_options: dict[str, Any] | None = None,
         exit_on_notice: bool = True,
+        reuse_staging_memory: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if keep < 1:
@@ -131,6 +132,9 @@ class Checkpointer:
         self.job_id = job_id
         self.asynchronous = asynchronous
         self.exit_on_notice = exit_on_notice
+        # Asynchronous saves keep their CPU staging copy between saves (see _async_stager).
+        self.reuse_staging_memory = reuse_staging_memory
+        self._stager: Any = None
         self._clock = clock
         self._last_save_at = clock()
         self._ranks: Ranks = current_ranks()
@@ -388,7 +392,7 @@ class Checkpointer:
         SystemExit(EXIT_PREEMPTED). Returns True when a save started.
         """
         self._remember(objects)
-        terminal = self.watcher.peek_terminal()
+        terminal = self._terminal_notice()
         rebalance = self.watcher.take_rebalance()
         due = (
             (self.every_steps is not None and step > 0 and step % self.every_steps == 0)
@@ -526,7 +530,24 @@ class Checkpointer:
                 save(state, storage_writer=writer, process_group=group, no_dist=no_dist)
                 return None
             return async_save(state, storage_writer=writer, process_group=group,
-                                  no_dist=no_dist)
+                              no_dist=no_dist, async_stager=self._async_stager())
+
+    def _async_stager(self) -> Any:
+        """DCP's stager, one per Checkpointer so its CPU copy of the state is reused.
+
+        A fresh stager (DCP's default) allocates the whole staging copy on every save; keeping
+        it turns every save after the first into a plain copy into memory already mapped. Safe
+        because a save waits for the one before it. Costs one resident copy of the state.
+        """
+        if not self.reuse_staging_memory:
+            return None
+        if self._stager is None:
+            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+            self._stager = DefaultStager(StagingOptions(
+                use_pinned_memory=False, use_shared_memory=False, use_async_staging=False,
+                use_non_blocking_copy=False))
+        return self._stager
 
     def _finish_in_background(self, future: Any, step: int, epoch: int | None, writer: Any,
                               rank_state: dict[str, Any], report: SaveReport, t0: float) -> None:
@@ -595,18 +616,56 @@ class Checkpointer:
 
     # --- notices ------------------------------------------------------------------------------
 
+    def _terminal_notice(self) -> Notice | None:
+        """The terminal notice, also a SIGTERM whose handler ran but the watcher has not seen."""
+        notice = self.watcher.peek_terminal()
+        if notice is None and self._sigterm is not None:
+            notice = self._sigterm.poll_now()
+            if notice is not None:
+                self.watcher.record(notice)
+        return notice
+
+    def should_stop(self) -> bool:
+        """True once a preemption notice reached this process; cheap, local, no collective.
+
+        For steps that are long against the grace period: check it between micro-batches (or in
+        the data loop), finish the step early, and call `maybe_save`, which saves, writes the
+        marker and exits 75. Every rank must still reach `maybe_save` with the same step.
+        """
+        return self.watcher.arrived.is_set() or (
+            self._sigterm is not None and self._sigterm.received)
+
+    def _save_estimate_s(self) -> float | None:
+        """How long a save takes here: the longest of the last three finished ones (seconds)."""
+        done = [r.save_s for r in self.reports[-3:] if r.save_s is not None and r.error is None]
+        return max(done) if done else None
+
     def _save_on_notice(self, step: int, notice: Notice | None, *, epoch: int | None,
                         data_position: Any, user: dict[str, Any] | None) -> None:
         t0 = time.perf_counter()
-        notices = [n.to_json() for n in self._ranks.all_gather(notice) if n is not None]
-        first = notices[0] if notices else {"cloud": "unknown", "kind": "unknown",
-                                            "notice_time": _now_iso()}
-        if self._objects:
+        in_flight = self._pending_report
+        self.wait()  # a background save cannot be cancelled; it finishes first, either way
+        gathered = [n for n in self._ranks.all_gather(notice) if n is not None]
+        first = gathered[0].to_json() if gathered else {
+            "cloud": "unknown", "kind": "unknown", "notice_time": _now_iso()}
+        # A save the grace period cannot hold would leave nothing newer than the one that just
+        # finished: keep that one and exit while there is time. Rank 0 decides for all.
+        skipped: str | None = None
+        if self._ranks.rank == 0 and gathered and in_flight is not None \
+                and in_flight.error is None and in_flight.step != step:
+            left = gathered[0].seconds_left(datetime.now(UTC))
+            estimate = self._save_estimate_s()
+            if left is not None and estimate is not None and estimate > left:
+                skipped = (f"{left:.0f} s left, a save takes {estimate:.0f} s: kept step "
+                           f"{in_flight.step}, saved while the notice arrived")
+        skipped = self._ranks.broadcast(skipped)
+        if self._objects and skipped is None:
             self.save(step, blocking=True, epoch=epoch, data_position=data_position, user=user)
-        else:
-            self.wait()
+        elif skipped is not None:
+            log.warning("spotroute: not saving step %d: %s", step, skipped)
         if self._ranks.rank == 0:
-            self._write_marker_json(first, step, exiting=True, save_s=time.perf_counter() - t0)
+            self._write_marker_json(first, step, exiting=True, save_s=time.perf_counter() - t0,
+                                    skipped_save=skipped)
         if notice is not None:
             self.watcher.acknowledge(notice)  # Azure: go ahead now, the state is saved
         self._ranks.barrier()
@@ -619,28 +678,37 @@ class Checkpointer:
             self._write_marker_json(notice.to_json(), step, exiting=exiting)
 
     def _write_marker_json(self, notice: dict[str, Any], step: int, *, exiting: bool,
-                           save_s: float | None = None) -> None:
+                           save_s: float | None = None, skipped_save: str | None = None) -> None:
+        now = datetime.now(UTC)
+        try:
+            latency_s: float | None = round(
+                (now - datetime.fromisoformat(str(notice["notice_time"]))).total_seconds(), 3)
+        except (KeyError, ValueError, TypeError):
+            latency_s = None
         marker = {
             **notice,
             "job_id": self.job_id,
             "last_step": self.last_saved_step if self.last_saved_step is not None else step,
-            "written_at": _now_iso(),
+            "written_at": now.isoformat(timespec="milliseconds"),
             "exiting": exiting,
             "exit_code": EXIT_PREEMPTED if exiting else None,
             "save_s": None if save_s is None else round(save_s, 3),
+            # From the moment this process saw the notice to the checkpoint being complete.
+            "notice_to_saved_s": latency_s,
+            "skipped_save": skipped_save,
             "host": os.uname().nodename,
         }
         self.location.write_marker(marker)
 
     def notice(self) -> Notice | None:
         """The terminal notice received so far, if any (for loops that want to stop early)."""
-        return self.watcher.peek_terminal()
+        return self._terminal_notice()
 
     # --- plain-directory mode -----------------------------------------------------------------
 
     def due(self, step: int) -> bool:
         """True when a save is due (interval passed or a notice arrived): for save_files users."""
-        if self.watcher.peek_terminal() is not None:
+        if self._terminal_notice() is not None:
             return True
         if self.every_steps is not None and step > 0 and step % self.every_steps == 0:
             return True
@@ -682,7 +750,7 @@ class Checkpointer:
             self.last_saved_step = step
             saved = True
         self._last_save_at = self._clock()
-        notice = self.watcher.peek_terminal()
+        notice = self._terminal_notice()
         if notice is not None:
             self._write_marker(notice, step, exiting=True)
             self.watcher.acknowledge(notice)
@@ -728,6 +796,9 @@ class Checkpointer:
         """Wait for the save in flight and stop watching for notices."""
         self.wait()
         self.watcher.stop()
+        if self._stager is not None:
+            self._stager.close()
+            self._stager = None
 
     def __enter__(self) -> Checkpointer:
         return self
@@ -837,11 +908,34 @@ def _read_verified(location: Location, manifest: Manifest, relative: str) -> byt
     return data
 
 
+@contextmanager
+def _open_verified_local(location: Location, manifest: Manifest,
+                         relative: str) -> Iterator[IO[bytes]]:
+    """A local checkpoint file, open at its start, after checking its size and checksum."""
+    entry = {e.path: e for e in manifest.files}.get(relative)
+    if entry is None:
+        raise CheckpointDamaged(f"{relative} is not in the manifest")
+    try:
+        handle = open(location.step_path(manifest.step, relative), "rb")  # noqa: SIM115
+    except FileNotFoundError as error:
+        raise CheckpointDamaged(f"{relative} is missing") from error
+    with handle:
+        size, checksum = checksum_stream(handle, manifest.checksum_algorithm)
+        if size != entry.size:
+            raise CheckpointDamaged(f"{relative} has {size} bytes, the manifest says {entry.size}")
+        if checksum != entry.checksum:
+            raise CheckpointDamaged(
+                f"{relative} checksum {checksum} differs from the manifest's {entry.checksum}")
+        handle.seek(0)
+        yield handle
+
+
 def _verifying_reader(location: Location, manifest: Manifest) -> Any:
-    """DCP's FsspecReader that reads each file once, whole, and checks it before DCP uses it.
+    """DCP's FsspecReader that checks each file whole before DCP uses it, reading it once.
 
     A rank's shard is usually one file, so damage is found before any tensor is copied into
-    the model. Holds one file in memory at a time.
+    the model. Object stores: one GET per file, held in memory while DCP reads it. A local
+    file is checked in blocks, then DCP reads it from the page cache.
     """
     url = location.url_of(posixpath.basename(location.step_path(manifest.step)))
     reader = _dcp_fsspec_module().FsspecReader(url, **location.storage_options)
@@ -859,9 +953,14 @@ def _verifying_reader(location: Location, manifest: Manifest) -> Any:
                 with super().create_stream(path, mode) as stream:
                     yield stream
                 return
-            data = _read_verified(location, manifest, relative)
             self.served += 1
-            yield io.BytesIO(data)
+            if location.is_local:
+                # A local file is checked in blocks, then read by DCP straight into the tensors:
+                # no copy of the whole file in memory (a copy and a 1 GB allocation per GB).
+                with _open_verified_local(location, manifest, relative) as stream:
+                    yield stream
+                return
+            yield io.BytesIO(_read_verified(location, manifest, relative))
 
     verifying = VerifyingFileSystem()
     reader.fs = verifying

@@ -34,6 +34,10 @@ AZURE_API_VERSION = "2020-07-01"
 AWS_TOKEN_TTL_S = 21600  # six hours, the IMDSv2 maximum
 # The kinds after which the machine goes away: save, write the marker, exit.
 TERMINAL_KINDS = frozenset({"terminate", "stop", "hibernate", "preempted", "Preempt", "sigterm"})
+# Seconds from a notice to the machine going away where the notice names no time: GCE stops a
+# preempted VM ~30 s later, Azure's NotBefore is >= 30 s ahead, the local target sends SIGKILL
+# 10 s after SIGTERM; AWS names the time (two minutes ahead).
+GRACE_S = {"aws": 120.0, "gcp": 30.0, "azure": 30.0, "local": 10.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,15 @@ class Notice:
     def terminal(self) -> bool:
         """True when the machine is going away (a rebalance recommendation is not terminal)."""
         return self.kind in TERMINAL_KINDS
+
+    def seconds_left(self, now: datetime) -> float | None:
+        """Seconds until the platform acts: its deadline, else the cloud's usual grace period."""
+        if not self.terminal:
+            return None
+        if self.deadline is not None:
+            return (self.deadline - now).total_seconds()
+        grace = GRACE_S.get(self.cloud)
+        return None if grace is None else grace - (now - self.notice_time).total_seconds()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -180,6 +193,7 @@ class GcpNotices:
     """GCE `instance/preempted`, long-polled with wait_for_change."""
 
     cloud = "gcp"
+    poll_waits = True  # poll() itself long-polls: the watcher polls again at once
 
     def __init__(self, endpoint: str = GCP_ENDPOINT, *, wait_s: int = 5) -> None:
         self.endpoint = endpoint.rstrip("/")
@@ -289,10 +303,12 @@ class SigtermNotices:
     """SIGTERM as a notice (the local target, `docker stop`, a node's shutdown, torchrun)."""
 
     cloud = "local"
+    poll_waits = True  # poll() waits on the handler's event: it returns as the signal lands
 
     def __init__(self, *, wait_s: float = 1.0, install: bool = True) -> None:
         self.wait_s = wait_s
         self._received = threading.Event()
+        self._received_at: datetime | None = None
         self._previous: Any = None
         self._installed = False
         if install and threading.current_thread() is threading.main_thread():
@@ -300,16 +316,27 @@ class SigtermNotices:
             self._installed = True
 
     def _handle(self, signum: int, frame: Any) -> None:
-        self._received.set()
+        self.trigger()
 
     def trigger(self) -> None:
         """Behave as if SIGTERM arrived (for sources that cannot install a handler)."""
+        if self._received_at is None:
+            self._received_at = _now()
         self._received.set()
 
+    @property
+    def received(self) -> bool:
+        """True once SIGTERM arrived (set by the handler itself, before any thread sees it)."""
+        return self._received.is_set()
+
     def poll(self) -> Notice | None:
-        if self._received.wait(self.wait_s):
-            return Notice(cloud=self.cloud, kind="sigterm", notice_time=_now())
-        return None
+        return self.poll_now() if self._received.wait(self.wait_s) else None
+
+    def poll_now(self) -> Notice | None:
+        """The SIGTERM notice if the signal has arrived; never waits."""
+        if not self._received.is_set():
+            return None
+        return Notice(cloud=self.cloud, kind="sigterm", notice_time=self._received_at or _now())
 
     def acknowledge(self, notice: Notice) -> None:
         return None

@@ -1,15 +1,18 @@
 """A background thread per notice source; the training thread asks it for what arrived.
 
 The watcher never saves by itself: a save from a background thread would race the training
-step (and, with several ranks, the collectives). It records the notice; the next
-`Checkpointer.maybe_save` call acts on it, so call that once per step, with steps shorter than
-the cloud's grace period (AWS two minutes, GCP and Azure about thirty seconds).
+step (and, with several ranks, the collectives). It records the notice and sets `arrived`, a
+flag the training thread reads without a lock or a collective; the next
+`Checkpointer.maybe_save` (called once per step) acts on it, and `Checkpointer.should_stop()`
+lets a long step end early to get there. Metadata endpoints are polled every `poll_interval_s`
+(2 s); sources whose poll waits by itself (GCP's long poll, SIGTERM) are polled back to back.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from router.checkpoint.notices import MetadataUnavailable, Notice, NoticeSource
 
@@ -27,6 +30,7 @@ class NoticeWatcher:
         self._rebalance: Notice | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.arrived = threading.Event()  # set once a terminal notice is recorded
 
     def start(self) -> NoticeWatcher:
         for source in self.sources:
@@ -40,7 +44,9 @@ class NoticeWatcher:
 
     def _run(self, source: NoticeSource) -> None:
         warned = False
+        waits = bool(getattr(source, "poll_waits", False))
         while not self._stop.is_set():
+            started = time.monotonic()
             try:
                 notice = source.poll()
             except MetadataUnavailable as error:
@@ -58,7 +64,10 @@ class NoticeWatcher:
                 self.record(notice)
                 if notice.terminal:
                     return
-            self._stop.wait(self.poll_interval_s)
+            if not waits:
+                self._stop.wait(self.poll_interval_s)
+            elif time.monotonic() - started < 0.5:  # it answered at once: don't spin on it
+                self._stop.wait(min(self.poll_interval_s, 0.2))
 
     def record(self, notice: Notice) -> None:
         """Note a notice (the sources do; tests and callers may too)."""
@@ -66,6 +75,7 @@ class NoticeWatcher:
             if notice.terminal:
                 if self._terminal is None:
                     self._terminal = notice
+                    self.arrived.set()
                     log.warning("spotroute: %s notice from %s: %s", notice.kind, notice.cloud,
                                 "saving a checkpoint and exiting")
             elif self._rebalance is None:

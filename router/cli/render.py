@@ -291,7 +291,10 @@ def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> d
         "job": report.job.name,
         "offers_considered": report.offers_considered,
         "placements_total": len(placements),  # placements + rejected = offers considered
-        "placements": [placement_json(p) for p in placements[:top]],
+        "placements": [
+            {**placement_json(p), "checkpoint_interval": _interval_json(report, rank)}
+            for rank, p in enumerate(placements[:top])
+        ],
         "time_shift": report.time_shift.to_json() if report.time_shift else None,
     }
     if explain:
@@ -308,6 +311,26 @@ def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> d
             for r in report.result.rejected
         ]
     return out
+
+
+def _interval_json(report: PlanReport, rank: int) -> dict[str, Any] | None:
+    advice = report.intervals[rank] if rank < len(report.intervals) else None
+    return advice.to_json() if advice is not None else None
+
+
+def interval_line(report: PlanReport, rank: int) -> str | None:
+    """`--explain`: the job's checkpoint interval against Young/Daly's at placement `rank`."""
+    advice = report.intervals[rank] if rank < len(report.intervals) else None
+    if advice is None:
+        return None
+    job = f"checkpoint interval {age(advice.job_interval_s)} (job.yaml, in effect)"
+    if advice.young_s is None or advice.mtbi_s is None:
+        return f"{job}; no interruptions expected here: no optimum to suggest"
+    save = f"{age(advice.save_s)} save{' (assumed)' if advice.save_s_assumed else ''}"
+    return (
+        f"{job}; Young/Daly {age(advice.young_s)} / {age(advice.daly_s or 0)} from a {save} and"
+        f" 1 interruption per {age(advice.mtbi_s)} ({advice.interruptions_per_hour:.3g}/h)"
+    )
 
 
 _QUOTA_SHOWN = {"ok": "ok", "unknown": "[yellow]unknown[/]", "not needed": "-", "unchecked": "-"}
@@ -392,6 +415,16 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
                         f"  #{rank} {p.cloud} {p.zone or p.region}: "
                         f"{safe(d.summary(), limit=TEXT_CHARS)}"
                     )
+        if explain:
+            for rank, p in enumerate(shown, 1):
+                line = interval_line(report, rank - 1)
+                if line is not None:
+                    console.print(f"  #{rank} {safe(f'{p.cloud} {p.zone or p.region}')}: {line}")
+            if any(a is not None and a.save_s_assumed for a in report.intervals):
+                console.print(
+                    "  save time assumed: set checkpoint.save_time in job.yaml to the save_s "
+                    "the checkpoint manifests record"
+                )
         if any(p.stale for p in result.placements):
             console.print(
                 "[yellow]some prices are stale[/]: run `route prices refresh`, or "

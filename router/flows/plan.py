@@ -16,7 +16,7 @@ from router.core.errors import BadInput
 from router.core.job.model import Job
 from router.core.offers import Offer
 from router.core.org import OrgConfig
-from router.core.placement import PlanResult
+from router.core.placement import Placement, PlanResult
 from router.core.planner import plan
 from router.prices.book import offers_now
 from router.prices.local import local_offers
@@ -25,6 +25,69 @@ from router.prices.quotas.cache import default_path as quota_cache_path
 
 if TYPE_CHECKING:
     from router.core.timeshift import ShiftSuggestion
+
+
+# A save's duration when job.yaml gives no checkpoint.save_time (seconds): a few GB to object
+# storage from one node. Marked "assumed" wherever it is shown.
+ASSUMED_SAVE_S = 60.0
+
+
+@dataclass(frozen=True)
+class IntervalAdvice:
+    """Young/Daly's checkpoint interval at one placement, and the interval the job will use (s).
+
+    The job's `checkpoint.interval` is what the stack passes the training process
+    (SPOTROUTE_CHECKPOINT_INTERVAL), so it always overrides the suggestion; this says how far
+    apart the two are.
+    """
+
+    save_s: float
+    save_s_assumed: bool  # True: ASSUMED_SAVE_S, job.yaml has no checkpoint.save_time
+    interruptions_per_hour: float  # the placement's pool, from the interruption model
+    young_s: float | None  # None at rate 0: nothing to trade the saves against
+    daly_s: float | None
+    job_interval_s: float
+
+    @property
+    def mtbi_s(self) -> float | None:
+        """Mean time between interruptions (seconds); None at rate 0."""
+        return 3600.0 / self.interruptions_per_hour if self.interruptions_per_hour > 0 else None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "young_s": self.young_s,
+            "daly_s": self.daly_s,
+            "save_s": self.save_s,
+            "save_s_source": "assumed" if self.save_s_assumed else "job.checkpoint.save_time",
+            "interruptions_per_hour": self.interruptions_per_hour,
+            "mtbi_s": self.mtbi_s,
+            "job_interval_s": self.job_interval_s,
+            "interval_in_effect_s": self.job_interval_s,
+            "overridden_by_job": True,
+        }
+
+
+def interval_advice(job: Job, placement: Placement) -> IntervalAdvice | None:
+    """The suggested checkpoint interval at `placement`; None when the job does not checkpoint."""
+    from router.checkpoint.interval import daly_interval_s, young_interval_s
+
+    checkpoint = job.checkpoint
+    if checkpoint is None:
+        return None
+    save_s = checkpoint.save_time_s or ASSUMED_SAVE_S
+    rate = placement.interruptions_per_hour
+    young = daly = None
+    if rate > 0:
+        young = young_interval_s(save_s, 3600.0 / rate)
+        daly = daly_interval_s(save_s, 3600.0 / rate)
+    return IntervalAdvice(
+        save_s=save_s,
+        save_s_assumed=checkpoint.save_time_s is None,
+        interruptions_per_hour=rate,
+        young_s=young,
+        daly_s=daly,
+        job_interval_s=checkpoint.interval_s,
+    )
 
 
 @dataclass(frozen=True)
@@ -38,6 +101,8 @@ class PlanReport:
     # A later, historically cheaper start of the best placement inside the job's deadline
     # (router.flows.timeshift); None without a deadline, price history or a saving.
     time_shift: ShiftSuggestion | None = None
+    # Per placement, in rank order: the suggested checkpoint interval (None: no checkpoint).
+    intervals: tuple[IntervalAdvice | None, ...] = ()
 
 
 def current_offers(
@@ -90,5 +155,10 @@ def plan_job(
 
         shift = later_start(job, result.placements[0], now=now)
     return PlanReport(
-        job=job, org=org, result=result, offers_considered=len(offers), time_shift=shift
+        job=job,
+        org=org,
+        result=result,
+        offers_considered=len(offers),
+        time_shift=shift,
+        intervals=tuple(interval_advice(job, p) for p in result.placements),
     )

@@ -32,6 +32,7 @@ AZURITE_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 BUCKET = "spotroute-ckpt"
+MOTO_READ_TIMEOUT_S = 600  # see start_s3
 # gcsfs >= 2025.x asks the gRPC Storage Control API whether a bucket is hierarchical/zonal first;
 # fake-gcs-server speaks only the JSON API, so each first access would wait out a 60 s timeout.
 # Must be set before gcsfs is imported.
@@ -104,8 +105,14 @@ def start_s3() -> StorageServer:
                           workdir, "moto")
     endpoint = f"http://127.0.0.1:{port}"
     _wait_http(endpoint + "/", process, log)
+    # s3fs waits 15 s for an answer, then botocore retries. moto's CompleteMultipartUpload
+    # concatenates every part in Python (11 s for 1 GB on an idle core, more under load) and does
+    # not survive a retry arriving while it runs: the first request closes the parts' buffers and
+    # the others fail with "seek of closed file" → HTTP 500, "reached max retries: 4". Real S3
+    # sends whitespace while it completes, so only a server like this needs the longer timeout.
     options = {"key": "testing", "secret": "testing",
-               "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-west-2"}}
+               "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-west-2"},
+               "config_kwargs": {"read_timeout": MOTO_READ_TIMEOUT_S}}
     server = StorageServer("s3", f"s3://{BUCKET}", options, process, workdir, env={
         "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_ENDPOINT_URL": endpoint, "AWS_DEFAULT_REGION": "us-west-2"})

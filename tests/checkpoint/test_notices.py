@@ -7,7 +7,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from fake_metadata import FakeMetadataServer
@@ -21,6 +23,8 @@ from router.checkpoint import (
     Checkpointer,
     GcpNotices,
     Manifest,
+    Notice,
+    SaveReport,
     SigtermNotices,
 )
 from router.checkpoint.notices import MetadataUnavailable, source_for
@@ -183,3 +187,125 @@ def test_a_rebalance_recommendation_saves_and_keeps_training(
     fs, root = local_store.fs_path()
     marker = json.loads(fs.cat_file(f"{root}/interruption.json"))
     assert (marker["kind"], marker["exiting"], marker["exit_code"]) == ("rebalance", False, None)
+
+
+# --- how fast a notice becomes a complete checkpoint ------------------------------------------
+
+STEP_S = 0.25  # one training step of the loops below
+
+
+def _train_until_preempted(ckpt: Checkpointer, trigger: Callable[[], None], *,
+                           step_s: float = STEP_S, micro_batches: int = 1,
+                           check_should_stop: bool = False,
+                           trigger_after_s: float = 1.0) -> tuple[float, dict[str, Any]]:
+    """Train (step_s per step) until the notice `trigger` sends makes maybe_save exit 75.
+
+    Returns (wall seconds from the trigger to the checkpoint being complete, the marker).
+    """
+    model, optimizer, scheduler = build(31, 8)
+    ckpt.restore(model=model, optimizer=optimizer, scheduler=scheduler)
+    sent: list[float] = []
+    timer = threading.Timer(trigger_after_s, lambda: (sent.append(time.time()), trigger()))
+    timer.start()
+    step = 0
+    try:
+        with pytest.raises(SystemExit) as exited:
+            for step in range(1, 10_000):
+                for _ in range(micro_batches):
+                    time.sleep(step_s / micro_batches)
+                    if check_should_stop and ckpt.should_stop():
+                        break  # end the step early: maybe_save saves at once
+                train_step(model, optimizer, scheduler, 8)
+                ckpt.maybe_save(step)
+        assert exited.value.code == EXIT_PREEMPTED
+    finally:
+        timer.cancel()
+    fs, root = fs_of(ckpt)
+    marker = json.loads(fs.cat_file(f"{root}/interruption.json"))
+    assert fs.exists(f"{root}/step-{step:012d}/manifest.json")  # the step it stopped at
+    assert marker["last_step"] == step and marker["exit_code"] == EXIT_PREEMPTED
+    written = datetime.fromisoformat(marker["written_at"]).timestamp()
+    return written - sent[0], marker
+
+
+def fs_of(ckpt: Checkpointer) -> tuple[Any, str]:
+    return ckpt.location.fs, ckpt.location.root
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "sigterm"])
+def test_notice_becomes_a_complete_checkpoint_within_poll_plus_step_plus_save(
+    cloud: str, metadata: FakeMetadataServer, local_store: Store
+) -> None:
+    sources: list[Any] = {"aws": [AwsNotices(metadata.endpoint)],
+                          "gcp": [GcpNotices(metadata.endpoint, wait_s=5)], "sigterm": []}[cloud]
+    trigger = {"aws": metadata.state.preempt_aws, "gcp": metadata.state.preempt_gcp,
+               "sigterm": lambda: os.kill(os.getpid(), signal.SIGTERM)}[cloud]
+    # Default poll interval (2 s): AWS is polled; GCP long-polls and SIGTERM wakes at once.
+    ckpt = Checkpointer(local_store.url, interval_s=None, handle_sigterm=cloud == "sigterm",
+                        notice_sources=sources)
+    poll_s = {"aws": ckpt.watcher.poll_interval_s, "gcp": 0.0, "sigterm": 0.0}[cloud]
+
+    latency_s, marker = _train_until_preempted(ckpt, trigger)
+
+    # The bound docs/checkpoints.md states: poll + the rest of a step + one synchronous save
+    # (+ 1.5 s for a loaded 2-core machine). Far inside GCP's 30 s, let alone AWS's 120 s.
+    bound_s = poll_s + STEP_S + marker["save_s"] + 1.5
+    print(f"{cloud}: notice → complete checkpoint {latency_s:.3f} s (bound {bound_s:.2f} s)")
+    assert latency_s <= bound_s, (latency_s, marker)
+    assert 0 <= marker["notice_to_saved_s"] <= latency_s + 0.01
+    assert marker["skipped_save"] is None
+
+
+def test_should_stop_ends_a_long_step_early_so_the_save_does_not_wait_for_it(
+    local_store: Store,
+) -> None:
+    # A 4 s step (16 micro-batches): without should_stop() the save would wait for its end.
+    ckpt = Checkpointer(local_store.url, interval_s=None)
+    latency_s, marker = _train_until_preempted(
+        ckpt, lambda: os.kill(os.getpid(), signal.SIGTERM), step_s=4.0, micro_batches=16,
+        check_should_stop=True, trigger_after_s=5.0)  # inside the second step
+    assert ckpt.should_stop()
+    print(f"4 s step, should_stop(): notice → complete checkpoint {latency_s:.3f} s")
+    assert latency_s <= 4.0 / 16 + marker["save_s"] + 1.5, (latency_s, marker)
+    assert latency_s < 3.0  # well under the rest of the step (≈ 3 s)
+
+
+def test_should_stop_is_false_until_a_notice_arrives(local_store: Store) -> None:
+    with Checkpointer(local_store.url, interval_s=None) as ckpt:
+        assert not ckpt.should_stop()
+        ckpt.watcher.record(Notice(cloud="gcp", kind="preempted", notice_time=datetime.now(UTC)))
+        assert ckpt.should_stop()
+
+
+def test_notice_seconds_left_uses_the_deadline_else_the_clouds_grace_period() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    aws = Notice(cloud="aws", kind="terminate", notice_time=now,
+                 deadline=now + timedelta(seconds=120))
+    gcp = Notice(cloud="gcp", kind="preempted", notice_time=now - timedelta(seconds=10))
+    assert aws.seconds_left(now + timedelta(seconds=20)) == 100
+    assert gcp.seconds_left(now) == 20  # 30 s after the notice, 10 s of them gone
+    assert Notice(cloud="aws", kind="rebalance", notice_time=now).seconds_left(now) is None
+
+
+def test_a_notice_with_no_time_for_another_save_keeps_the_one_in_flight_and_exits(
+    local_store: Store,
+) -> None:
+    ckpt = Checkpointer(local_store.url, interval_s=None, handle_sigterm=False)
+    model, optimizer, scheduler = build(32, 8)
+    ckpt.restore(model=model, optimizer=optimizer, scheduler=scheduler)
+    train_step(model, optimizer, scheduler, 8)
+    ckpt.reports.append(SaveReport(step=0, blocked_s=0.1, save_s=60.0))  # saves take a minute
+    assert ckpt.save(4)  # asynchronous: in flight when the notice arrives
+    # GCP's notice came 25 s ago: 5 s are left, less than a save.
+    ckpt.watcher.record(Notice(cloud="gcp", kind="preempted",
+                               notice_time=datetime.now(UTC) - timedelta(seconds=25)))
+    train_step(model, optimizer, scheduler, 8)
+    with pytest.raises(SystemExit) as exited:
+        ckpt.maybe_save(5)
+    assert exited.value.code == EXIT_PREEMPTED
+    fs, root = fs_of(ckpt)
+    marker = json.loads(fs.cat_file(f"{root}/interruption.json"))
+    assert marker["last_step"] == 4
+    assert "kept step 4" in marker["skipped_save"]
+    assert fs.exists(f"{root}/step-000000000004/manifest.json")
+    assert not fs.exists(f"{root}/step-000000000005")

@@ -169,13 +169,95 @@ def test_plan_json_has_the_documented_placement_fields() -> None:
         "price_per_hour", "list_price_per_hour", "node_count", "hours", "compute_cost",
         "egress_cost", "storage_cost", "staging_cost", "interruption_cost", "total_cost",
         "price_source", "price_age_s", "stale", "interruption_bucket", "interruptions_per_hour",
-        "reasons", "quota", "data",
+        "reasons", "quota", "data", "checkpoint_interval",
     }  # fmt: skip
     assert set(best["quota"]) == {"status", "note"}
     assert best["hours"] == 24
     assert math.isclose(
         best["compute_cost"], best["price_per_hour"] * best["hours"] * best["node_count"]
     )
+
+
+CHECKPOINTED_JOB = """\
+name: interval-check
+resources:
+  accelerators: A100-80GB:8
+  clouds: [aws, gcp]
+market: {market}
+duration_hours: 24
+run:
+  command: [python, train.py]
+checkpoint:
+  interval: 30m
+  restore_overhead: 10m
+{save_time}"""
+
+
+def test_plan_json_gives_each_placement_young_daly_interval_from_its_interruption_rate(
+    tmp_path: Path,
+) -> None:
+    job = write_job(tmp_path / "job.yaml",
+                    CHECKPOINTED_JOB.format(market="spot", save_time="  save_time: 2m\n"))
+
+    ranked = placements(job, "--top", "5")
+
+    assert ranked
+    for p in ranked:
+        advice = p["checkpoint_interval"]
+        rate = p["interruptions_per_hour"]
+        assert rate > 0
+        assert advice["save_s"] == 120 and advice["save_s_source"] == "job.checkpoint.save_time"
+        assert advice["interruptions_per_hour"] == rate
+        assert math.isclose(advice["mtbi_s"], 3600 / rate)
+        assert math.isclose(advice["young_s"], math.sqrt(2 * 120 * 3600 / rate))
+        assert advice["daly_s"] < advice["young_s"]  # Daly subtracts the save itself
+        # checkpoint.interval is what the stack passes the job: it wins over the suggestion.
+        assert advice["job_interval_s"] == advice["interval_in_effect_s"] == 1800
+        assert advice["overridden_by_job"] is True
+
+
+def test_plan_explain_shows_the_job_interval_against_young_daly_with_its_inputs(
+    tmp_path: Path,
+) -> None:
+    job = write_job(tmp_path / "job.yaml", CHECKPOINTED_JOB.format(market="spot", save_time=""))
+    best = placements(job)[0]
+    rate = best["interruptions_per_hour"]
+    young = math.sqrt(2 * 60 * 3600 / rate)
+
+    run = invoke("plan", job, "--explain", "--top", "1")
+
+    assert run.code == 0
+    line = next(line for line in run.out.splitlines() if "Young/Daly" in line)
+    assert line.startswith("  #1 ")
+    assert "checkpoint interval 30m (job.yaml, in effect)" in line
+    assert "60s save (assumed)" in line
+    assert f"({rate:.3g}/h)" in line
+    shown = f"{young / 3600:.1f}h" if young >= 7200 else f"{young / 60:.0f}m"
+    assert f"Young/Daly {shown} / " in line
+    assert "set checkpoint.save_time in job.yaml" in run.out
+    assert "Young/Daly" not in invoke("plan", job, "--top", "1").out  # --explain only
+
+
+def test_plan_on_demand_placement_has_no_interval_to_suggest_and_says_so(tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job.yaml",
+                    CHECKPOINTED_JOB.format(market="on-demand", save_time="  save_time: 45s\n"))
+
+    advice = placements(job)[0]["checkpoint_interval"]
+    run = invoke("plan", job, "--explain", "--top", "1")
+
+    assert advice["interruptions_per_hour"] == 0
+    assert advice["young_s"] is None and advice["daly_s"] is None and advice["mtbi_s"] is None
+    assert advice["interval_in_effect_s"] == 1800
+    assert "no interruptions expected here: no optimum to suggest" in run.out
+
+
+def test_plan_json_has_no_interval_for_a_job_that_does_not_checkpoint(tmp_path: Path) -> None:
+    text = CHECKPOINTED_JOB.format(market="on-demand", save_time="")
+    job = write_job(tmp_path / "job.yaml", text.split("checkpoint:")[0])
+    data = invoke("plan", job, "--json").json()
+
+    assert data["placements"]
+    assert all(p["checkpoint_interval"] is None for p in data["placements"])
 
 
 def test_plan_explain_adds_every_rejected_offer_with_a_reason() -> None:

@@ -53,6 +53,9 @@ PURE_FORBIDDEN = (
 CONTRACT_FORBIDDEN = (*PURE_FORBIDDEN, "pydantic", "pydantic_core")
 # Known exceptions, each with the reason and who removes it. Keep this list short.
 ALLOWED: dict[tuple[str, str], str] = {
+    # The Young/Daly formulas the training library checkpoints by, shown per placement by
+    # `route plan --explain`: one copy of them (math and re only; the package loads lazily).
+    ("router.flows.plan", "router.checkpoint.interval"): "checkpoint interval formulas",
     # components → router: H-components removed components/gcp.py → router.catalog and
     # components/local.py → router.home (the router now writes gcpAcceleratorType and the local
     # directories into the stack config). Add nothing here: use router.contract.

@@ -257,6 +257,13 @@ class Checkpoint(Strict):
         validation_alias="restore_overhead",
         description="time to restart and load a checkpoint after an interruption: 10m, or seconds",
     )
+    save_time_s: float | None = Field(
+        default=None,
+        gt=0,
+        validation_alias="save_time",
+        description="how long one save takes (the save_s each checkpoint's manifest records):"
+        " 45s, 2m; route plan --explain suggests an interval from it",
+    )
     url: str = Field(
         default="auto",
         description='"auto" = the stack creates a checkpoint bucket in the placement\'s cloud;'
@@ -272,6 +279,13 @@ class Checkpoint(Strict):
     @classmethod
     def _overhead(cls, value: object) -> object:
         return _duration_s(value)
+
+    @field_validator(
+        "save_time_s", mode="before", json_schema_input_type=PositiveDurationInput | None
+    )
+    @classmethod
+    def _save_time(cls, value: object) -> object:
+        return None if value is None else _duration_s(value)
 
     @field_validator("url")
     @classmethod
