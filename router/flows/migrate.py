@@ -392,6 +392,11 @@ class Mover:
                 "until": now.isoformat(),
             },
         }
+        # The placement left behind is over: keep it for `route report` (one key per start, so a
+        # step re-run after a crash writes it once), then the live record moves on.
+        from router.flows.report import record_ended
+
+        record_ended(records, before, now, "migrated")
         records.put(placement_key(journal.job), record)
 
 

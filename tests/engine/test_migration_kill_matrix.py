@@ -71,6 +71,12 @@ def test_a_router_killed_at_any_step_of_a_migration_converges_on_the_next_watch(
     for point in POINTS[1:]:
         assert outcomes[point][:2] == ("recovered", "done"), (point, outcomes[point])
     print("kill matrix:", json.dumps(outcomes))
+    # Every placement a move left is kept once for `route report`, however often its step re-ran.
+    ended = sorted((route.home / "ended" / JOB).glob("*.json"))
+    assert len(ended) == len(POINTS) - 1, [p.name for p in ended]
+    for path in ended:
+        doc = json.loads(path.read_text())
+        assert doc["reason"] == "migrated" and doc["started_at"] < doc["ended_at"], doc
 
     # A target that refuses the launch: the journal rolls back and the job stays where it was.
     here = placement(route, JOB)
