@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from router.core.egress import EgressTable
-from router.core.job.model import Job, cloud_of_url
+from router.core.job.data import cloud_of_url
+from router.core.job.model import Job
 
 SPOT, ON_DEMAND = "spot", "on-demand"
 
