@@ -19,7 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from router.config.datafiles import load_egress
-from router.core.decide import Current, History, Progress, Rules, TransferCosts, decide
+from router.core.decide import decide
+from router.core.decision_model import Current, History, Progress, Rules, TransferCosts
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 REGIONS = {

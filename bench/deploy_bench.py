@@ -5,8 +5,8 @@ Run: PATH="$(bash scripts/ensure-pulumi.sh --print-dir):$PATH" \
 
 1. Router phases, in-process, no engine (`--runs` times each, for the local quickstart and the
    8×A100 cloud job in examples/): load job → org config → offers (catalog, snapshot, cache) →
-   plan → stack config → diff against the existing stacks/ file, and `jobs.propose` (all of them,
-   as `route deploy` calls it). The first run (cold: CSV parsing, lru caches) is shown apart.
+   plan → stack config → diff against the existing stacks/ file, and `proposals.propose` (all of
+   them, as `route deploy` calls it). The first run (cold: CSV parsing, lru caches) is shown apart.
 2. Real deploys, in-process through `router.flows.jobs` exactly as the CLI calls it (`--engine-runs`
    times): new deploy, unchanged redeploy, destroy. Every Pulumi CLI call the Automation API makes
    is timed by wrapping `PulumiCommand.run` (and its `pulumi version` probe), so
@@ -74,8 +74,8 @@ def router_phases(
     from router.config.stack_files import read_stack_file
     from router.core.planner import plan
     from router.core.stackconfig import config_diff, stack_config
-    from router.flows.jobs import propose
     from router.flows.plan import current_offers
+    from router.flows.proposals import propose
 
     samples: dict[str, list[float]] = defaultdict(list)
     for _ in range(runs + 1):
@@ -171,7 +171,7 @@ class EngineClock:
 
 def engine_runs(project: Any, job_path: Path, runs: int) -> dict[str, list[dict[str, Any]]]:
     """Per scenario, one dict per run: wall, engine, per-command seconds."""
-    from router.flows import jobs
+    from router.flows import jobs, proposals
 
     clock = EngineClock()
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -190,7 +190,7 @@ def engine_runs(project: Any, job_path: Path, runs: int) -> dict[str, list[dict[
             for scenario in ("deploy (new stack)", "redeploy (unchanged)"):
 
                 def deploy() -> Any:
-                    proposal = jobs.propose(job_path, project=project, now=datetime.now(UTC))
+                    proposal = proposals.propose(job_path, project=project, now=datetime.now(UTC))
                     outcome = jobs.deploy(proposal, project=project, confirm=lambda _r: True)
                     assert outcome.applied, outcome
                     return outcome

@@ -20,15 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
-from router.core.job.model import (
-    AcceleratorRequest,
-    Checkpoint,
-    Data,
-    Job,
-    RegionFilter,
-    Resources,
-    Run,
-)
+from router.core.job.data import Data
+from router.core.job.model import AcceleratorRequest, Checkpoint, Job, RegionFilter, Resources, Run
 from router.core.offers import INTERRUPTION_BUCKETS, Offer
 from router.core.org import Discount, OrgConfig, RegionRules
 from router.core.planner import plan

@@ -37,7 +37,7 @@ TEMPLATES = (REPO / "examples" / "quickstart.yaml", REPO / "examples" / "llm-fin
 
 def create_stacks(project: object, jobs_dir: Path, count: int) -> float:
     """Create `count` job stacks with config and placement records; returns seconds taken."""
-    from router.flows import jobs
+    from router.flows import jobs, proposals
 
     engine = jobs.engine_for(project)  # type: ignore[arg-type]
     started = time.perf_counter()
@@ -46,7 +46,7 @@ def create_stacks(project: object, jobs_dir: Path, count: int) -> float:
         doc["name"] = f"bench-{'local' if i % 2 == 0 else 'cloud'}-{i:03d}"
         path = jobs_dir / f"{doc['name']}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        proposal = jobs.propose(path, project=project, now=datetime.now(UTC))  # type: ignore[arg-type]
+        proposal = proposals.propose(path, project=project, now=datetime.now(UTC))  # type: ignore[arg-type]
         engine.stack(proposal.job.name)
         engine.write_config(proposal.job.name, proposal.config)
         jobs.record_placement(engine.home, proposal, {}, datetime.now(UTC))
@@ -112,12 +112,12 @@ def main() -> int:
             "per job)"
         )
 
-        from router.flows import jobs
+        from router.flows.job_status import job_status
 
         clock = EngineClock()
         with clock.installed():
             started = time.perf_counter()
-            statuses = jobs.job_status(project=project, now=datetime.now(UTC))
+            statuses = job_status(project=project, now=datetime.now(UTC))
             wall = time.perf_counter() - started
         engine = sum(s for _, s in clock.calls)
         print("\nin-process jobs.job_status, once")

@@ -534,15 +534,17 @@ def deploy(
     while, and the next one of the ranked list is tried (at most --max-tries).
     """
     from router.cli import render
-    from router.flows import jobs
+    from router.flows import proposals
     from router.flows.launch import LaunchFailed, launch
     from router.flows.plan import plan_job
 
     project = _project(ctx, required=True)
     now = _now()
     report = plan_job(job, project=project, now=now, require_fresh=require_fresh)
-    candidates = jobs.candidates_within(report.job, report.result.placements, _target(to), job)
-    report, candidates, refreshed, allowed_stale = jobs.fresh_candidates(
+    candidates = proposals.candidates_within(
+        report.job, report.result.placements, _target(to), job
+    )
+    report, candidates, refreshed, allowed_stale = proposals.fresh_candidates(
         report,
         candidates,
         job,
@@ -551,7 +553,7 @@ def deploy(
         to=_target(to),
         require_fresh=require_fresh,
         allow_stale=allow_stale,
-        refresh=jobs.refresh_for_deploy,
+        refresh=proposals.refresh_for_deploy,
     )
 
     def show(proposal: Any) -> None:
@@ -700,7 +702,7 @@ def review(ctx: click.Context, job: str, against: str | None, no_diff: bool, fmt
 def status(ctx: click.Context, job: str | None, history: bool, as_json: bool) -> None:
     """Jobs in the backend: placement, price then and now, up since, cost so far."""
     from router.cli import render
-    from router.flows import jobs
+    from router.flows.job_status import job_status
 
     now = _now()
     if history:
@@ -708,14 +710,14 @@ def status(ctx: click.Context, job: str | None, history: bool, as_json: bool) ->
 
         if job is None:
             raise click.UsageError("--history needs a JOB")
-        jobs.job_status(project=_project(ctx, required=True), now=now, job=job)  # exists?
+        job_status(project=_project(ctx, required=True), now=now, job=job)  # exists?
         data = job_history(job, project=_project(ctx, required=True))
         if as_json:
             render.print_json(data)
         else:
             render.history(data)
         return
-    statuses = jobs.job_status(
+    statuses = job_status(
         project=_project(ctx, required=True), now=now, job=job, notify=render.notice
     )
     if as_json:

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from router.core import decide as decision
-from router.core.decide import (
+from router.core.decision_model import (
     MOVE,
     REPLACE,
     SPOT,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from router.core.egress import EgressCost, EgressTable
-from router.core.job.model import DEFAULT_COPY_GBPS, Data, DataLocation
+from router.core.job.data import DEFAULT_COPY_GBPS, Data, DataLocation
 from router.core.storage_prices import StorageCost, StoragePrices
 
 Access = Literal["stream", "copy"]

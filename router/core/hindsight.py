@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from router.core.backtest import JobContext, JobRun, Trace
-from router.core.decide import TransferCosts
+from router.core.decision_model import TransferCosts
 from router.core.egress import EgressTable
 
 Array = npt.NDArray[np.float64]

@@ -1,31 +1,26 @@
-"""What the job verbs do: deploy, preview, status, destroy. One Pulumi stack per job.
+"""What the job verbs do: deploy, preview, destroy, unlock. One Pulumi stack per job.
 
-The engine adapter is router/deploy.py; placements come from router/planning.py; stack config
-from router/stackconfig.py. Confirmation and progress are callbacks the CLI passes in.
+The engine adapter is router/engine/automation.py; the proposal (placement and stack config,
+the stale-price gate) comes from router/flows/proposals.py; `route status` is
+router/flows/job_status.py. Confirmation and progress are callbacks the CLI passes in.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from router.config.datafiles import load_catalog
 from router.config.home import spotroute_home
 from router.config.org_file import org_config_for
 from router.config.project import Project
-from router.config.stack_files import read_stack_file
-from router.core.catalog import gcp_accelerator_type
 from router.core.errors import BadInput, Interrupted, OperationFailed
-from router.core.job.model import Job
-from router.core.job.problems import secret_values
 from router.core.placement import Placement, placement_site
 from router.core.review import Change, Review, change_from_event, review
-from router.core.stackconfig import StackConfig, config_diff, stack_config
 from router.core.strict_json import dumps
 from router.engine.automation import (
     Engine,
@@ -37,7 +32,7 @@ from router.engine.automation import (
 )
 from router.engine.processes import guarded_python, signal_hook, sweep_orphans
 from router.engine.records import RecordStore
-from router.flows.plan import plan_job
+from router.flows.proposals import Proposal, propose
 from router.flows.report import record_ended
 
 EventHandler = Callable[[Any], None]
@@ -64,188 +59,6 @@ def engine_for(project: Project) -> Engine:
 
 
 # --- deploy -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """The placement chosen for a job and the stack config change it means."""
-
-    job: Job
-    chosen: Placement
-    config: StackConfig
-    config_diff: tuple[str, ...]
-    stack_file: Path
-    stack: str = ""  # the placement's stack; "" = the job's first stack, named as the job
-    job_file: Path | None = None  # where the job was read from (route watch re-plans it)
-
-    refreshed: tuple[Any, ...] = ()  # RefreshOutcome per cloud tried because prices were stale
-    allowed_stale: bool = False  # deploying on a stale price because the user said so
-
-    @property
-    def stack_name(self) -> str:
-        return self.stack or self.job.name
-
-
-# Refreshes the clouds named (for one GPU) into the price cache; returns RefreshOutcomes.
-Refresher = Callable[[tuple[str, ...], str], list[Any]]
-
-
-def refresh_for_deploy(clouds: tuple[str, ...], gpu: str) -> list[Any]:
-    """Live prices for the clouds in play; a cloud without credentials fails fast, per cloud."""
-    from router.flows.prices import refresh_prices
-
-    return refresh_prices(clouds=clouds, regions=(), gpu=gpu, timeout_s=5.0, now=datetime.now(UTC))
-
-
-def _stale_cloud(p: Placement) -> bool:
-    return p.cloud != "local" and p.stale  # the local target has no market
-
-
-def _age_text(age_s: float) -> str:
-    days = age_s / 86400
-    return f"{days:.0f} days" if days >= 2 else f"{age_s / 3600:.1f} h"
-
-
-def _matches(p: Placement, target: str) -> bool:
-    cloud, _, region = target.partition("/")
-    return p.cloud == cloud and (not region or p.region == region)
-
-
-def propose(
-    job_path: Path,
-    *,
-    project: Project,
-    now: datetime,
-    to: str | None = None,
-    require_fresh: bool = False,
-    allow_stale: bool = False,
-    refresh: Refresher | None = None,
-) -> Proposal:
-    """Plan the job and pick the best placement (within `to` = CLOUD or CLOUD/REGION if given).
-
-    A cloud placement priced by a stale quote is never deployed silently: the clouds in play
-    are refreshed first (`refresh`), and if the best price is still stale the deploy is refused
-    unless `allow_stale` (or spotroute.yaml's `allow_stale_deploy`) says otherwise.
-    """
-
-    report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
-    candidates = candidates_within(report.job, report.result.placements, to, job_path)
-    report, candidates, refreshed, allowed_stale = fresh_candidates(
-        report,
-        candidates,
-        job_path,
-        project=project,
-        now=now,
-        to=to,
-        require_fresh=require_fresh,
-        allow_stale=allow_stale,
-        refresh=refresh,
-    )
-    chosen = candidates[0]
-    proposal = proposal_for(
-        report.job, report.org, chosen, candidates, project=project, job_file=job_path
-    )
-    return replace(proposal, refreshed=refreshed, allowed_stale=allowed_stale)
-
-
-def fresh_candidates(
-    report: Any,
-    candidates: list[Placement],
-    job_path: Path,
-    *,
-    project: Project,
-    now: datetime,
-    to: str | None,
-    require_fresh: bool,
-    allow_stale: bool,
-    refresh: Refresher | None,
-) -> tuple[Any, list[Placement], tuple[Any, ...], bool]:
-    """Never deploy a cloud placement on a stale price silently: refresh the clouds in play,
-    re-plan, and refuse if the best price is still stale (unless the user allows it).
-
-    Returns (report, candidates, refresh outcomes, whether a stale price was allowed).
-    """
-    refreshed: tuple[Any, ...] = ()
-    if _stale_cloud(candidates[0]) and refresh is not None:
-        clouds = tuple(sorted({p.cloud for p in candidates if p.cloud != "local"}))
-        refreshed = tuple(refresh(clouds, candidates[0].gpu))
-        if any(o.quotes_stored for o in refreshed):
-            report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
-            candidates = candidates_within(report.job, report.result.placements, to, job_path)
-    chosen = candidates[0]
-    allowed_stale = False
-    if _stale_cloud(chosen):
-        if not (allow_stale or report.org.allow_stale_deploy):
-            tried = (
-                " (refresh failed: "
-                + "; ".join(f"{o.cloud}: {o.error}" for o in refreshed if o.error)[:300]
-                + ")"
-                if any(o.error for o in refreshed)
-                else ""
-            )
-            raise OperationFailed(
-                f"job {report.job.name}: the best price, {chosen.cloud} {chosen.region} "
-                f"${chosen.price_per_hour:,.2f}/h, is {_age_text(chosen.price_age_s)} old "
-                f"({chosen.price_source}) — stale{tried}; run `route prices refresh` with "
-                "credentials, or pass --allow-stale to deploy on it anyway"
-            )
-        allowed_stale = True
-    return report, candidates, refreshed, allowed_stale
-
-
-def candidates_within(
-    job: Job, ranked: Sequence[Placement], to: str | None, job_path: Path | str
-) -> list[Placement]:
-    """The ranked placements inside `to` (CLOUD or CLOUD/REGION); OperationFailed if none."""
-    candidates = [p for p in ranked if to is None or _matches(p, to)]
-    if not candidates:
-        where = f" in {to}" if to else ""
-        raise OperationFailed(
-            f"no placement{where} fits job '{job.name}' — see `route plan {job_path} --explain`"
-        )
-    return candidates
-
-
-def proposal_for(
-    job: Job,
-    org: Any,
-    chosen: Placement,
-    ranked: Sequence[Placement],
-    *,
-    project: Project,
-    stack: str = "",
-    job_file: Path | None = None,
-) -> Proposal:
-    """The stack config of placing `job` at `chosen` (in `stack`, default the job's own).
-
-    The job's secrets are read here, from run.env or this process's environment (BadInput, exit
-    2, naming the variable when one has no value), and go only into the secret config key.
-    """
-    home = spotroute_home()
-    secrets = secret_values(job, os.environ, str(job_file) if job_file else f"job {job.name}")
-    config = stack_config(
-        job,
-        chosen,
-        ranked,
-        gcp_project=org.credentials.get("gcp_project", ""),
-        azure_storage_accounts=org.azure_storage_accounts,
-        gcp_accelerator_type=gcp_accelerator_type(load_catalog(), chosen.gpu),
-        local_dirs=(
-            str(home / "sandbox" / job.name),
-            str(home / "checkpoints" / job.name),
-        ),
-        secret_env=secrets,
-    )
-    stack_file = project.stack_config_path(stack or job.name)
-    return Proposal(
-        job,
-        chosen,
-        config,
-        tuple(config_diff(read_stack_file(stack_file), config)),
-        stack_file,
-        stack,
-        job_file.absolute() if job_file else None,
-    )
 
 
 @dataclass
@@ -604,188 +417,3 @@ def _check_job_name(job: str) -> None:
 
     if not re.fullmatch(r"[a-z][a-z0-9-]{0,39}", job):
         raise BadInput(f"JOB: '{job}' is not a job name — use the `name` from the job file")
-
-
-# --- status -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    job: str
-    state: str  # running | deployed | stopped | updating | empty
-    cloud: str | None
-    region: str | None
-    zone: str | None
-    instance_type: str | None
-    market: str | None
-    node_count: int
-    price_per_hour: float | None  # USD per instance-hour at placement time
-    best_price_now: float | None  # cheapest known offer of the same shape and market now
-    up_since: datetime | None
-    cost_so_far: float | None  # USD
-    resources: int
-    last_decision: dict[str, Any] | None = None  # route watch/migrate/preempt's latest, if any
-    locked_by: str | None = None  # who holds the backend's lock on the stack, and since when
-    problem: str | None = None  # why part of the job's record could not be read
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "job": self.job,
-            "state": self.state,
-            "cloud": self.cloud,
-            "region": self.region,
-            "zone": self.zone,
-            "instance_type": self.instance_type,
-            "market": self.market,
-            "node_count": self.node_count,
-            "price_per_hour": self.price_per_hour,
-            "best_price_now": self.best_price_now,
-            "up_since": self.up_since.isoformat() if self.up_since else None,
-            "cost_so_far": self.cost_so_far,
-            "resources": self.resources,
-            "last_decision": self.last_decision,
-            "locked_by": self.locked_by,
-            "problem": self.problem,
-        }
-
-
-def job_status(
-    *, project: Project, now: datetime, job: str | None = None, notify: Notify | None = None
-) -> list[JobStatus]:
-    """Every job found in the backend (or one), with its placement, price then and now, and cost.
-
-    A job whose record cannot be read is listed with the problem; the others are unaffected.
-    """
-    engine = engine_for(project)
-    if sweep_orphans(engine.home):
-        (notify or (lambda _line: None))("stopped engine processes left by a killed route command")
-    if engine.repair_backend():
-        (notify or (lambda _line: None))("repaired a state file a killed engine left half-written")
-    stacks = [s for s in engine.list_stacks() if job is None or job_of_stack(s.name) == job]
-    if job is not None and not stacks:
-        raise OperationFailed(
-            f"no deployed job '{job}' on backend {engine.backend.url} — see `route status`"
-        )
-    offers: list[Any] = []
-    statuses = []
-    placements = engine.records().list("placements/") if stacks else {}
-    by_job: dict[str, list[Any]] = {}
-    for s in stacks:
-        by_job.setdefault(job_of_stack(s.name), []).append(s)
-    chosen = []
-    for name, group in by_job.items():
-        record = placements.get(placement_key(name)) or {}
-        current = record.get("stack") or name
-        # The job's current placement; during a hand-over the other stack is its new one.
-        chosen.append((name, next((s for s in group if s.name == current), group[0]), record))
-    for name, s, record in sorted(chosen, key=lambda c: c[0]):
-        recover(engine, s.name, notify)
-        held = engine.held_locks(s.name)
-        locked_by = held[0].holder() if held else None
-        try:
-            status = _one_status(project, name, s, record, now, offers)
-        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-            status = JobStatus(
-                name,
-                "unknown",
-                None,
-                None,
-                None,
-                None,
-                None,
-                1,
-                None,
-                None,
-                None,
-                None,
-                s.resource_count or 0,
-                problem=f"the placement record of {name} is unreadable ({type(exc).__name__}) — "
-                f"`route deploy` the job again to rewrite it",
-            )
-        status = replace(status, last_decision=_last_decision(engine, name))
-        if locked_by:
-            status = replace(status, state="locked", locked_by=locked_by)
-        statuses.append(status)
-    return statuses
-
-
-def _one_status(
-    project: Project, name: str, s: Any, record: Any, now: datetime, offers: list[Any]
-) -> JobStatus:
-    from router.prices.book import OfferFilter, offers_now, select_offers
-
-    if not isinstance(record, dict):
-        raise TypeError("not a JSON object")
-    config = read_stack_file(project.stack_config_path(s.name))
-    cloud = record.get("cloud") or config.get("cloud")
-    market = record.get("market") or config.get("market")
-    gpu, gpu_count = (
-        record.get("gpu") or config.get("gpu"),
-        record.get("gpu_count") or config.get("gpuCount"),
-    )
-    best = None
-    if cloud and cloud != "local" and gpu and gpu_count:
-        if not offers:
-            offers.extend(offers_now())
-        same = select_offers(
-            offers,
-            OfferFilter(gpu=gpu, gpu_count=int(gpu_count), markets=(market,) if market else ()),
-        )
-        best = same[0].price_per_hour if same else None
-    elif cloud == "local":
-        best = float(record.get("price_per_hour", 0.0))
-    up_since = datetime.fromisoformat(record["deployed_at"]) if record.get("deployed_at") else None
-    price = record.get("price_per_hour", config.get("pricePerHour"))
-    if price is not None:
-        price = float(price)
-    nodes = int(record.get("node_count") or config.get("nodeCount") or 1)
-    cost = (
-        price * nodes * (now - up_since).total_seconds() / 3600
-        if price is not None and up_since
-        else None
-    )
-    return JobStatus(
-        job=name,
-        state=_state(s, record),
-        cloud=_text(cloud),
-        region=_text(record.get("region") or config.get("region")),
-        zone=_text(record.get("zone") or config.get("zone") or None),
-        instance_type=_text(
-            record.get("instance_type") or (config.get("instanceTypes") or [None])[0]
-        ),
-        market=_text(market),
-        node_count=nodes,
-        price_per_hour=price,
-        best_price_now=best,
-        up_since=up_since,
-        cost_so_far=cost,
-        resources=s.resource_count or 0,
-    )
-
-
-def _text(value: object) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise TypeError(f"expected text, got {type(value).__name__}")
-
-
-def _last_decision(engine: Engine, job: str) -> dict[str, Any] | None:
-    """The job's latest recorded decision: when, by whom, what and why."""
-    from router.engine.job_records import JobRecords
-
-    d = JobRecords(engine.records()).last_decision(job)
-    return None if d is None else {k: d.get(k) for k in ("at", "by", "action", "reason")}
-
-
-def _state(summary: Any, record: dict[str, Any]) -> str:
-    if summary.update_in_progress:
-        return "updating"
-    if not summary.resource_count:
-        return "empty"
-    group_id = str((record.get("outputs") or {}).get("groupId", ""))
-    if group_id.startswith("local-process:"):
-        from components.local import parse_group_id, process_alive
-
-        ids = parse_group_id(group_id)
-        return "running" if ids and process_alive(*ids) else "stopped"
-    return "deployed"

@@ -22,7 +22,8 @@ from router.core.failover import Block, LaunchFailure, block_after, blocking, cl
 from router.core.job.model import Job
 from router.core.placement import Placement
 from router.core.review import Review
-from router.flows.jobs import DeployOutcome, Proposal, deploy, proposal_for
+from router.flows.jobs import DeployOutcome, deploy
+from router.flows.proposals import Proposal, proposal_for
 
 MAX_TRIES = 3
 

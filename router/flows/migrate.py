@@ -484,8 +484,9 @@ def choose_target(
     job: str, *, project: Project, to: str | None, now: datetime
 ) -> tuple[Placement, dict[str, Any]]:
     """The best placement for the job now within `to`, other than where it runs; + its record."""
-    from router.flows.jobs import candidates_within, engine_for, read_placement
+    from router.flows.jobs import engine_for, read_placement
     from router.flows.plan import plan_job
+    from router.flows.proposals import candidates_within
 
     engine = engine_for(project)
     record = read_placement(engine.records(), job)

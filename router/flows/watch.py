@@ -29,7 +29,8 @@ from typing import Any
 
 from router.config import checkpoints as ckpt
 from router.config.project import Project
-from router.core.decide import (
+from router.core.decide import decide
+from router.core.decision_model import (
     MOVE,
     REPLACE,
     SWITCH_MARKET,
@@ -39,7 +40,6 @@ from router.core.decide import (
     Progress,
     Rules,
     TransferCosts,
-    decide,
     job_data_sets,
 )
 from router.core.errors import RouteError

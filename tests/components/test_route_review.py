@@ -20,7 +20,7 @@ import yaml
 
 from router.config.project import Project
 from router.core.exposure import exposure
-from router.flows.jobs import propose
+from router.flows.proposals import propose
 from router.flows.review import render, review_stack
 
 REPO = Path(__file__).resolve().parents[2]

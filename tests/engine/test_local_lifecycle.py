@@ -22,7 +22,7 @@ def _chosen_config(
 ) -> dict[str, object]:
     """The stack config the router itself chooses for the job (its own planner, in-process)."""
     from router.config.project import Project
-    from router.flows.jobs import propose
+    from router.flows.proposals import propose
 
     monkeypatch.setenv("SPOTROUTE_HOME", str(route.home))
     proposal = propose(job_file, project=Project(route.project), now=datetime.now(UTC))

@@ -135,7 +135,7 @@ def test_migration_policy_runs_the_watch_loops_decide(monkeypatch):
 
 def test_diverging_decide_changes_the_backtest(monkeypatch):
     """If the backtest had its own copy of the rules, patching decide() would change nothing."""
-    from router.core.decide import WAIT, Decision, Numbers
+    from router.core.decision_model import WAIT, Decision, Numbers
 
     t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([12.0] * 10, UP)})
     before = run(t).policy("migrate").total_cost

@@ -26,7 +26,7 @@ from router.core.data_access import (
     transfer_hours,
 )
 from router.core.errors import BadInput
-from router.core.job.model import Data
+from router.core.job.data import Data
 from router.core.storage_prices import HOURS_PER_MONTH, parse_storage_csv
 
 EGRESS = load_egress()

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from router.config.datafiles import load_egress, load_interruption_model
-from router.core.decide import (
+from router.core.decide import decide, remaining_cost
+from router.core.decision_model import (
     MOVE,
     REPLACE,
     STAY,
@@ -21,8 +22,6 @@ from router.core.decide import (
     Progress,
     Rules,
     TransferCosts,
-    decide,
-    remaining_cost,
     same_capacity,
     zone_key,
 )
@@ -388,7 +387,7 @@ def test_deadline_slack_gone_never_leaves_on_demand(s):
 
 
 def test_rules_for_job_read_migration_checkpoint_deadline_and_data():
-    from router.core.decide import rules_for_job
+    from router.core.decision_model import rules_for_job
     from tests.unit.planner_factories import job
 
     spec = job(

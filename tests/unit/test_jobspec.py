@@ -12,15 +12,8 @@ import pytest
 from router.config.job_file import load_job, validate_job_file
 from router.core.durations import parse_duration_s
 from router.core.errors import EXIT_BAD_INPUT, BadInput
-from router.core.job.model import (
-    AcceleratorRequest,
-    Checkpoint,
-    Data,
-    Job,
-    Resources,
-    Run,
-    cloud_of_url,
-)
+from router.core.job.data import Data, cloud_of_url
+from router.core.job.model import AcceleratorRequest, Checkpoint, Job, Resources, Run
 from router.core.job.problems import parse_job
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -12,7 +12,7 @@ from router.config.project import Project
 from router.core.errors import OperationFailed
 from router.core.offers import Quote
 from router.flows.init import init_project
-from router.flows.jobs import propose
+from router.flows.proposals import propose
 from router.prices.book import RefreshOutcome
 from router.prices.cache import QuoteCache
 

@@ -10,8 +10,8 @@ import pytest
 from router.config.datafiles import load_catalog
 from router.config.project import Project
 from router.config.skypilot import is_skypilot_task, translate
-from router.flows.jobs import propose
 from router.flows.plan import plan_job
+from router.flows.proposals import propose
 from tests.unit.cli_harness import isolate, route
 
 TASKS = Path(__file__).resolve().parents[1] / "data" / "skypilot_tasks"

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from router.config.project import Project
-from router.core.decide import History, decide
+from router.core.decide import decide
+from router.core.decision_model import History
 from router.flows.watch import observe
 
 TRACE = (

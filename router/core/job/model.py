@@ -3,6 +3,8 @@
 The model's field names are the contract inside spotroute (`interval_s`, `cooldown_s`, ...);
 job.yaml uses the names people write (`interval: 30m`, `cooldown: 2h`), declared as validation
 aliases. Reading job.yaml: router.config.job_file; its problems: router.core.job.problems.
+The data sets are in router.core.job.data; the Strict base and validation helpers in
+router.core.job.validation.
 """
 
 from __future__ import annotations
@@ -12,16 +14,8 @@ import shlex
 from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from router.contract.clouds import PUBLIC_CLOUDS, Cloud
@@ -33,6 +27,8 @@ from router.contract.stack_config import (
 )
 from router.core.durations import DURATION_PATTERN, parse_duration_s
 from router.core.gpus import UnknownGpu, canonical_gpu, describe_gpu_field
+from router.core.job.data import Data, cloud_of_url
+from router.core.job.validation import Strict, duration_s, not_bool, problem, text_values
 from router.core.user_values import show_value
 
 RESERVED_NAMES = frozenset({"bootstrap"})  # stack names spotroute uses itself (route bootstrap)
@@ -48,96 +44,12 @@ PositiveDurationInput = (
 GpuSpec = Annotated[str, Field(description="GPU[:count], e.g. A100-80GB:8 (count defaults to 1)")]
 
 
-def cloud_of_url(url: str) -> str | None:
-    """The cloud a storage URL lives in, from its scheme or host; None when it cannot tell."""
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return None
-    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
-    by_scheme = {
-        "s3": "aws",
-        "gs": "gcp",
-        "gcs": "gcp",
-        "az": "azure",
-        "abfs": "azure",
-        "abfss": "azure",
-        "file": "local",
-    }
-    if scheme in by_scheme:
-        return by_scheme[scheme]
-    if scheme in ("https", "http"):
-        if host.endswith((".blob.core.windows.net", ".dfs.core.windows.net")):
-            return "azure"
-        if host == "storage.googleapis.com":
-            return "gcp"
-        if host.endswith(".amazonaws.com") and "s3" in host.split("."):
-            return "aws"
-    return None
-
-
 def suggested_name(name: str) -> str:
     """A valid job name close to `name` ("My_Job 2" -> "my-job-2"), for error messages."""
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     if not slug or not slug[0].isalpha():
         slug = f"job-{slug}".strip("-")
     return slug[:JOB_NAME_MAX].rstrip("-")
-
-
-# ---------------------------------------------------------------------------------------------
-# the model
-
-
-def _problem(text: str, **where: str) -> PydanticCustomError:
-    """A validation error whose message is final ("problem — fix").
-
-    `where` may hold `field` (report under this sibling field instead) or `key` (report
-    under this map key of the field), so the path names what the user should change.
-    """
-    return PydanticCustomError("spotroute", "{text}", {"text": text, **where})
-
-
-def _not_bool(value: object) -> object:
-    """YAML reads yes/no/true as booleans, and Python counts them as 1/0: refuse them."""
-    if isinstance(value, bool):
-        raise _problem(f"expected a number, got {show_value(value)} — write a number such as 8")
-    return value
-
-
-def _duration_s(value: object) -> float:
-    try:
-        return parse_duration_s(value)
-    except ValueError as e:
-        raise _problem(str(e)) from None
-
-
-def _text_values(value: object, what: str) -> object:
-    """Coerce number values of a map to strings (YAML reads `cost-center: 4711` as a number)."""
-    if not isinstance(value, Mapping):
-        return value
-    out: dict[object, object] = {}
-    for key, item in value.items():
-        if isinstance(item, bool):
-            raise _problem(
-                f"{what} {str(key)!r} is {show_value(item)}, which YAML reads as a boolean"
-                f" — quote it: '{str(item).lower()}'",
-                key=str(key),
-            )
-        out[key] = str(item) if isinstance(item, int | float) else item
-    return out
-
-
-class Strict(BaseModel):
-    """Base for every job.yaml section: unknown keys are errors (typos must not pass silently)."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        # job.yaml uses the aliases (parse_job passes by_name=False); Python code the names.
-        validate_by_alias=True,
-        validate_by_name=True,
-        allow_inf_nan=False,
-    )
 
 
 class AcceleratorRequest(Strict):
@@ -152,12 +64,12 @@ class AcceleratorRequest(Strict):
         try:
             return canonical_gpu(value)
         except UnknownGpu as e:
-            raise _problem(str(e)) from None
+            raise problem(str(e)) from None
 
     @field_validator("count", mode="before")
     @classmethod
     def _count_not_bool(cls, value: object) -> object:
-        return _not_bool(value)
+        return not_bool(value)
 
 
 def _accelerator_item(item: object) -> object:
@@ -207,14 +119,14 @@ class Resources(Strict):
             value = [value]
         if isinstance(value, list | tuple):
             if not value:
-                raise _problem("no accelerators listed — add e.g. accelerators: A100-80GB:8")
+                raise problem("no accelerators listed — add e.g. accelerators: A100-80GB:8")
             return [_accelerator_item(item) for item in value]
         return value
 
     @field_validator("min_vcpus", "min_memory_gb", mode="before")
     @classmethod
     def _numbers_not_bool(cls, value: object) -> object:
-        return _not_bool(value)
+        return not_bool(value)
 
     @field_validator(
         "clouds",
@@ -227,7 +139,7 @@ class Resources(Strict):
             value = [value]
         if isinstance(value, list | tuple):
             if not value:
-                raise _problem("no clouds listed — add e.g. clouds: [aws, gcp, azure]")
+                raise problem("no clouds listed — add e.g. clouds: [aws, gcp, azure]")
             return [c.strip().lower() if isinstance(c, str) else c for c in value]
         return value
 
@@ -273,124 +185,40 @@ class Checkpoint(Strict):
     @field_validator("interval_s", mode="before", json_schema_input_type=PositiveDurationInput)
     @classmethod
     def _interval(cls, value: object) -> object:
-        return _duration_s(value)
+        return duration_s(value)
 
     @field_validator("restore_overhead_s", mode="before", json_schema_input_type=DurationInput)
     @classmethod
     def _overhead(cls, value: object) -> object:
-        return _duration_s(value)
+        return duration_s(value)
 
     @field_validator(
         "save_time_s", mode="before", json_schema_input_type=PositiveDurationInput | None
     )
     @classmethod
     def _save_time(cls, value: object) -> object:
-        return None if value is None else _duration_s(value)
+        return None if value is None else duration_s(value)
 
     @field_validator("url")
     @classmethod
     def _known_storage(cls, value: str) -> str:
         if value != "auto" and cloud_of_url(value) is None:
-            raise _problem(
+            raise problem(
                 f"cannot tell which storage {show_value(value)} is — use auto or an"
                 " s3://, gs://, az://, abfs:// or file:// URL"
             )
         return value
 
 
-DEFAULT_COPY_GBPS = 1.0  # sustained cross-cloud copy rate, gigabits per second (docs/job-spec.md)
-
-
-class DataLocation(Strict):
-    """A storage location: URL, the cloud it is in (inferred from the URL) and its region."""
-
-    url: str = Field(description="where the training data is: s3://, gs://, az://, file://, ...")
-    cloud: Cloud | None = Field(
-        default=None, validate_default=True, description="inferred from the URL scheme"
-    )
-    region: str = Field(description="region the data is in, e.g. us-east-1")
-
-    @field_validator("cloud")
-    @classmethod
-    def _infer_cloud(cls, value: str | None, info: ValidationInfo) -> str | None:
-        url = info.data.get("url")
-        if not isinstance(url, str):  # url itself is wrong: that is the error to report
-            return value
-        inferred = cloud_of_url(url)
-        if value is None:
-            if inferred is None:
-                raise _problem(
-                    f"cannot tell which cloud {show_value(url)} is in — use an s3://, gs://,"
-                    " az://, abfs:// or file:// URL, or add cloud: aws|gcp|azure|local next to it",
-                    field="url",
-                )
-            return inferred
-        if inferred is not None and inferred != value:
-            raise _problem(
-                f"cloud is {value} but {show_value(url)} is in {inferred} — fix one of them"
-            )
-        return value
-
-
-class DataReplica(DataLocation):
-    """Another copy of the same data set (another cloud or region); the nearest one is read."""
-
-
-class Data(DataLocation):
-    """One training data set: where it is, how big, and how the job reads it."""
-
-    size_gb: float = Field(
-        ge=0, le=1e9, description="data size in GB (priced as egress when moved)"
-    )
-    access: Literal["auto", "stream", "copy"] = Field(
-        default="auto",
-        description="stream = read from where it is on every pass; copy = copy it next to the"
-        " GPUs first; auto = the cheaper of the two for each placement",
-    )
-    passes: float = Field(
-        default=1.0, gt=0, description="passes (epochs) over the data; streaming pays each one"
-    )
-    replicas: tuple[DataReplica, ...] = Field(
-        default=(), description="further copies of the same data: [{url, region}, ...]"
-    )
-    copy_gbps: float = Field(
-        default=DEFAULT_COPY_GBPS,
-        gt=0,
-        description="copy throughput in gigabits per second (staging time = size ÷ rate)",
-    )
-    start_while_copying: bool = Field(
-        default=False,
-        description="true = the job can start on partial data, so the GPUs do not wait for"
-        " the copy",
-    )
-
-    @field_validator("size_gb", "passes", "copy_gbps", mode="before")
-    @classmethod
-    def _numbers_not_bool(cls, value: object) -> object:
-        return _not_bool(value)
-
-    @field_validator(
-        "replicas", mode="before", json_schema_input_type=DataReplica | list[DataReplica]
-    )
-    @classmethod
-    def _replica_list(cls, value: object) -> object:
-        return [value] if isinstance(value, Mapping) else value
-
-    @property
-    def locations(self) -> tuple[DataLocation, ...]:
-        """Where the data can be read from: the main URL first, then the replicas."""
-        return (self, *self.replicas)
-
-
 def _env_name_problem(name: str) -> PydanticCustomError | None:
     if not _ENV_NAME.fullmatch(name):
-        return _problem(
+        return problem(
             f"{name!r} is not a valid environment variable name"
             " — use letters, digits and '_', not starting with a digit",
             key=name,
         )
     if name in RESERVED_ENV:
-        return _problem(f"{name} is set by spotroute on every node — remove it", key=name)
+        return problem(f"{name} is set by spotroute on every node — remove it", key=name)
     return None
 
 
@@ -441,12 +269,12 @@ class Run(Strict):
             try:
                 value = shlex.split(value)
             except ValueError as e:
-                raise _problem(
+                raise problem(
                     f"cannot split the command ({e}) — close the quote or write it as a list"
                 ) from None
         if isinstance(value, list | tuple):
             if not value:
-                raise _problem("command is empty — write e.g. command: [python, train.py]")
+                raise problem("command is empty — write e.g. command: [python, train.py]")
             return [
                 str(w) if isinstance(w, int | float) and not isinstance(w, bool) else w
                 for w in value
@@ -460,7 +288,7 @@ class Run(Strict):
             problem = _env_name_problem(name) if isinstance(name, str) else None
             if problem is not None:
                 raise problem
-        return _text_values(value, "env")
+        return text_values(value, "env")
 
     @field_validator("env")
     @classmethod
@@ -512,12 +340,12 @@ class Migration(Strict):
     @field_validator("min_savings_pct", mode="before")
     @classmethod
     def _pct_not_bool(cls, value: object) -> object:
-        return _not_bool(value)
+        return not_bool(value)
 
     @field_validator("cooldown_s", mode="before", json_schema_input_type=DurationInput)
     @classmethod
     def _cooldown(cls, value: object) -> object:
-        return _duration_s(value)
+        return duration_s(value)
 
 
 class Job(Strict):
@@ -560,18 +388,18 @@ class Job(Strict):
     @classmethod
     def _stack_name(cls, value: object) -> object:
         if isinstance(value, str) and not re.fullmatch(JOB_NAME_PATTERN, value):
-            raise _problem(
+            raise problem(
                 f"{show_value(value)} is not a valid name — use {JOB_NAME_RULE},"
                 f" e.g. {suggested_name(value)!r}"
             )
         if isinstance(value, str) and value in RESERVED_NAMES:
-            raise _problem(f"'{value}' is reserved for spotroute's own stack — choose another name")
+            raise problem(f"'{value}' is reserved for spotroute's own stack — choose another name")
         return value
 
     @field_validator("max_price_per_hour", "node_count", mode="before")
     @classmethod
     def _numbers_not_bool(cls, value: object) -> object:
-        return _not_bool(value)
+        return not_bool(value)
 
     @field_validator("data", mode="before", json_schema_input_type=Data | list[Data] | None)
     @classmethod
@@ -588,11 +416,11 @@ class Job(Strict):
             try:
                 return parse_duration_s(value) / 3600.0
             except ValueError:
-                raise _problem(
+                raise problem(
                     f"bad duration {show_value(value)} — write hours as a number (24)"
                     " or e.g. 90m, 2h"
                 ) from None
-        return _not_bool(value)
+        return not_bool(value)
 
     @field_validator("market", mode="before")
     @classmethod
@@ -603,7 +431,7 @@ class Job(Strict):
     @classmethod
     def _deadline_has_time(cls, value: object) -> object:
         if isinstance(value, date) and not isinstance(value, datetime):
-            raise _problem(
+            raise problem(
                 f"{value.isoformat()} has no time — write e.g. {value.isoformat()}T18:00:00Z"
             )
         return value
@@ -612,7 +440,7 @@ class Job(Strict):
     @classmethod
     def _deadline_has_timezone(cls, value: datetime | None) -> datetime | None:
         if value is not None and value.utcoffset() is None:
-            raise _problem(
+            raise problem(
                 f"{value.isoformat()} has no timezone — add Z (UTC) or an offset like +02:00"
             )
         return value
@@ -620,7 +448,7 @@ class Job(Strict):
     @field_validator("labels", mode="before", json_schema_input_type=dict[str, str | float])
     @classmethod
     def _label_text(cls, value: object) -> object:
-        return _text_values(value, "label")
+        return text_values(value, "label")
 
     @field_validator("labels")
     @classmethod
@@ -628,19 +456,19 @@ class Job(Strict):
         # The strictest cloud (GCP labels) decides, so a job can move between clouds.
         for key, text in value.items():
             if key.startswith("spotroute"):
-                raise _problem(
+                raise problem(
                     f"label {key!r} is reserved (spotroute sets spotroute-* labels) — rename it",
                     key=key,
                 )
             if not _LABEL_KEY.fullmatch(key):
-                raise _problem(
+                raise problem(
                     f"label key {key!r} is not portable — use lowercase letters, digits, '_'"
                     " and '-', starting with a letter, at most 63 characters",
                     key=key,
                 )
             if not _LABEL_VALUE.fullmatch(text):
                 slug = re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-")[:63]
-                raise _problem(
+                raise problem(
                     f"label value {show_value(text)} is not portable — use lowercase letters,"
                     f" digits, '_' and '-', at most 63 characters, e.g. {slug!r}",
                     key=key,

@@ -1,0 +1,281 @@
+"""The torch.distributed.checkpoint (DCP) glue of the checkpointer; torch is imported lazily.
+
+State dicts to save and to load into, DCP's fsspec reader that checks every file against the
+manifest before DCP uses it, DCP's fsspec writer that records each file's size and checksum as
+it is written, and the switches that quiet DCP and skip torch.save's own CRC while it writes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from router.checkpoint.manifest import ChecksumWriter, Manifest, checksum_bytes, checksum_stream
+from router.checkpoint.storage import Location
+
+
+def state_dicts_for_save(objects: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The DCP state dict for `objects` and the names it holds."""
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    model = objects.get("model")
+    state: dict[str, Any] = {}
+    for name, obj in objects.items():
+        if name == "optimizer":
+            if not obj.state:
+                # Never stepped: saving it would run DCP's zero-lr initialising step, changing
+                # e.g. Adam's step count. A fresh optimizer on resume is the same thing.
+                continue
+            if model is not None:
+                state[name] = get_optimizer_state_dict(model, obj)
+            else:
+                state[name] = obj.state_dict()
+        elif name == "model":
+            state[name] = get_model_state_dict(obj)
+        else:
+            sub = obj.state_dict()
+            if sub:  # e.g. a disabled GradScaler has an empty state dict
+                state[name] = sub
+    return state, sorted(state)
+
+
+def state_dicts_for_load(
+    objects: dict[str, Any],
+) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
+    """A state dict to load into, and the function that applies it to `objects` afterwards."""
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    model = objects.get("model")
+    state: dict[str, Any] = {}
+    for name, obj in objects.items():
+        if name == "model":
+            state[name] = get_model_state_dict(obj)
+        elif name == "optimizer":
+            state[name] = (get_optimizer_state_dict(model, obj) if model is not None
+                           else obj.state_dict())
+        else:
+            state[name] = obj.state_dict()
+
+    def apply(loaded: dict[str, Any]) -> None:
+        for name, obj in objects.items():
+            if name == "model":
+                set_model_state_dict(obj, loaded[name])
+            elif name == "optimizer":
+                if model is not None:
+                    set_optimizer_state_dict(model, obj, loaded[name])
+                else:
+                    obj.load_state_dict(loaded[name])
+            else:
+                obj.load_state_dict(loaded[name])
+
+    return state, apply
+
+
+def dcp_fsspec_module() -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module("torch.distributed.checkpoint.fsspec_filesystem")
+    except ImportError:  # torch < 2.6 has only the private module
+        return importlib.import_module("torch.distributed.checkpoint._fsspec_filesystem")
+
+
+class CheckpointDamaged(OSError):
+    """A stored file does not match its manifest entry."""
+
+
+def read_verified(location: Location, manifest: Manifest, relative: str) -> bytes:
+    """A file of the checkpoint, whole, after checking its size and checksum."""
+    entries = {entry.path: entry for entry in manifest.files}
+    entry = entries.get(relative)
+    if entry is None:
+        raise CheckpointDamaged(f"{relative} is not in the manifest")
+    try:
+        data = bytes(location.fs.cat_file(location.step_path(manifest.step, relative)))
+    except FileNotFoundError as error:
+        raise CheckpointDamaged(f"{relative} is missing") from error
+    if len(data) != entry.size:
+        raise CheckpointDamaged(
+            f"{relative} has {len(data)} bytes, the manifest says {entry.size}")
+    checksum = checksum_bytes(data, manifest.checksum_algorithm)
+    if checksum != entry.checksum:
+        raise CheckpointDamaged(
+            f"{relative} checksum {checksum} differs from the manifest's {entry.checksum}")
+    return data
+
+
+@contextmanager
+def open_verified_local(location: Location, manifest: Manifest,
+                         relative: str) -> Iterator[IO[bytes]]:
+    """A local checkpoint file, open at its start, after checking its size and checksum."""
+    entry = {e.path: e for e in manifest.files}.get(relative)
+    if entry is None:
+        raise CheckpointDamaged(f"{relative} is not in the manifest")
+    try:
+        handle = open(location.step_path(manifest.step, relative), "rb")  # noqa: SIM115
+    except FileNotFoundError as error:
+        raise CheckpointDamaged(f"{relative} is missing") from error
+    with handle:
+        size, checksum = checksum_stream(handle, manifest.checksum_algorithm)
+        if size != entry.size:
+            raise CheckpointDamaged(f"{relative} has {size} bytes, the manifest says {entry.size}")
+        if checksum != entry.checksum:
+            raise CheckpointDamaged(
+                f"{relative} checksum {checksum} differs from the manifest's {entry.checksum}")
+        handle.seek(0)
+        yield handle
+
+
+def verifying_reader(location: Location, manifest: Manifest) -> Any:
+    """DCP's FsspecReader that checks each file whole before DCP uses it, reading it once.
+
+    A rank's shard is usually one file, so damage is found before any tensor is copied into
+    the model. Object stores: one GET per file, held in memory while DCP reads it. A local
+    file is checked in blocks, then DCP reads it from the page cache.
+    """
+    url = location.url_of(posixpath.basename(location.step_path(manifest.step)))
+    reader = dcp_fsspec_module().FsspecReader(url, **location.storage_options)
+    base = type(reader.fs)
+    prefix = url.rstrip("/") + "/"
+
+    class VerifyingFileSystem(base):  # type: ignore[misc, valid-type]
+        served = 0
+
+        @contextmanager
+        def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
+            text = str(os.fspath(path))
+            relative = text[len(prefix):] if text.startswith(prefix) else posixpath.basename(text)
+            if "r" not in mode:
+                with super().create_stream(path, mode) as stream:
+                    yield stream
+                return
+            self.served += 1
+            if location.is_local:
+                # A local file is checked in blocks, then read by DCP straight into the tensors:
+                # no copy of the whole file in memory (a copy and a 1 GB allocation per GB).
+                with open_verified_local(location, manifest, relative) as stream:
+                    yield stream
+                return
+            yield io.BytesIO(read_verified(location, manifest, relative))
+
+    verifying = VerifyingFileSystem()
+    reader.fs = verifying
+    reader.path = verifying.init_path(url, **location.storage_options)
+    return reader
+
+
+def recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: bool,
+                      algorithm: str) -> Any:
+    """DCP's FsspecWriter whose streams record each file's size and CRC-32 as it is written."""
+    module = dcp_fsspec_module()
+    writer = module.FsspecWriter(url, sync_files=sync_files, **storage_options)
+    base = type(writer.fs)
+    prefix = url.rstrip("/") + "/"
+
+    class RecordingFileSystem(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            self.records: dict[str, tuple[int, str]] = {}
+
+        @contextmanager
+        def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
+            if "w" not in mode:
+                with super().create_stream(path, mode) as stream:
+                    yield stream
+                return
+            with super().create_stream(path, mode) as raw:
+                wrapped = ChecksumWriter(raw, algorithm)
+                yield wrapped
+                self.records[_relative(path)] = (wrapped.size, wrapped.checksum.hexdigest())
+
+        def rename(self, path: Any, new_path: Any) -> None:
+            super().rename(path, new_path)
+            record = self.records.pop(_relative(path), None)
+            if record is not None:
+                self.records[_relative(new_path)] = record
+
+    def _relative(path: Any) -> str:
+        text = str(os.fspath(path))
+        return text[len(prefix):] if text.startswith(prefix) else posixpath.basename(text)
+
+    recording = RecordingFileSystem()
+    writer.fs = recording
+    writer.path = recording.init_path(url, **storage_options)
+    return writer
+
+
+class _ZipCrcSwitch:
+    """Turns off torch.save's per-record CRC-32 while DCP writes (torch >= 2.6).
+
+    Every file gets our own checksum in the manifest, so the zip records' CRC only doubles the
+    CPU time of a save. Counted, because an asynchronous save's upload outlives the call.
+    Other torch.save calls made meanwhile also skip it; their files still load.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved: bool | None = None
+
+    def _config(self) -> Any:
+        try:
+            from torch.utils.serialization import config
+        except ImportError:
+            return None
+        return getattr(config, "save", None)
+
+    def disable(self) -> None:
+        config = self._config()
+        if config is None or not hasattr(config, "compute_crc32"):
+            return
+        with self._lock:
+            if self._active == 0:
+                self._saved = bool(config.compute_crc32)
+                config.compute_crc32 = False
+            self._active += 1
+
+    def restore(self) -> None:
+        config = self._config()
+        if config is None or not hasattr(config, "compute_crc32"):
+            return
+        with self._lock:
+            self._active = max(0, self._active - 1)
+            if self._active == 0 and self._saved is not None:
+                config.compute_crc32 = self._saved
+                self._saved = None
+
+
+ZIP_CRC = _ZipCrcSwitch()
+
+
+@contextmanager
+def without_zip_crc() -> Iterator[None]:
+    ZIP_CRC.disable()
+    try:
+        yield
+    finally:
+        ZIP_CRC.restore()
+
+
+@contextmanager
+def quiet_dcp() -> Iterator[None]:
+    """DCP warns that it assumes one process without torch.distributed, and about overwriting a
+    directory a killed writer left (which we emptied first): both expected here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+        warnings.filterwarnings("ignore", message=".*Detected an existing checkpoint.*")
+        yield
