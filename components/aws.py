@@ -45,7 +45,7 @@ from components.args import (
     secret_env_json,
     standard_labels,
 )
-from components.bootstrap.permissions import aws_job_boundary_arn
+from components.bootstrap.aws_permissions import aws_job_boundary_arn
 from components.registry import CloudComponents
 from components.startup import (
     NO_SECRET_STORE_YET,
@@ -584,7 +584,7 @@ class JobIdentity(pulumi.ComponentResource):
         job, labels = args.job_name, args.labels
 
         # The bootstrap's job boundary caps the role whatever its inline policy says; the
-        # deployer may create job roles only with it (bootstrap/permissions.py).
+        # deployer may create job roles only with it (bootstrap/aws_permissions.py).
         account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
         role = aws.iam.Role(
             f"{name}-role",

@@ -76,7 +76,7 @@ from components.azure_names import (
     storage_account_name,
     zone_number,
 )
-from components.bootstrap.permissions import (
+from components.bootstrap.azure_permissions import (
     AZURE_SELF_DELETE_ACTIONS,
     azure_job_role_guid,
     azure_self_delete_role_guid,

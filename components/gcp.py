@@ -41,7 +41,7 @@ from components.args import (
     secret_env_json,
     standard_labels,
 )
-from components.bootstrap.permissions import GCP_JOB_BUCKET_PREFIX
+from components.bootstrap.gcp_permissions import GCP_JOB_BUCKET_PREFIX
 from components.registry import CloudComponents
 from components.startup import (
     NO_SECRET_STORE_YET,
@@ -345,7 +345,7 @@ class CheckpointBucket(pulumi.ComponentResource):
 
     def _create(self, name: str, args: CheckpointBucketArgs) -> None:
         # Bucket names are global and the deployer's grants condition admits spotroute-... only
-        # (bootstrap/permissions.py gcp_grant_condition): spotroute-<job>-ckpt-<8 hex of the
+        # (bootstrap/gcp_permissions.py gcp_grant_condition): spotroute-<job>-ckpt-<8 hex of the
         # organization, project and stack>, which keeps two teams' "llm" jobs apart. A bucket
         # created before (autonamed <job>-ckpt-xxxxxxx) keeps its name: no replacement.
         bucket = gcp.storage.Bucket(

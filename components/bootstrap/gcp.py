@@ -21,7 +21,7 @@ from components.bootstrap.args import (
     require_strings,
     state_location,
 )
-from components.bootstrap.permissions import (
+from components.bootstrap.gcp_permissions import (
     GCP_AWS_ROLE_MAPPING,
     GCP_DEPLOYER_PERMISSIONS,
     GCP_GRANT_PERMISSIONS,

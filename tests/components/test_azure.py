@@ -31,7 +31,7 @@ from components.args import (
     NetworkArgs,
     SpotGpuGroupArgs,
 )
-from components.bootstrap.permissions import azure_job_role_guid, azure_self_delete_role_guid
+from components.bootstrap.azure_permissions import azure_job_role_guid, azure_self_delete_role_guid
 from components.program import JOB_NAME
 
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
