@@ -10,7 +10,7 @@ from typing import Any
 from components.bootstrap.args import DEPLOYER_NAME, JOB_MANAGED_BY
 
 # --- AWS: what the placement program creates (components/aws.py) ------------------------------
-# Job roles, instance profiles and buckets are named by aws._name_prefix: "spotroute-<job>-...".
+# Job roles, instance profiles and buckets are named by aws_names.physical_name_prefix: "spotroute-<job>-...".
 AWS_JOB_NAME_PREFIX = "spotroute-"
 AWS_GPU_AMI_PARAMETER_PATH = "/aws/service/deeplearning/ami/*"
 AWS_IMAGE_OWNER = "amazon"  # the Deep Learning AMIs aws.py launches are Amazon-owned
