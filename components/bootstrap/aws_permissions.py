@@ -10,15 +10,17 @@ from typing import Any
 from components.bootstrap.args import DEPLOYER_NAME, JOB_MANAGED_BY
 
 # --- AWS: what the placement program creates (components/aws.py) ------------------------------
-# Job roles, instance profiles and buckets are named by aws_names.physical_name_prefix: "spotroute-<job>-...".
+# Job roles, instance profiles and buckets are named by aws_names.physical_name_prefix:
+# "spotroute-<job>-...".
 AWS_JOB_NAME_PREFIX = "spotroute-"
 AWS_GPU_AMI_PARAMETER_PATH = "/aws/service/deeplearning/ami/*"
 AWS_IMAGE_OWNER = "amazon"  # the Deep Learning AMIs aws.py launches are Amazon-owned
 # The permissions boundary every job role must carry (created by the bootstrap, aws.py). A job
 # role can never do more than this, whatever inline policy the deployer writes on it.
 AWS_JOB_BOUNDARY_NAME = "spotroute-job-boundary"
-# At most what aws.checkpoint_policy_document grants a job: its checkpoints and its data, which
-# that policy narrows to the job's prefixes. Data and reused checkpoint buckets may be any bucket.
+# At most what aws_names.checkpoint_policy_document grants a job: its checkpoints and its data,
+# which that policy narrows to the job's prefixes. Data and reused checkpoint buckets may be any
+# bucket.
 AWS_JOB_BOUNDARY_S3_ACTIONS = (
     "s3:GetObject",
     "s3:PutObject",
@@ -26,8 +28,8 @@ AWS_JOB_BOUNDARY_S3_ACTIONS = (
     "s3:ListBucket",
 )
 # With remoteAccess, aws.JobIdentity gives the job role what the SSM agent needs for Session
-# Manager shells (aws.session_manager_policy_document); the boundary must leave room for it, or
-# the agent cannot register and the node is unreachable. Instance registration is on instances;
+# Manager shells (aws_names.session_manager_policy_document); the boundary must leave room for it,
+# or the agent cannot register and the node is unreachable. Instance registration is on instances;
 # the channel actions have no resource types (Resource "*" only).
 AWS_JOB_BOUNDARY_SESSION_ACTIONS = (
     "ssm:UpdateInstanceInformation",
