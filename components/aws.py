@@ -1,4 +1,5 @@
-"""AWS placement components: Network, CheckpointBucket, JobIdentity, SpotGpuGroup.
+"""AWS placement components: Network (in aws_network.py), CheckpointBucket, JobIdentity,
+SpotGpuGroup; the pure names and IAM policy documents they apply are in aws_names.py.
 
 The component contract every cloud module (aws.py, gcp.py, azure.py, local.py) follows
 (full text with outputs: docs/components.md):
@@ -26,26 +27,32 @@ from __future__ import annotations
 
 import base64
 import json
-import re
-from collections.abc import Sequence
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 from components.args import (
-    STAGING_PREFIX,
     CheckpointBucketArgs,
     JobIdentityArgs,
-    NetworkArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
-    parse_bucket_url,
     require_type,
     secret_env_json,
     standard_labels,
 )
-from components.bootstrap.permissions import aws_job_boundary_arn
+from components.aws_names import (
+    aws_tags,
+    checkpoint_policy_document,
+    parse_s3_url,
+    physical_name_prefix,
+    require_full_capacity,
+    s3_data_locations,
+    secret_parameter_name,
+    secret_read_policy_document,
+    session_manager_policy_document,
+)
+from components.aws_network import Network
+from components.bootstrap.aws_permissions import aws_job_boundary_arn
 from components.registry import CloudComponents
 from components.startup import (
     NO_SECRET_STORE_YET,
@@ -60,10 +67,6 @@ GPU_AMI_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
 ROOT_DEVICE_NAME = "/dev/sda1"  # root device of the Ubuntu DLAMIs
-ZONE_ID = re.compile(r"[a-z]{2,4}[0-9]-az[0-9]+")
-VPC_CIDR = "10.42.0.0/16"
-SUBNET_CIDR = "10.42.0.0/20"  # the nodes: private addresses only
-PUBLIC_SUBNET_CIDR = "10.42.16.0/28"  # holds only the NAT gateway
 MARKETS = ("spot", "on-demand")
 # Override `priority` is honoured only by the prioritized strategies; the planner ranks the
 # equivalent types cheapest (and least interrupted) first, so its order must win.
@@ -78,24 +81,6 @@ FLEET_REPLACE_ON_CHANGES = (
     "excessCapacityTerminationPolicy",
     "context",
 )
-# CreateFleet's error code when no instance could be launched for lack of capacity; the migration
-# failover reads it from the failed deploy's message.
-INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
-# Session Manager's own minimum for the instance role (AWS Systems Manager User Guide, "Create a
-# custom IAM instance profile for Session Manager"): register the node and open channels.
-# Where the jobs' secret env parameters live (one per placement stack, aws.secret_parameter_name).
-SECRET_PARAMETER_PATH = "/spotroute"
-SESSION_CHANNEL_ACTIONS = (
-    "ssmmessages:CreateControlChannel",
-    "ssmmessages:CreateDataChannel",
-    "ssmmessages:OpenControlChannel",
-    "ssmmessages:OpenDataChannel",
-)
-
-
-def is_zone_id(zone: str) -> bool:
-    """True for an AZ ID like `use1-az4` (as opposed to a zone name like `us-east-1a`)."""
-    return bool(ZONE_ID.fullmatch(zone))
 
 
 def make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource:
@@ -103,300 +88,9 @@ def make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource:
     return aws.Provider(name, region=args.region)
 
 
-def _tags(job_name: str, labels: dict[str, str], part: str) -> dict[str, str]:
-    return {**standard_labels(job_name, labels), "Name": f"{job_name}-{part}"}
-
-
-def _name_prefix(job_name: str, limit: int) -> str:
-    """Physical-name prefix that fits AWS's `name_prefix` limit (chars) and ends with a dash."""
-    return f"spotroute-{job_name}"[: limit - 1].rstrip("-") + "-"
-
-
-def parse_s3_url(url: str, field: str) -> tuple[str, str]:
-    """(bucket, prefix) of a s3:// URL; the prefix is "" or ends with "/"."""
-    return parse_bucket_url(url, "s3", field)
-
-
-def checkpoint_policy_document(
-    bucket: str,
-    key_prefix: str,
-    data: Sequence[tuple[str, str]] = (),
-    staging_bucket: str = "",
-) -> dict[str, Any]:
-    """IAM policy: read/write/delete under bucket/key_prefix (and the staging bucket's data/)
-    only; read-only on exactly each (data bucket, prefix)."""
-    if not key_prefix or key_prefix == "/" or any(c in key_prefix for c in "*?"):
-        raise ValueError(
-            f"checkpoint_prefix: {key_prefix!r} would grant the whole bucket — use e.g. 'job-name/'"
-        )
-    statements = _read_write("Checkpoint", bucket, key_prefix)
-    if staging_bucket:
-        statements += _read_write("Staging", staging_bucket, STAGING_PREFIX)
-    for i, (data_bucket, data_prefix) in enumerate(data):
-        sid = "Data" if i == 0 else f"Data{i}"
-        statements.append(
-            {
-                "Sid": f"{sid}Read",
-                "Effect": "Allow",
-                "Action": "s3:GetObject",
-                "Resource": f"arn:aws:s3:::{data_bucket}/{data_prefix}*",
-            }
-        )
-        data_list: dict[str, Any] = {
-            "Sid": f"{sid}List",
-            "Effect": "Allow",
-            "Action": "s3:ListBucket",
-            "Resource": f"arn:aws:s3:::{data_bucket}",
-        }
-        if data_prefix:
-            data_list["Condition"] = {"StringLike": {"s3:prefix": [f"{data_prefix}*"]}}
-        statements.append(data_list)
-    return {"Version": "2012-10-17", "Statement": statements}
-
-
-def _read_write(sid: str, bucket: str, prefix: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "Sid": f"{sid}Objects",
-            "Effect": "Allow",
-            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-            "Resource": f"arn:aws:s3:::{bucket}/{prefix}*",
-        },
-        {
-            "Sid": f"{sid}List",
-            "Effect": "Allow",
-            "Action": "s3:ListBucket",
-            "Resource": f"arn:aws:s3:::{bucket}",
-            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
-        },
-    ]
-
-
-def s3_data_locations(urls: Sequence[str]) -> list[tuple[str, str]]:
-    """(bucket, prefix) of each s3:// URL; data in other clouds cannot be granted by a role."""
-    return [parse_s3_url(url, "data_urls") for url in urls if url.startswith("s3://")]
-
-
-def session_manager_policy_document() -> dict[str, Any]:
-    """IAM policy: just what the SSM agent needs for Session Manager shells (no Run Command)."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "RegisterInstance",
-                "Effect": "Allow",
-                "Action": "ssm:UpdateInstanceInformation",
-                "Resource": "arn:aws:ec2:*:*:instance/*",
-            },
-            {
-                "Sid": "SessionChannels",
-                "Effect": "Allow",
-                "Action": list(SESSION_CHANNEL_ACTIONS),
-                # These actions have no resource types: AWS accepts them only on "*".
-                "Resource": "*",
-            },
-        ],
-    }
-
-
-def secret_parameter_name(stack: str) -> str:
-    """The SSM parameter holding one placement's secret env (SecureString, JSON object)."""
-    return f"{SECRET_PARAMETER_PATH}/{stack}/secret-env"
-
-
-def secret_read_policy_document(parameter_arn: str) -> dict[str, Any]:
-    """IAM policy: read (and decrypt) exactly one SSM parameter, the job's secret env.
-
-    The parameter is encrypted with the account's AWS managed key aws/ssm, whose key policy lets
-    any principal of the account decrypt through SSM: no kms:Decrypt grant is needed.
-    """
-    if "*" in parameter_arn or ":parameter/" not in parameter_arn:
-        raise ValueError(f"secret parameter: {parameter_arn!r} is not one parameter's ARN")
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "SecretEnvRead",
-                "Effect": "Allow",
-                "Action": "ssm:GetParameter",
-                "Resource": parameter_arn,
-            }
-        ],
-    }
-
-
-def launched_instances(fleet_instance_sets: Any) -> int:
-    """Instances an instant fleet reports launched (its `fleet_instance_sets` output)."""
-    total = 0
-    for instance_set in fleet_instance_sets or []:
-        ids = instance_set.get("instance_ids") if isinstance(instance_set, dict) else None
-        if ids is None and isinstance(instance_set, dict):
-            ids = instance_set.get("instanceIds")
-        total += len(ids or [])
-    return total
-
-
-def require_full_capacity(fleet_id: str, fleet_instance_sets: Any, node_count: int) -> str:
-    """`fleet_id` if the fleet launched all `node_count` instances; else fail the deploy.
-
-    The provider ignores CreateFleet's `Errors`, so an instant fleet that launched nothing (no
-    capacity, spot price above the cap) would report success; the error names EC2's own code.
-    """
-    launched = launched_instances(fleet_instance_sets)
-    if launched < node_count:
-        raise pulumi.RunError(
-            f"{INSUFFICIENT_CAPACITY}: EC2 Fleet {fleet_id} launched {launched} of {node_count} "
-            "instances (no capacity for the requested types in this zone, or the spot price is "
-            "above the cap); destroy the stack or let the router try the next placement"
-        )
-    return fleet_id
-
-
 def _price(price_per_hour: float) -> str:
     """USD per hour as the decimal string the EC2 API takes (no exponent, no trailing zeros)."""
     return f"{price_per_hour:.6f}".rstrip("0").rstrip(".")
-
-
-class Network(pulumi.ComponentResource):
-    """VPC with a private node subnet behind a NAT gateway; only the job's own nodes connect in."""
-
-    network_id: pulumi.Output[str]
-    subnet_id: pulumi.Output[str]
-    firewall_id: pulumi.Output[str]
-    resource_group_name: pulumi.Output[str] | None = None  # AWS has no resource groups
-
-    def __init__(
-        self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        require_type(args, NetworkArgs, "aws.Network")
-        super().__init__("spotroute:aws:Network", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        job, labels = args.job_name, args.labels
-
-        vpc = aws.ec2.Vpc(
-            f"{name}-vpc",
-            cidr_block=VPC_CIDR,
-            enable_dns_support=True,
-            enable_dns_hostnames=True,
-            tags=_tags(job, labels, "vpc"),
-            opts=child,
-        )
-        # A new VPC's default security group lets its members reach each other; empty it.
-        aws.ec2.DefaultSecurityGroup(
-            f"{name}-default-sg",
-            vpc_id=vpc.id,
-            ingress=[],
-            egress=[],
-            tags=_tags(job, labels, "default-sg"),
-            opts=child,
-        )
-        # Zone names (us-east-1a) map to different physical zones per account; zone IDs
-        # (use1-az4, what price catalogs record) do not. Both are accepted.
-        zone_name = None if is_zone_id(args.zone) else args.zone or None
-        zone_id = args.zone if is_zone_id(args.zone) else None
-        subnet = aws.ec2.Subnet(
-            f"{name}-subnet",
-            vpc_id=vpc.id,
-            cidr_block=SUBNET_CIDR,
-            availability_zone=zone_name,
-            availability_zone_id=zone_id,
-            # Nodes get no public address: nothing on the internet can even try to connect.
-            map_public_ip_on_launch=False,
-            tags=_tags(job, labels, "subnet"),
-            opts=child,
-        )
-        public_subnet = aws.ec2.Subnet(
-            f"{name}-public",
-            vpc_id=vpc.id,
-            cidr_block=PUBLIC_SUBNET_CIDR,
-            availability_zone=zone_name,
-            availability_zone_id=zone_id,
-            map_public_ip_on_launch=False,
-            tags=_tags(job, labels, "public"),
-            opts=child,
-        )
-        gateway = aws.ec2.InternetGateway(
-            f"{name}-igw", vpc_id=vpc.id, tags=_tags(job, labels, "igw"), opts=child
-        )
-        public_routes = aws.ec2.RouteTable(
-            f"{name}-public-routes",
-            vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=gateway.id)],
-            tags=_tags(job, labels, "public-routes"),
-            opts=child,
-        )
-        aws.ec2.RouteTableAssociation(
-            f"{name}-public-routes-subnet",
-            subnet_id=public_subnet.id,
-            route_table_id=public_routes.id,
-            opts=child,
-        )
-        # Outbound for private nodes (image pulls, SSM): ~$0.045/h plus $0.045/GB processed.
-        nat_address = aws.ec2.Eip(
-            f"{name}-nat-ip", domain="vpc", tags=_tags(job, labels, "nat-ip"), opts=child
-        )
-        nat = aws.ec2.NatGateway(
-            f"{name}-nat",
-            allocation_id=nat_address.id,
-            subnet_id=public_subnet.id,
-            connectivity_type="public",
-            tags=_tags(job, labels, "nat"),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
-        )
-        routes = aws.ec2.RouteTable(
-            f"{name}-routes",
-            vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
-            tags=_tags(job, labels, "routes"),
-            opts=child,
-        )
-        aws.ec2.RouteTableAssociation(
-            f"{name}-routes-subnet", subnet_id=subnet.id, route_table_id=routes.id, opts=child
-        )
-        # Checkpoint traffic to S3 stays on the AWS network; gateway endpoints cost nothing.
-        aws.ec2.VpcEndpoint(
-            f"{name}-s3",
-            vpc_id=vpc.id,
-            service_name=f"com.amazonaws.{args.region}.s3",
-            vpc_endpoint_type="Gateway",
-            route_table_ids=[routes.id],
-            tags=_tags(job, labels, "s3"),
-            opts=child,
-        )
-        # Session Manager needs no inbound rule (the agent dials out), so the only ingress is the
-        # group to itself: NCCL and the rendezvous between a multi-node job's nodes.
-        firewall = aws.ec2.SecurityGroup(
-            f"{name}-sg",
-            description=f"spotroute job {job}: inbound from its own nodes only, all outbound",
-            vpc_id=vpc.id,
-            ingress=[
-                aws.ec2.SecurityGroupIngressArgs(
-                    description="the job's own nodes (NCCL, rendezvous)",
-                    protocol="-1",
-                    from_port=0,
-                    to_port=0,
-                    self=True,
-                )
-            ],
-            egress=[
-                aws.ec2.SecurityGroupEgressArgs(
-                    description="image pulls, checkpoints, data",
-                    protocol="-1",
-                    from_port=0,
-                    to_port=0,
-                    cidr_blocks=["0.0.0.0/0"],
-                )
-            ],
-            tags=_tags(job, labels, "sg"),
-            opts=child,
-        )
-
-        self.network_id = vpc.id
-        self.subnet_id = subnet.id
-        self.firewall_id = firewall.id
-        self.register_outputs(
-            {"network_id": vpc.id, "subnet_id": subnet.id, "firewall_id": firewall.id}
-        )
 
 
 class CheckpointBucket(pulumi.ComponentResource):
@@ -435,11 +129,11 @@ class CheckpointBucket(pulumi.ComponentResource):
         staging = args.expire_days > 0
         bucket = aws.s3.Bucket(
             f"{name}-bucket",
-            bucket_prefix=_name_prefix(job, 37),
+            bucket_prefix=physical_name_prefix(job, 37),
             # Checkpoints outlive a stack unless someone empties the bucket; a staged copy of
             # data does not: destroying the stack deletes it.
             force_destroy=staging,
-            tags=_tags(job, labels, "staging" if staging else "checkpoints"),
+            tags=aws_tags(job, labels, "staging" if staging else "checkpoints"),
             opts=child,
         )
         versioning = aws.s3.BucketVersioning(
@@ -584,11 +278,11 @@ class JobIdentity(pulumi.ComponentResource):
         job, labels = args.job_name, args.labels
 
         # The bootstrap's job boundary caps the role whatever its inline policy says; the
-        # deployer may create job roles only with it (bootstrap/permissions.py).
+        # deployer may create job roles only with it (bootstrap/aws_permissions.py).
         account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
         role = aws.iam.Role(
             f"{name}-role",
-            name_prefix=_name_prefix(job, 38),
+            name_prefix=physical_name_prefix(job, 38),
             permissions_boundary=account.account_id.apply(aws_job_boundary_arn),
             description=f"spotroute job {job}: checkpoints under {key_prefix}",
             assume_role_policy=json.dumps(
@@ -603,7 +297,7 @@ class JobIdentity(pulumi.ComponentResource):
                     ],
                 }
             ),
-            tags=_tags(job, labels, "role"),
+            tags=aws_tags(job, labels, "role"),
             opts=child,
         )
         aws.iam.RolePolicy(
@@ -628,9 +322,9 @@ class JobIdentity(pulumi.ComponentResource):
             )
         profile = aws.iam.InstanceProfile(
             f"{name}-profile",
-            name_prefix=_name_prefix(job, 38),
+            name_prefix=physical_name_prefix(job, 38),
             role=role.name,
-            tags=_tags(job, labels, "profile"),
+            tags=aws_tags(job, labels, "profile"),
             opts=child,
         )
 
@@ -720,11 +414,11 @@ class SpotGpuGroup(pulumi.ComponentResource):
             update_default_version=True,
             tag_specifications=[
                 aws.ec2.LaunchTemplateTagSpecificationArgs(
-                    resource_type=kind, tags=_tags(job, labels, "node")
+                    resource_type=kind, tags=aws_tags(job, labels, "node")
                 )
                 for kind in ("instance", "volume", "network-interface")
             ],
-            tags=_tags(job, labels, "template"),
+            tags=aws_tags(job, labels, "template"),
             # AWS republishes the AMI about monthly; following it would replace running nodes on
             # any later `up`. A stack keeps the image it started with; a new placement gets the
             # current one.
@@ -814,7 +508,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
             value=secret_env_json(args.job.secret_env),
             description=f"spotroute job {args.job_name}: secret env "
             + ", ".join(args.job.secret_names),
-            tags=_tags(args.job_name, args.labels, "secret-env"),
+            tags=aws_tags(args.job_name, args.labels, "secret-env"),
             opts=child,
         )
         grant = aws.iam.RolePolicy(

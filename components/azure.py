@@ -1,4 +1,6 @@
-"""Azure placement components: Network, CheckpointBucket, JobIdentity, SpotGpuGroup.
+"""Azure placement components: Network (in azure_network.py), CheckpointBucket (in
+azure_storage.py), JobIdentity, SpotGpuGroup; the pure names and conditions they apply are in
+azure_names.py.
 
 Same contract as components/aws.py (class names, constructor shapes, output names); the
 Azure-only inputs are fields of the shared Args (`storage_account_ids`, `resource_group_name`), so
@@ -46,17 +48,12 @@ from pulumi_azure_native import (
     compute,
     keyvault,
     managedidentity,
-    network,
-    resources,
-    storage,
 )
 from pulumi_azure_native.provider import Provider
 
 from components.args import (
     STAGING_PREFIX,
-    CheckpointBucketArgs,
     JobIdentityArgs,
-    NetworkArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
     require_type,
@@ -64,7 +61,6 @@ from components.args import (
 )
 from components.azure_names import (
     AZURE_JOB_IDENTITY_RESOURCE_GROUP,
-    BLOB_HOST_SUFFIX,
     azure_tags,
     blob_prefix_condition,
     container_resource_id,
@@ -76,7 +72,9 @@ from components.azure_names import (
     storage_account_name,
     zone_number,
 )
-from components.bootstrap.permissions import (
+from components.azure_network import Network
+from components.azure_storage import CheckpointBucket
+from components.bootstrap.azure_permissions import (
     AZURE_SELF_DELETE_ACTIONS,
     azure_job_role_guid,
     azure_self_delete_role_guid,
@@ -89,10 +87,7 @@ from components.startup import (
     render_startup_script,
 )
 
-VNET_CIDR = "10.42.0.0/16"
-SUBNET_CIDR = "10.42.0.0/20"
 MARKETS = ("spot", "on-demand")
-CONTAINER_NAME = "checkpoints"
 # Data-plane roles only, never Owner/Contributor. Checkpoints get the bootstrap's custom role with
 # blob data actions only (azure_job_role_guid: no container writes or deletes, no delegation
 # keys); data gets the built-in reader (its id is the same in every tenant).
@@ -135,8 +130,6 @@ SELF_DELETE: tuple[str, ...] = (
     "shutdown -h now; }",
 )
 SCALE_SET_REPLACE_ON_CHANGES = ("virtualMachineProfile", "sku")
-# Outbound for nodes without public IPs (image pulls): Standard NAT gateway, ~$0.045/h + data.
-NAT_IDLE_TIMEOUT_MIN = 4
 NETWORK_API_VERSION = "2020-11-01"  # required by Flexible scale sets that create their own NICs
 
 
@@ -146,321 +139,6 @@ def make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource:
 
 
 # --- components ---------------------------------------------------------------------------------
-
-
-class Network(pulumi.ComponentResource):
-    """Job resource group, VNet, subnet behind an NSG and a NAT gateway.
-
-    Only the job's own nodes connect in; the NAT gateway carries outbound.
-    """
-
-    network_id: pulumi.Output[str]
-    subnet_id: pulumi.Output[str]
-    firewall_id: pulumi.Output[str]
-    resource_group_name: pulumi.Output[str]
-
-    def __init__(
-        self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        require_type(args, NetworkArgs, "azure.Network")
-        if args.remote_access:
-            raise ValueError(
-                "remote_access: Azure has no keyless shell spotroute can open without inbound "
-                "rules (Azure Bastion needs its own subnet, public IP and host) — see "
-                "docs/components.md, Azure: Reaching a node"
-            )
-        super().__init__("spotroute:azure:Network", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        job, tags = args.job_name, azure_tags(args.job_name, args.labels)
-
-        group = resources.ResourceGroup(f"{name}-rg", location=args.region, tags=tags, opts=child)
-        vnet = network.VirtualNetwork(
-            f"{name}-vnet",
-            resource_group_name=group.name,
-            virtual_network_name=physical_name(job, "vnet", 64),
-            location=args.region,
-            address_space=network.AddressSpaceArgs(address_prefixes=[VNET_CIDR]),
-            tags=tags,
-            opts=child,
-        )
-        rules = [
-            # NCCL and the rendezvous between the job's own nodes: the subnet holds only them.
-            network.SecurityRuleArgs(
-                name="allow-nodes-inbound",
-                description="spotroute: the job's nodes talk to each other",
-                priority=100,
-                direction="Inbound",
-                access="Allow",
-                protocol="*",
-                source_address_prefix=SUBNET_CIDR,
-                source_port_range="*",
-                destination_address_prefix=SUBNET_CIDR,
-                destination_port_range="*",
-            ),
-            # The default AllowVnetInBound would also admit peered networks and gateways.
-            network.SecurityRuleArgs(
-                name="deny-vnet-inbound",
-                description="spotroute: nothing else in the virtual network connects in",
-                priority=4000,
-                direction="Inbound",
-                access="Deny",
-                protocol="*",
-                source_address_prefix="VirtualNetwork",
-                source_port_range="*",
-                destination_address_prefix="*",
-                destination_port_range="*",
-            ),
-        ]
-        # Azure's default rules already end in DenyAllInBound; this explicit rule keeps "nothing
-        # from the internet" visible in reviews.
-        rules.append(
-            network.SecurityRuleArgs(
-                name="deny-internet-inbound",
-                description="spotroute: nothing from the internet connects in",
-                priority=4096,
-                direction="Inbound",
-                access="Deny",
-                protocol="*",
-                source_address_prefix="Internet",
-                source_port_range="*",
-                destination_address_prefix="*",
-                destination_port_range="*",
-            )
-        )
-        firewall = network.NetworkSecurityGroup(
-            f"{name}-nsg",
-            resource_group_name=group.name,
-            network_security_group_name=physical_name(job, "nsg", 80),
-            location=args.region,
-            security_rules=rules,
-            tags=tags,
-            opts=child,
-        )
-        # Flexible scale sets get no default outbound access, so nodes without public IPs need
-        # explicit outbound: a NAT gateway (outbound only, it admits no inbound connection).
-        nat_address = network.PublicIPAddress(
-            f"{name}-nat-ip",
-            resource_group_name=group.name,
-            location=args.region,
-            sku=network.PublicIPAddressSkuArgs(name="Standard", tier="Regional"),
-            public_ip_allocation_method="Static",
-            public_ip_address_version="IPv4",
-            tags=tags,
-            opts=child,
-        )
-        nat = network.NatGateway(
-            f"{name}-nat",
-            resource_group_name=group.name,
-            location=args.region,
-            sku=network.NatGatewaySkuArgs(name="Standard"),
-            idle_timeout_in_minutes=NAT_IDLE_TIMEOUT_MIN,
-            public_ip_addresses=[network.SubResourceArgs(id=nat_address.id)],
-            tags=tags,
-            opts=child,
-        )
-        subnet = network.Subnet(
-            f"{name}-subnet",
-            resource_group_name=group.name,
-            virtual_network_name=vnet.name,
-            subnet_name="nodes",
-            address_prefix=SUBNET_CIDR,
-            network_security_group=network.NetworkSecurityGroupArgs(id=firewall.id),
-            nat_gateway=network.SubResourceArgs(id=nat.id),
-            # A private subnet: outbound only through the NAT gateway, never implicit.
-            default_outbound_access=False,
-            # Checkpoint traffic to Storage stays on the Azure backbone; service endpoints are free.
-            service_endpoints=[
-                network.ServiceEndpointPropertiesFormatArgs(service="Microsoft.Storage")
-            ],
-            opts=child,
-        )
-
-        self.network_id = vnet.id
-        self.subnet_id = subnet.id
-        self.firewall_id = firewall.id
-        self.resource_group_name = group.name
-        self.register_outputs(
-            {
-                "network_id": vnet.id,
-                "subnet_id": subnet.id,
-                "firewall_id": firewall.id,
-                "resource_group_name": group.name,
-            }
-        )
-
-
-class CheckpointBucket(pulumi.ComponentResource):
-    """Versioned, private, identity-only blob container for checkpoints, or an existing one."""
-
-    bucket_name: pulumi.Output[str]
-    url: pulumi.Output[str]
-    arn_or_id: pulumi.Output[str]
-    key_prefix: str
-    account_name: pulumi.Output[str]
-    container_name: str
-
-    def __init__(
-        self,
-        name: str,
-        args: CheckpointBucketArgs,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        require_type(args, CheckpointBucketArgs, "azure.CheckpointBucket")
-        if args.noncurrent_version_days < 1:
-            raise ValueError(
-                f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
-            )
-        if args.expire_days < 0 or (args.expire_days and args.existing_url):
-            raise ValueError(
-                f"expire_days: {args.expire_days} — use 0, or days for a created staging container"
-            )
-        existing = parse_blob_url(args.existing_url, "existing_url") if args.existing_url else None
-        existing_id = (
-            container_resource_id(
-                existing[0], existing[1], args.storage_account_ids, "existing_url"
-            )
-            if existing
-            else ""
-        )
-        super().__init__("spotroute:azure:CheckpointBucket", name, None, opts)
-
-        if existing is not None:
-            # Reused container: its settings belong to whoever owns it; nothing is created.
-            account, container, self.key_prefix = existing
-            self.container_name = container
-            self.account_name = pulumi.Output.from_input(account)
-            self.bucket_name = pulumi.Output.from_input(f"{account}/{container}")
-            self.url = pulumi.Output.from_input(
-                f"https://{account}{BLOB_HOST_SUFFIX}/{container}/{self.key_prefix}"
-            )
-            self.arn_or_id = pulumi.Output.from_input(existing_id)
-        else:
-            self.key_prefix = ""
-            self.container_name = CONTAINER_NAME
-            self._create(name, args)
-
-        self.register_outputs(
-            {"bucket_name": self.bucket_name, "url": self.url, "arn_or_id": self.arn_or_id}
-        )
-
-    def _create(self, name: str, args: CheckpointBucketArgs) -> None:
-        # Deleting a resource group deletes everything in it, so checkpoints get a group of their
-        # own and `pulumi destroy` leaves group, account and container in place (AWS keeps its
-        # bucket too); delete them by hand once the checkpoints are no longer needed.
-        # A staging container (expire_days > 0) holds a copy of data: destroying the stack
-        # deletes it with its group.
-        staging = args.expire_days > 0
-        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=not staging)
-        tags = azure_tags(args.job_name, args.labels)
-        group = resources.ResourceGroup(
-            f"{name}-checkpoints-rg", location=args.region, tags=tags, opts=keep
-        )
-        client = authorization.get_client_config_output(
-            opts=pulumi.InvokeOutputOptions(parent=self)
-        )
-        account_name = pulumi.Output.all(client.subscription_id, group.name).apply(
-            lambda ids: storage_account_name(args.job_name, f"{ids[0]}/{ids[1]}")
-        )
-        account = storage.StorageAccount(
-            f"{name}-storage",
-            resource_group_name=group.name,
-            account_name=account_name,
-            location=args.region,
-            kind="StorageV2",
-            sku=storage.SkuArgs(name="Standard_LRS"),
-            access_tier=storage.AccessTier.HOT,
-            allow_blob_public_access=False,
-            enable_https_traffic_only=True,
-            minimum_tls_version="TLS1_2",
-            # Identity-based access only: no account keys, no SAS signed with them.
-            allow_shared_key_access=False,
-            default_to_o_auth_authentication=True,
-            allow_cross_tenant_replication=False,
-            # Nodes reach it without public IPs; access is decided by Entra ID roles, not network.
-            public_network_access="Enabled",
-            tags=tags,
-            opts=keep,
-        )
-        service = storage.BlobServiceProperties(
-            f"{name}-blob-service",
-            resource_group_name=group.name,
-            account_name=account.name,
-            blob_services_name="default",
-            is_versioning_enabled=True,
-            delete_retention_policy=storage.DeleteRetentionPolicyArgs(
-                enabled=True, days=args.noncurrent_version_days
-            ),
-            container_delete_retention_policy=storage.DeleteRetentionPolicyArgs(
-                enabled=True, days=args.noncurrent_version_days
-            ),
-            opts=keep,
-        )
-        container = storage.BlobContainer(
-            f"{name}-container",
-            resource_group_name=group.name,
-            account_name=account.name,
-            container_name=CONTAINER_NAME,
-            public_access=storage.PublicAccess.NONE,
-            opts=keep,
-        )
-        storage.ManagementPolicy(
-            f"{name}-lifecycle",
-            resource_group_name=group.name,
-            account_name=account.name,
-            management_policy_name="default",
-            policy=storage.ManagementPolicySchemaArgs(
-                rules=[
-                    storage.ManagementPolicyRuleArgs(
-                        name="expire-old-checkpoint-versions",
-                        type="Lifecycle",
-                        enabled=True,
-                        definition=storage.ManagementPolicyDefinitionArgs(
-                            filters=storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"]),
-                            actions=storage.ManagementPolicyActionArgs(
-                                # A version is created when its blob is overwritten, so this
-                                # counts days since it stopped being current, like S3's
-                                # noncurrent-version expiration.
-                                version=storage.ManagementPolicyVersionArgs(
-                                    delete=storage.DateAfterCreationArgs(
-                                        days_after_creation_greater_than=args.noncurrent_version_days
-                                    )
-                                )
-                            ),
-                        ),
-                    ),
-                    *(
-                        [
-                            storage.ManagementPolicyRuleArgs(
-                                name="delete-staged-data-after-the-job",
-                                type="Lifecycle",
-                                enabled=True,
-                                definition=storage.ManagementPolicyDefinitionArgs(
-                                    filters=storage.ManagementPolicyFilterArgs(
-                                        blob_types=["blockBlob"]
-                                    ),
-                                    actions=storage.ManagementPolicyActionArgs(
-                                        base_blob=storage.ManagementPolicyBaseBlobArgs(
-                                            delete=storage.DateAfterModificationArgs(
-                                                days_after_creation_greater_than=args.expire_days
-                                            )
-                                        )
-                                    ),
-                                ),
-                            )
-                        ]
-                        if staging
-                        else []
-                    ),
-                ]
-            ),
-            opts=pulumi.ResourceOptions(
-                parent=self, retain_on_delete=not staging, depends_on=[service]
-            ),
-        )
-        self.account_name = account.name
-        self.bucket_name = account.name.apply(lambda a: f"{a}/{CONTAINER_NAME}")
-        self.url = account.name.apply(lambda a: f"https://{a}{BLOB_HOST_SUFFIX}/{CONTAINER_NAME}/")
-        self.arn_or_id = container.id
 
 
 class JobIdentity(pulumi.ComponentResource):

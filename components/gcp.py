@@ -1,4 +1,5 @@
-"""GCP placement components: Network, CheckpointBucket, JobIdentity, SpotGpuGroup.
+"""GCP placement components: Network (in gcp_network.py), CheckpointBucket, JobIdentity,
+SpotGpuGroup; the pure names, labels and IAM conditions they apply are in gcp_names.py.
 
 Same contract as components/aws.py (constructors, outputs, errors; full text in
 docs/components.md):
@@ -33,15 +34,27 @@ from components.args import (
     STAGING_PREFIX,
     CheckpointBucketArgs,
     JobIdentityArgs,
-    NetworkArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
-    parse_bucket_url,
     require_type,
     secret_env_json,
-    standard_labels,
 )
-from components.bootstrap.permissions import GCP_JOB_BUCKET_PREFIX
+from components.bootstrap.gcp_permissions import GCP_JOB_BUCKET_PREFIX
+from components.gcp_names import (
+    AUTONAME_SUFFIX,
+    BASE_INSTANCE_NAME_LIMIT,
+    NAME_LIMIT,
+    SECRET_ID_LIMIT,
+    TEMPLATE_PREFIX_LIMIT,
+    gcp_labels,
+    gcp_name,
+    machine_and_accelerators,
+    node_tag,
+    parse_gs_url,
+    prefix_condition,
+    service_account_id,
+)
+from components.gcp_network import Network
 from components.registry import CloudComponents
 from components.startup import (
     NO_SECRET_STORE_YET,
@@ -56,23 +69,8 @@ IMAGE_PROJECT = "deeplearning-platform-release"
 IMAGE_FAMILY = "common-cu128-ubuntu-2204-nvidia-570"
 GPU_IMAGE = f"projects/{IMAGE_PROJECT}/global/images/family/{IMAGE_FAMILY}"
 BOOT_DISK_TYPE = "pd-balanced"
-SUBNET_CIDR = "10.42.0.0/20"
 MARKETS = ("spot", "on-demand")
-NAME_LIMIT = 63  # RFC 1035 names of compute resources
-BASE_INSTANCE_NAME_LIMIT = 54  # the MIG appends "-xxxx" to each node's name
-TEMPLATE_PREFIX_LIMIT = 37  # longer name_prefix values get a collision-prone short suffix
-AUTONAME_SUFFIX = 8  # Pulumi autonaming appends "-" and 7 random characters
-SERVICE_ACCOUNT_MIN, SERVICE_ACCOUNT_MAX = 6, 30
-SECRET_ID_LIMIT = 255
-LABEL_LIMIT = 63
-# `<n1 machine type>+<canonical GPU>:<count>`, as in router/data/instances.csv.
-ATTACHED_GPUS = re.compile(
-    r"^(?P<machine>n1-[a-z0-9]+-\d+)\+(?P<gpu>[A-Za-z0-9-]+):(?P<count>\d+)$"
-)
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
-# Google's IAP TCP-forwarding range: the only source a keyless (`gcloud compute ssh
-# --tunnel-through-iap`) shell comes from (cloud.google.com/iap/docs/using-tcp-forwarding).
-IAP_SOURCE_RANGE = "35.235.240.0/20"
 CHECKPOINT_ROLE = "roles/storage.objectUser"  # get/create/delete/list objects, no IAM changes
 DATA_ROLE = "roles/storage.objectViewer"
 # Read a secret's versions, nothing else (no listing, no IAM, no new versions); granted on the
@@ -85,223 +83,7 @@ def make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource:
     return gcp.Provider(name, region=args.region, project=args.gcp_project or None)
 
 
-# --- pure naming and validation ----------------------------------------------------------------
-
-
-def _digest(text: str, length: int) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
-
-
-def gcp_name(job_name: str, part: str, limit: int = NAME_LIMIT) -> str:
-    """RFC 1035 name `<job>-<part>` of at most `limit` chars; long job names get a hash suffix."""
-    base = re.sub(r"[^a-z0-9-]+", "-", job_name.lower()).strip("-")
-    if not base or not base[0].isalpha():
-        base = f"sr-{base}".rstrip("-")
-    name = f"{base}-{part}"
-    if len(name) <= limit:
-        return name
-    # Truncation alone would let two long job names with the same start collide.
-    tail = f"-{_digest(job_name, 6)}-{part}"
-    return base[: limit - len(tail)].rstrip("-") + tail
-
-
-def service_account_id(job_name: str) -> str:
-    """Service account id of a job: 6-30 chars of [a-z0-9-], a letter first, no dash last."""
-    base = re.sub(r"[^a-z0-9-]+", "-", job_name.lower()).strip("-")
-    account = f"sr-{base}".rstrip("-")
-    if len(account) > SERVICE_ACCOUNT_MAX:
-        tail = f"-{_digest(job_name, 6)}"
-        account = account[: SERVICE_ACCOUNT_MAX - len(tail)].rstrip("-") + tail
-    if len(account) < SERVICE_ACCOUNT_MIN:
-        account = f"{account}-job"
-    return account
-
-
-def _label_text(text: str) -> str:
-    return re.sub(r"[^a-z0-9_-]", "_", text.lower())[:LABEL_LIMIT]
-
-
-def node_tag(job_name: str) -> str:
-    """Network tag every node of the job carries; the firewall opens the group to itself by it."""
-    return gcp_name(job_name, "node")
-
-
-def gcp_labels(job_name: str, labels: dict[str, str]) -> dict[str, str]:
-    """standard_labels valid for GCP: keys and values lowercase [a-z0-9_-], at most 63 chars."""
-    sanitized: dict[str, str] = {}
-    for key, value in standard_labels(job_name, labels).items():
-        label_key = _label_text(key)
-        if not label_key[:1].isalpha():
-            label_key = _label_text(f"l_{label_key}")
-        sanitized[label_key] = _label_text(str(value))
-    return sanitized
-
-
-def parse_gs_url(url: str, field: str) -> tuple[str, str]:
-    """(bucket, prefix) of a gs:// URL; the prefix is "" or ends with "/"."""
-    return parse_bucket_url(url, "gs", field)
-
-
-def prefix_condition(bucket: str, prefix: str) -> str:
-    """IAM condition (CEL) matching objects under `prefix` and listings asking for that prefix."""
-    if not prefix or prefix == "/" or any(c in prefix for c in '*?"\\'):
-        raise ValueError(
-            f"checkpoint_prefix: {prefix!r} would grant the whole bucket — use e.g. 'job-name/'"
-        )
-    # Object reads and writes are checked against the object's name; a listing is checked against
-    # the bucket, so it needs the list-prefix attribute or listing the prefix is denied.
-    return (
-        f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}") || '
-        f'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("{prefix}")'
-    )
-
-
-def machine_and_accelerators(
-    instance_type: str, gpu: str, gpu_count: int, accelerator_type: str
-) -> tuple[str, list[gcp.compute.InstanceTemplateGuestAcceleratorArgs]]:
-    """Machine type and attached GPUs of `n1-standard-8+T4:1` (N1 + GPUs) or `a2-ultragpu-8g`.
-
-    `accelerator_type` is GCP's name of the attached GPU (`nvidia-tesla-t4`); the router writes it
-    from router/data/instances.csv as spotroute:gcpAcceleratorType.
-    """
-    match = ATTACHED_GPUS.match(instance_type)
-    if match is None:
-        if "+" in instance_type:
-            raise ValueError(
-                f"instance_types: {instance_type!r} — name attached GPUs "
-                "<n1 machine>+<GPU>:<count>, e.g. n1-standard-8+T4:1"
-            )
-        if instance_type.startswith("n1-"):
-            raise ValueError(
-                f"instance_types: {instance_type!r} has no GPUs — attach them, e.g. "
-                f"{instance_type}+T4:1"
-            )
-        # Accelerator-optimized machine types (a2, a3, g2, ...) come with their GPUs.
-        return instance_type, []
-    if match["gpu"] != gpu or int(match["count"]) != gpu_count:
-        raise ValueError(
-            f"instance_types: {instance_type!r} attaches {match['gpu']}:{match['count']} but the "
-            f"group asks for gpu {gpu} x {gpu_count} — make them agree"
-        )
-    if not accelerator_type:
-        raise ValueError(
-            f"instance_types: GCP attaches no {gpu} GPUs to N1 machines in "
-            "router/data/instances.csv — use an accelerator-optimized machine type or add the row"
-        )
-    return match["machine"], [
-        gcp.compute.InstanceTemplateGuestAcceleratorArgs(type=accelerator_type, count=gpu_count)
-    ]
-
-
 # --- components --------------------------------------------------------------------------------
-
-
-class Network(pulumi.ComponentResource):
-    """VPC with one private subnet and Cloud NAT; nothing may connect in unless asked."""
-
-    network_id: pulumi.Output[str]
-    subnet_id: pulumi.Output[str]
-    firewall_id: pulumi.Output[str]
-    resource_group_name: pulumi.Output[str] | None = None  # GCP has no resource groups
-
-    def __init__(
-        self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        require_type(args, NetworkArgs, "gcp.Network")
-        super().__init__("spotroute:gcp:Network", name, None, opts)
-        # Names are fixed per job, so a replacement must delete the old resource first.
-        child = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
-        job = args.job_name
-
-        network = gcp.compute.Network(
-            f"{name}-vpc",
-            name=gcp_name(job, "vpc"),
-            description=f"spotroute job {job}",
-            auto_create_subnetworks=False,
-            routing_mode="REGIONAL",
-            opts=child,
-        )
-        subnet = gcp.compute.Subnetwork(
-            f"{name}-subnet",
-            name=gcp_name(job, "subnet"),
-            network=network.id,
-            region=args.region,
-            ip_cidr_range=SUBNET_CIDR,
-            # Checkpoints and data in Cloud Storage are reached without external addresses.
-            private_ip_google_access=True,
-            opts=child,
-        )
-        # Nodes have no external IP; NAT lets them pull images (~$0.045/h per gateway + data).
-        router = gcp.compute.Router(
-            f"{name}-router",
-            name=gcp_name(job, "router"),
-            network=network.id,
-            region=args.region,
-            opts=child,
-        )
-        gcp.compute.RouterNat(
-            f"{name}-nat",
-            name=gcp_name(job, "nat"),
-            router=router.name,
-            region=args.region,
-            nat_ip_allocate_option="AUTO_ONLY",
-            source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
-            subnetworks=[
-                gcp.compute.RouterNatSubnetworkArgs(
-                    name=subnet.id, source_ip_ranges_to_nats=["ALL_IP_RANGES"]
-                )
-            ],
-            log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
-            opts=child,
-        )
-        # GCP already denies ingress implicitly; the explicit rule makes that visible in reviews
-        # and gives the component a firewall to export. The allows below win by priority.
-        deny = gcp.compute.Firewall(
-            f"{name}-deny-ingress",
-            name=gcp_name(job, "deny-ingress"),
-            network=network.id,
-            description=f"spotroute job {job}: no inbound traffic but the job's own and IAP's",
-            direction="INGRESS",
-            priority=65534,
-            source_ranges=["0.0.0.0/0"],
-            denies=[gcp.compute.FirewallDenyArgs(protocol="all")],
-            opts=child,
-        )
-        tag = node_tag(job)
-        # A custom VPC has no allow-internal rule: NCCL and the rendezvous between the job's own
-        # nodes (and only those: source and target are the job's node tag) need one.
-        gcp.compute.Firewall(
-            f"{name}-internal",
-            name=gcp_name(job, "internal"),
-            network=network.id,
-            description=f"spotroute job {job}: its nodes talk to each other",
-            direction="INGRESS",
-            priority=1000,
-            source_tags=[tag],
-            target_tags=[tag],
-            allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
-            opts=child,
-        )
-        if args.remote_access:
-            gcp.compute.Firewall(
-                f"{name}-iap-ssh",
-                name=gcp_name(job, "iap-ssh"),
-                network=network.id,
-                description="SSH through IAP TCP forwarding only (spotroute:remoteAccess)",
-                direction="INGRESS",
-                priority=1000,
-                source_ranges=[IAP_SOURCE_RANGE],
-                target_tags=[tag],
-                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
-                opts=child,
-            )
-
-        self.network_id = network.id
-        self.subnet_id = subnet.id
-        self.firewall_id = deny.id
-        self.register_outputs(
-            {"network_id": network.id, "subnet_id": subnet.id, "firewall_id": deny.id}
-        )
 
 
 class CheckpointBucket(pulumi.ComponentResource):
@@ -345,7 +127,7 @@ class CheckpointBucket(pulumi.ComponentResource):
 
     def _create(self, name: str, args: CheckpointBucketArgs) -> None:
         # Bucket names are global and the deployer's grants condition admits spotroute-... only
-        # (bootstrap/permissions.py gcp_grant_condition): spotroute-<job>-ckpt-<8 hex of the
+        # (bootstrap/gcp_permissions.py gcp_grant_condition): spotroute-<job>-ckpt-<8 hex of the
         # organization, project and stack>, which keeps two teams' "llm" jobs apart. A bucket
         # created before (autonamed <job>-ckpt-xxxxxxx) keeps its name: no replacement.
         bucket = gcp.storage.Bucket(

@@ -19,8 +19,9 @@ deployer: every external OIDC issuer in `oidc_issuers` (CI, Kubernetes) may beco
 selected deployer; and the router's *home* deployer (`home: aws|gcp|azure`) may become the
 others, so a router running in one cloud reaches the rest with its own platform identity.
 
-Modules: args.py (BootstrapArgs, OidcIssuer, checks, home identities), permissions.py (what
-each deployer may do), aws.py / gcp.py / azure.py (one deployer component per cloud),
+Modules: args.py (BootstrapArgs, OidcIssuer, checks, home identities), aws_permissions.py /
+gcp_permissions.py / azure_permissions.py (what each deployer may do), aws.py / gcp.py /
+azure.py (one deployer component per cloud),
 program.py (stack config → deployers → outputs).
 
 Public API (the CLI wires these):
@@ -49,22 +50,22 @@ from components.bootstrap.aws import (
     AwsDeployer,
     AwsDeployerArgs,
 )
+from components.bootstrap.aws_permissions import aws_deployer_policy
 from components.bootstrap.azure import (
     AzureDeployer,
     AzureDeployerArgs,
+)
+from components.bootstrap.azure_permissions import (
+    AZURE_DEPLOYER_ACTIONS,
+    AZURE_GRANT_ACTIONS,
+    AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
+    AZURE_STORAGE_BLOB_DATA_READER,
 )
 from components.bootstrap.gcp import (
     GcpDeployer,
     GcpDeployerArgs,
 )
-from components.bootstrap.permissions import (
-    AZURE_DEPLOYER_ACTIONS,
-    AZURE_GRANT_ACTIONS,
-    AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
-    AZURE_STORAGE_BLOB_DATA_READER,
-    GCP_DEPLOYER_PERMISSIONS,
-    aws_deployer_policy,
-)
+from components.bootstrap.gcp_permissions import GCP_DEPLOYER_PERMISSIONS
 from components.bootstrap.program import (
     CONFIG_KEYS,
     BootstrapConfigError,

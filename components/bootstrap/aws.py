@@ -26,7 +26,7 @@ from components.bootstrap.args import (
     require_strings,
     state_location,
 )
-from components.bootstrap.permissions import (
+from components.bootstrap.aws_permissions import (
     AWS_JOB_BOUNDARY_NAME,
     aws_deployer_policy,
     aws_job_boundary_policy,
@@ -212,7 +212,7 @@ class AwsDeployer(pulumi.ComponentResource):
         )
 
         # The ceiling of every job role: the deployer may create and edit job roles only with this
-        # boundary (permissions.aws_deployer_policy), and may never change the boundary itself.
+        # boundary (aws_permissions.aws_deployer_policy), and may never change the boundary itself.
         boundary = aws.iam.Policy(
             f"{name}-job-boundary",
             name=AWS_JOB_BOUNDARY_NAME,

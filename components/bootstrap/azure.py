@@ -20,7 +20,7 @@ from components.bootstrap.args import (
     bootstrap_labels,
     state_location,
 )
-from components.bootstrap.permissions import (
+from components.bootstrap.azure_permissions import (
     AZURE_DEPLOYER_ACTIONS,
     AZURE_GRANT_ACTIONS,
     AZURE_IDENTITIES_ROLE_NAME,

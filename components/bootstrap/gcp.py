@@ -21,7 +21,7 @@ from components.bootstrap.args import (
     require_strings,
     state_location,
 )
-from components.bootstrap.permissions import (
+from components.bootstrap.gcp_permissions import (
     GCP_AWS_ROLE_MAPPING,
     GCP_DEPLOYER_PERMISSIONS,
     GCP_GRANT_PERMISSIONS,
@@ -106,7 +106,7 @@ class GcpDeployer(pulumi.ComponentResource):
         super().__init__("spotroute:bootstrap:GcpDeployer", name, None, opts)
         import pulumi_gcp as gcp
 
-        from components.gcp import prefix_condition
+        from components.gcp_names import prefix_condition
 
         project = args.project_id
         services: list[pulumi.Resource] = []

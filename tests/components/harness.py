@@ -6,7 +6,7 @@ Cloud-agnostic: every cloud's component tests use it.
     stack.one("aws:ec2/fleet:Fleet").inputs["spotOptions"]             # camelCase wire names
     stack.outputs["checkpointUrl"]
 
-    stack = run_components(lambda: aws.Network("net", NetworkArgs(...)))   # a single component
+    stack = run_components(lambda: aws_network.Network("net", NetworkArgs(...)))  # one component
 
 Each run gets a fresh event loop and fresh Pulumi runtime settings (reset_options + set_mocks),
 so runs don't leak resources, config or stack outputs into each other.

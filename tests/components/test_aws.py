@@ -10,6 +10,7 @@ import pytest
 from harness import FAKE_AMI_ID, CapturedStack, run_components, run_program
 
 from components import aws as aws_components
+from components import aws_network
 from components.args import (
     CheckpointBucketArgs,
     JobCommand,
@@ -456,12 +457,12 @@ def test_component_given_the_wrong_args_class_fails_before_creating_anything() -
     args = CheckpointBucketArgs(job_name="llm", region="us-east-1")
 
     with pytest.raises(TypeError, match="NetworkArgs"):
-        run_components(lambda: aws_components.Network("llm", args))  # type: ignore[arg-type]
+        run_components(lambda: aws_network.Network("llm", args))  # type: ignore[arg-type]
 
 
 def test_group_with_unknown_market_fails_at_construction() -> None:
     def build() -> None:
-        network = aws_components.Network("llm", NetworkArgs(job_name="llm", region="us-east-1"))
+        network = aws_network.Network("llm", NetworkArgs(job_name="llm", region="us-east-1"))
         bucket = aws_components.CheckpointBucket(
             "llm", CheckpointBucketArgs(job_name="llm", region="us-east-1")
         )
@@ -496,7 +497,7 @@ def test_group_with_unknown_market_fails_at_construction() -> None:
 
 def test_network_component_builds_on_its_own_without_a_program() -> None:
     stack = run_components(
-        lambda: aws_components.Network(
+        lambda: aws_network.Network(
             "solo", NetworkArgs(job_name="solo", region="us-east-1", zone="us-east-1c")
         )
     )

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from components import azure as azure_components
-from components import azure_names
+from components import azure_names, azure_network, azure_storage
 from components.args import (
     CheckpointBucketArgs,
     JobCommand,
@@ -31,7 +31,7 @@ from components.args import (
     NetworkArgs,
     SpotGpuGroupArgs,
 )
-from components.bootstrap.permissions import azure_job_role_guid, azure_self_delete_role_guid
+from components.bootstrap.azure_permissions import azure_job_role_guid, azure_self_delete_role_guid
 from components.program import JOB_NAME
 
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
@@ -270,7 +270,7 @@ def test_remote_access_is_refused_on_azure_naming_the_field() -> None:
     args = NetworkArgs(job_name="llm", region="eastus", remote_access=True)
 
     with pytest.raises(ValueError, match="remote_access"):
-        run_components(lambda: azure_components.Network("llm", args), calls=AZURE_CALLS)
+        run_components(lambda: azure_network.Network("llm", args), calls=AZURE_CALLS)
 
 
 def test_nodes_have_private_addresses_only_in_the_subnet_behind_the_nsg(
@@ -375,10 +375,10 @@ def test_checkpoint_storage_survives_stack_destroy_but_compute_does_not(
             kept[args.name] = bool(args.opts.retain_on_delete)
 
         pulumi.runtime.register_stack_transformation(record)
-        bucket = azure_components.CheckpointBucket(
+        bucket = azure_storage.CheckpointBucket(
             "llm", CheckpointBucketArgs(job_name="llm", region="eastus")
         )
-        azure_components.Network("llm", NetworkArgs(job_name="llm", region="eastus"))
+        azure_network.Network("llm", NetworkArgs(job_name="llm", region="eastus"))
         azure_components.JobIdentity(
             "llm",
             JobIdentityArgs(job_name="llm", region="eastus", checkpoint_prefix="llm/"),
@@ -470,7 +470,7 @@ def test_existing_url_that_is_not_a_usable_blob_container_is_refused(url: str) -
 
     with pytest.raises(ValueError, match="existing_url"):
         run_components(
-            lambda: azure_components.CheckpointBucket(
+            lambda: azure_storage.CheckpointBucket(
                 "llm", replace(args, storage_account_ids=ACCOUNT_IDS)
             ),
             calls=AZURE_CALLS,
@@ -483,9 +483,7 @@ def test_account_id_of_another_account_is_refused() -> None:
 
     with pytest.raises(ValueError, match="storage_account_ids"):
         run_components(
-            lambda: azure_components.CheckpointBucket(
-                "llm", replace(args, storage_account_ids=wrong)
-            ),
+            lambda: azure_storage.CheckpointBucket("llm", replace(args, storage_account_ids=wrong)),
             calls=AZURE_CALLS,
         )
 
@@ -568,7 +566,7 @@ def test_azure_data_without_its_account_id_is_refused_naming_the_fix(
 
 def test_identity_refuses_a_prefix_that_would_grant_the_whole_container() -> None:
     def build() -> None:
-        bucket = azure_components.CheckpointBucket(
+        bucket = azure_storage.CheckpointBucket(
             "llm", CheckpointBucketArgs(job_name="llm", region="eastus")
         )
         azure_components.JobIdentity(
@@ -724,13 +722,13 @@ def test_component_given_the_wrong_args_class_fails_before_creating_anything() -
     args = CheckpointBucketArgs(job_name="llm", region="eastus")
 
     with pytest.raises(TypeError, match="NetworkArgs"):
-        run_components(lambda: azure_components.Network("llm", args))  # type: ignore[arg-type]
+        run_components(lambda: azure_network.Network("llm", args))  # type: ignore[arg-type]
 
 
 def test_group_with_unknown_market_fails_at_construction() -> None:
     def build() -> None:
-        network = azure_components.Network("llm", NetworkArgs(job_name="llm", region="eastus"))
-        bucket = azure_components.CheckpointBucket(
+        network = azure_network.Network("llm", NetworkArgs(job_name="llm", region="eastus"))
+        bucket = azure_storage.CheckpointBucket(
             "llm", CheckpointBucketArgs(job_name="llm", region="eastus")
         )
         identity = azure_components.JobIdentity(
@@ -764,7 +762,7 @@ def test_group_with_unknown_market_fails_at_construction() -> None:
 
 def test_network_component_builds_on_its_own_without_a_program() -> None:
     stack = run_components(
-        lambda: azure_components.Network("solo", NetworkArgs(job_name="solo", region="westeurope")),
+        lambda: azure_network.Network("solo", NetworkArgs(job_name="solo", region="westeurope")),
         states=AZURE_STATES,
     )
 

@@ -12,7 +12,7 @@ import pytest
 from test_azure import BLOBS, SUBSCRIPTION, assignments, azure_config, placement
 from test_bootstrap import AZ_ROLE_DEFINITION, args, deploy
 
-from components.bootstrap.permissions import (
+from components.bootstrap.azure_permissions import (
     AZURE_JOB_DATA_ACTIONS,
     AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
     AZURE_STORAGE_BLOB_DATA_READER,

@@ -33,7 +33,7 @@ from components.bootstrap import (
     AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
     AZURE_STORAGE_BLOB_DATA_READER,
 )
-from components.bootstrap.permissions import (
+from components.bootstrap.azure_permissions import (
     AZURE_IDENTITY_ACTIONS,
     AZURE_JOB_IDENTITY_RESOURCE_GROUP,
     AZURE_SELF_DELETE_ACTIONS,

@@ -29,7 +29,7 @@ from test_bootstrap import (
 from components.bootstrap import (
     GCP_DEPLOYER_PERMISSIONS,
 )
-from components.bootstrap.permissions import (
+from components.bootstrap.gcp_permissions import (
     GCP_GRANT_PERMISSIONS,
     GCP_JOB_BUCKET_MARKER,
     GCP_JOB_BUCKET_PREFIX,

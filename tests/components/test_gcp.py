@@ -9,6 +9,7 @@ import pytest
 from harness import CapturedStack, run_components, run_program
 
 from components import gcp as gcp_components
+from components import gcp_names, gcp_network
 from components.args import (
     CheckpointBucketArgs,
     JobCommand,
@@ -118,7 +119,7 @@ def group_args(**changes: Any) -> SpotGpuGroupArgs:
 
 def build_group(args: SpotGpuGroupArgs) -> None:
     """All four components for `args`, as the program would build them."""
-    network = gcp_components.Network(
+    network = gcp_network.Network(
         "llm", NetworkArgs(job_name=args.job_name, region=args.region, zone=args.zone)
     )
     bucket = gcp_components.CheckpointBucket(
@@ -399,7 +400,7 @@ def test_nodes_run_as_the_job_account_with_the_cloud_platform_scope(
     ["a", "ab", "llm-finetune", "x" * 27, "x" * 28, "a" * 63, "llm--x-", "Team_Run.7", "7up"],
 )
 def test_service_account_id_is_valid_for_any_job_name(job_name: str) -> None:
-    account = gcp_components.service_account_id(job_name)
+    account = gcp_names.service_account_id(job_name)
 
     assert SERVICE_ACCOUNT_ID.fullmatch(account), account
 
@@ -407,10 +408,8 @@ def test_service_account_id_is_valid_for_any_job_name(job_name: str) -> None:
 def test_long_job_names_get_distinct_service_account_ids() -> None:
     base = "llm-finetune-experiment-number-"
 
-    assert gcp_components.service_account_id(base + "1") != gcp_components.service_account_id(
-        base + "2"
-    )
-    assert gcp_components.service_account_id("llm") == "sr-llm"
+    assert gcp_names.service_account_id(base + "1") != gcp_names.service_account_id(base + "2")
+    assert gcp_names.service_account_id("llm") == "sr-llm"
 
 
 def test_identity_refuses_a_prefix_that_would_grant_the_whole_bucket() -> None:
@@ -480,7 +479,7 @@ def test_n1_gpus_without_the_routers_accelerator_type_are_refused() -> None:
     # The router writes spotroute:gcpAcceleratorType from router/data/instances.csv; without it
     # the component cannot name the GPU to GCP and says where the name comes from.
     with pytest.raises(ValueError, match=r"no V100 GPUs to N1 machines in router/data"):
-        gcp_components.machine_and_accelerators("n1-standard-8+V100:1", "V100", 1, "")
+        gcp_names.machine_and_accelerators("n1-standard-8+V100:1", "V100", 1, "")
 
 
 def test_accelerator_optimized_machine_brings_its_own_gpus(gcp_config: dict[str, Any]) -> None:
@@ -521,7 +520,7 @@ def test_instance_type_that_cannot_carry_the_gpus_fails_at_construction(
 
 
 def test_labels_are_sanitized_to_gcp_rules() -> None:
-    labels = gcp_components.gcp_labels(
+    labels = gcp_names.gcp_labels(
         "llm", {"team": "ML Platform", "owner": "Jane.Doe@ACME", "note": "x" * 80}
     )
 
@@ -551,14 +550,14 @@ def test_template_disk_and_bucket_carry_the_sanitized_labels(gcp_config: dict[st
 @pytest.mark.parametrize("job_name", ["llm", "a" * 63, "Team_Run.7", "7up"])
 def test_resource_names_are_valid_rfc1035_names(job_name: str) -> None:
     for part in ("vpc", "subnet", "deny-ingress", "group"):
-        assert RFC1035.fullmatch(gcp_components.gcp_name(job_name, part)), (job_name, part)
+        assert RFC1035.fullmatch(gcp_names.gcp_name(job_name, part)), (job_name, part)
 
 
 def test_long_job_names_get_distinct_resource_names() -> None:
     first, second = ("x" * 62) + "1", ("x" * 62) + "2"
 
-    assert gcp_components.gcp_name(first, "vpc") != gcp_components.gcp_name(second, "vpc")
-    assert len(gcp_components.gcp_name(first, "deny-ingress")) <= 63
+    assert gcp_names.gcp_name(first, "vpc") != gcp_names.gcp_name(second, "vpc")
+    assert len(gcp_names.gcp_name(first, "deny-ingress")) <= 63
 
 
 # --- every resource ---------------------------------------------------------------------------
@@ -600,7 +599,7 @@ def test_component_given_the_wrong_args_class_fails_before_creating_anything() -
     args = CheckpointBucketArgs(job_name="llm", region="us-central1")
 
     with pytest.raises(TypeError, match="NetworkArgs"):
-        components(lambda: gcp_components.Network("llm", args))  # type: ignore[arg-type]
+        components(lambda: gcp_network.Network("llm", args))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

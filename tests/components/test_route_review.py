@@ -147,7 +147,7 @@ def test_bootstrap_renders_deployer_roles_and_federated_credentials(
 def test_a_widened_permission_in_a_component_shows_in_the_diff_and_sets_exit_3(
     team_repo: Path,
 ) -> None:
-    aws = team_repo / "components" / "aws.py"
+    aws = team_repo / "components" / "aws_names.py"
     original = aws.read_text()
     needle = '"Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],'
     assert needle in original

@@ -1,0 +1,144 @@
+"""What the GCP deployer may do: its custom roles' permissions and the grants condition, each
+exactly what the placement components (components/gcp.py) manage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+GCP_POOL_ID = "spotroute-deployers"
+GCP_ROLE_ID = "spotrouteDeployer"
+GCP_WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
+GCP_TOKEN_CREATOR = "roles/iam.serviceAccountTokenCreator"
+GCP_STATE_ROLE = "roles/storage.objectUser"
+GCP_REQUIRED_SERVICES = (
+    "iam.googleapis.com",  # service accounts, custom roles, pools
+    "iamcredentials.googleapis.com",  # impersonation and ID tokens
+    "sts.googleapis.com",  # federated token exchange
+    "compute.googleapis.com",
+    "storage.googleapis.com",
+    "cloudbilling.googleapis.com",  # public price catalog for `route prices refresh`
+)
+# AWS ARNs as GCP's default AWS attribute mapping sees them: the role of an assumed-role session.
+GCP_AWS_ROLE_MAPPING = (
+    "assertion.arn.contains('assumed-role') ? "
+    "assertion.arn.extract('{account_arn}assumed-role/') + 'assumed-role/' + "
+    "assertion.arn.extract('assumed-role/{role_name}/') : assertion.arn"
+)
+
+# Exactly the permissions components/gcp.py needs (plus the price refresh's two lists). No
+# wildcards: a custom role cannot hold them, and a reviewer should read every permission.
+GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
+    # Network: VPC, subnet, Cloud Router + NAT, firewalls (a firewall edits the network's policy).
+    "compute.networks.create",
+    "compute.networks.get",
+    "compute.networks.delete",
+    "compute.networks.update",
+    "compute.networks.updatePolicy",
+    "compute.networks.use",
+    "compute.subnetworks.create",
+    "compute.subnetworks.get",
+    "compute.subnetworks.delete",
+    "compute.subnetworks.update",
+    "compute.subnetworks.use",
+    "compute.routers.create",
+    "compute.routers.get",
+    "compute.routers.delete",
+    "compute.routers.update",
+    "compute.firewalls.create",
+    "compute.firewalls.get",
+    "compute.firewalls.delete",
+    "compute.firewalls.update",
+    # SpotGpuGroup: instance template + zonal or regional managed instance group.
+    "compute.instanceTemplates.create",
+    "compute.instanceTemplates.get",
+    "compute.instanceTemplates.delete",
+    "compute.instanceTemplates.useReadOnly",
+    "compute.instanceGroupManagers.create",
+    "compute.instanceGroupManagers.get",
+    "compute.instanceGroupManagers.delete",
+    "compute.instanceGroupManagers.update",
+    "compute.instanceGroups.create",
+    "compute.instanceGroups.get",
+    "compute.instanceGroups.delete",
+    "compute.instanceGroups.update",
+    # The group's VMs and boot disks: created in the caller's name; the router restarts stopped
+    # (preempted) nodes.
+    "compute.instances.create",
+    "compute.instances.get",
+    "compute.instances.list",
+    "compute.instances.delete",
+    "compute.instances.start",
+    "compute.instances.stop",
+    "compute.instances.setMetadata",
+    "compute.instances.setLabels",
+    "compute.instances.setServiceAccount",
+    "compute.disks.create",
+    "compute.disks.get",
+    "compute.disks.delete",
+    "compute.disks.setLabels",
+    # Long-running operations, and lookups the provider makes while planning.
+    "compute.globalOperations.get",
+    "compute.regionOperations.get",
+    "compute.zoneOperations.get",
+    "compute.regions.get",  # also `route quotas refresh` (prices/quotas/gcp.py): region quotas
+    "compute.zones.get",
+    "compute.projects.get",
+    "resourcemanager.projects.get",
+    # `route prices refresh` (router/prices/gcp.py).
+    "compute.machineTypes.list",
+    "compute.acceleratorTypes.list",
+    # CheckpointBucket. Its IAM policy (the job's prefix-conditioned grant) needs
+    # GCP_GRANT_PERMISSIONS, held under a bucket-name condition.
+    "storage.buckets.create",
+    "storage.buckets.get",
+    "storage.buckets.update",
+    "storage.buckets.delete",
+    # JobIdentity: the job's service account; actAs lets the group's VMs run as it. actAs stays
+    # project-wide: IAM Conditions recognise resource.name/type/service only for the services
+    # their attribute reference lists, and IAM (service accounts) is not one, so a name condition
+    # would deny every launch; tags on a service account are its project's; and a binding on each
+    # job's account would need iam.serviceAccounts.setIamPolicy, unconditionable and worse —
+    # docs/security.md, residual risks.
+    "iam.serviceAccounts.create",
+    "iam.serviceAccounts.get",
+    "iam.serviceAccounts.update",
+    "iam.serviceAccounts.delete",
+    "iam.serviceAccounts.actAs",
+)
+
+# The job's grant on its checkpoint bucket and on its data bucket: only on spotroute's buckets
+# (gcp.CheckpointBucket names them spotroute-...) and the buckets the bootstrap lists
+# (gcpJobBuckets: data, reused checkpoint buckets), never the state bucket or anyone else's.
+GCP_GRANTS_ROLE_ID = "spotrouteDeployerGrants"
+GCP_GRANT_PERMISSIONS: tuple[str, ...] = (
+    "storage.buckets.getIamPolicy",
+    "storage.buckets.setIamPolicy",
+)
+GCP_JOB_BUCKET_PREFIX = "spotroute-"
+# gcp.CheckpointBucket names every bucket it creates spotroute-<job>-ckpt-<8 hex>; the grants
+# condition asks for both parts, so another bucket that merely starts with spotroute- (a state
+# bucket, someone's logs) is not grantable.
+GCP_JOB_BUCKET_MARKER = "-ckpt-"
+
+
+def gcp_grant_condition(extra_buckets: Sequence[str] = (), state_bucket: str = "") -> str:
+    """CEL condition on the grants role: spotroute's job buckets or listed ones, never the state.
+
+    Cloud Storage names a bucket `projects/_/buckets/<name>` in IAM Conditions, whose resource
+    names take only ==, !=, startsWith, endsWith and extract: `extract` returns "" when the
+    name lacks the template, so `spotroute-{job}-ckpt-` matches exactly CheckpointBucket's names.
+    Callers have refused names with quotes or backslashes.
+    """
+    buckets = "projects/_/buckets/"
+    job_buckets = (
+        f'(resource.name.startsWith("{buckets}{GCP_JOB_BUCKET_PREFIX}") && '
+        f'resource.name.extract("{buckets}{GCP_JOB_BUCKET_PREFIX}{{job}}{GCP_JOB_BUCKET_MARKER}")'
+        ' != "")'
+    )
+    names = [job_buckets, *(f'resource.name == "{buckets}{bucket}"' for bucket in extra_buckets)]
+    condition = f'resource.type == "storage.googleapis.com/Bucket" && ({" || ".join(names)})'
+    if state_bucket:
+        # Whatever its name: a grant on the state bucket would open every stack's state.
+        condition += f' && resource.name != "{buckets}{state_bucket}"'
+    return condition
