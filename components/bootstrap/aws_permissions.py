@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from components.aws_names import SECRET_PARAMETER_PATH
 from components.bootstrap.args import DEPLOYER_NAME, JOB_MANAGED_BY
 
 # --- AWS: what the placement program creates (components/aws.py) ------------------------------
@@ -66,6 +67,15 @@ def aws_job_boundary_policy() -> dict[str, Any]:
                 "Effect": "Allow",
                 "Action": list(AWS_JOB_BOUNDARY_S3_ACTIONS),
                 "Resource": ["arn:aws:s3:::*", "arn:aws:s3:::*/*"],
+                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+            },
+            {
+                # aws.SpotGpuGroup's secret env: one SecureString parameter per stack under
+                # /spotroute/, read by the node at boot (the role's own policy names the one ARN).
+                "Sid": "SecretEnvFromInstances",
+                "Effect": "Allow",
+                "Action": ["ssm:GetParameter"],
+                "Resource": f"arn:aws:ssm:*:*:parameter{SECRET_PARAMETER_PATH}/*",
                 "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
             },
             {
@@ -302,6 +312,29 @@ def aws_deployer_policy(
             "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
             "Resource": "arn:aws:ec2:*::image/*",
             "Condition": {"StringEquals": {"ec2:Owner": AWS_IMAGE_OWNER}},
+        },
+        {
+            # aws.SpotGpuGroup's secret env parameters, /spotroute/<stack>/secret-env only.
+            "Sid": "SecretEnvParameters",
+            "Effect": "Allow",
+            "Action": [
+                "ssm:PutParameter",
+                "ssm:DeleteParameter",
+                "ssm:GetParameter",
+                "ssm:GetParameters",
+                "ssm:AddTagsToResource",
+                "ssm:RemoveTagsFromResource",
+                "ssm:ListTagsForResource",
+            ],
+            "Resource": f"arn:aws:ssm:*:{acct}:parameter{SECRET_PARAMETER_PATH}/*",
+        },
+        {
+            # The provider reads a parameter's metadata by DescribeParameters, which has no
+            # resource type (Service Authorization Reference): metadata only, never values.
+            "Sid": "DescribeSecretEnvParameters",
+            "Effect": "Allow",
+            "Action": ["ssm:DescribeParameters"],
+            "Resource": "*",
         },
         {
             "Sid": "GpuImageParameter",

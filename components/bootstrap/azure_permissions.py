@@ -55,6 +55,15 @@ AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
     "Microsoft.Compute/disks/write",
     "Microsoft.Compute/disks/delete",
     "Microsoft.Compute/locations/operations/read",
+    # SpotGpuGroup's secret env: a Key Vault per deployment (RBAC mode) and one secret in it,
+    # written through ARM (the deployer holds no data-plane role on any vault).
+    "Microsoft.KeyVault/vaults/read",
+    "Microsoft.KeyVault/vaults/write",
+    "Microsoft.KeyVault/vaults/delete",
+    "Microsoft.KeyVault/vaults/secrets/read",
+    "Microsoft.KeyVault/vaults/secrets/write",
+    "Microsoft.KeyVault/locations/deletedVaults/read",
+    "Microsoft.KeyVault/locations/operationResults/read",
     # CheckpointBucket: account, blob service (versioning), container, lifecycle policy.
     "Microsoft.Storage/storageAccounts/read",
     "Microsoft.Storage/storageAccounts/write",
@@ -124,6 +133,9 @@ AZURE_SELF_DELETE_ACTIONS: tuple[str, ...] = (
 # Built-in roles (same ids in every tenant): the reader is what JobIdentity grants on data.
 AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # state container
 AZURE_STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+# Key Vault Secrets User (built-in): read secret contents; azure.SpotGpuGroup gives it to the job
+# identity on its one secret (the secret env).
+AZURE_KEY_VAULT_SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"
 
 
 def azure_role_guid(subscription_id: str, role_name: str) -> str:
@@ -144,10 +156,11 @@ def azure_self_delete_role_guid(subscription_id: str) -> str:
 def azure_grant_condition(subscription_id: str, deployer_principal_id: str) -> str:
     """ABAC condition (version 2.0) of the deployer's roleAssignments rights.
 
-    Writes: only the job checkpoint role, the self-delete role or Storage Blob Data Reader, only
-    to service principals (managed identities), and never to the deployer itself (it could
-    otherwise grant itself any container's blobs, or any VM's deletion). Deletes: only
-    assignments of those three roles to service principals (never a person's or a group's).
+    Writes: only the job checkpoint role, the self-delete role, Storage Blob Data Reader or Key
+    Vault Secrets User (the job's secret env), only to service principals (managed identities),
+    and never to the deployer itself (it could otherwise grant itself any container's blobs, any
+    vault's secrets, or any VM's deletion). Deletes: only assignments of those four roles to
+    service principals (never a person's or a group's).
 
     That is all Azure's role-assignment conditions can say: their attributes are the role
     definition, the principal id and the principal type, nothing about the assignment's scope or
@@ -155,7 +168,7 @@ def azure_grant_condition(subscription_id: str, deployer_principal_id: str) -> s
     """
     grantable = (
         f"{azure_job_role_guid(subscription_id)}, {azure_self_delete_role_guid(subscription_id)}, "
-        f"{AZURE_STORAGE_BLOB_DATA_READER}"
+        f"{AZURE_STORAGE_BLOB_DATA_READER}, {AZURE_KEY_VAULT_SECRETS_USER}"
     )
     return (
         "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n (\n"

@@ -18,6 +18,7 @@ GCP_REQUIRED_SERVICES = (
     "compute.googleapis.com",
     "storage.googleapis.com",
     "cloudbilling.googleapis.com",  # public price catalog for `route prices refresh`
+    "secretmanager.googleapis.com",  # gcp.SpotGpuGroup's secret env
 )
 # AWS ARNs as GCP's default AWS attribute mapping sees them: the role of an assumed-role session.
 GCP_AWS_ROLE_MAPPING = (
@@ -105,6 +106,18 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     "iam.serviceAccounts.update",
     "iam.serviceAccounts.delete",
     "iam.serviceAccounts.actAs",
+    # SpotGpuGroup's secret env: one secret `<stack>-secret-env` and its versions. Its IAM policy
+    # (the job account's secretAccessor) needs GCP_GRANT_PERMISSIONS, under a name condition.
+    "secretmanager.secrets.create",
+    "secretmanager.secrets.get",
+    "secretmanager.secrets.update",
+    "secretmanager.secrets.delete",
+    "secretmanager.versions.add",
+    "secretmanager.versions.get",
+    "secretmanager.versions.access",
+    "secretmanager.versions.enable",
+    "secretmanager.versions.disable",
+    "secretmanager.versions.destroy",
 )
 
 # The job's grant on its checkpoint bucket and on its data bucket: only on spotroute's buckets
@@ -114,7 +127,12 @@ GCP_GRANTS_ROLE_ID = "spotrouteDeployerGrants"
 GCP_GRANT_PERMISSIONS: tuple[str, ...] = (
     "storage.buckets.getIamPolicy",
     "storage.buckets.setIamPolicy",
+    "secretmanager.secrets.getIamPolicy",
+    "secretmanager.secrets.setIamPolicy",
 )
+# gcp.SpotGpuGroup names its secret <stack>-secret-env (components/gcp.py); Secret Manager names
+# it projects/<number>/secrets/<id> in IAM Conditions.
+GCP_SECRET_SUFFIX = "-secret-env"
 GCP_JOB_BUCKET_PREFIX = "spotroute-"
 # gcp.CheckpointBucket names every bucket it creates spotroute-<job>-ckpt-<8 hex>; the grants
 # condition asks for both parts, so another bucket that merely starts with spotroute- (a state
@@ -141,4 +159,8 @@ def gcp_grant_condition(extra_buckets: Sequence[str] = (), state_bucket: str = "
     if state_bucket:
         # Whatever its name: a grant on the state bucket would open every stack's state.
         condition += f' && resource.name != "{buckets}{state_bucket}"'
-    return condition
+    secrets = (
+        'resource.type == "secretmanager.googleapis.com/Secret" && '
+        f'resource.name.endsWith("{GCP_SECRET_SUFFIX}")'
+    )
+    return f"({condition}) || ({secrets})"

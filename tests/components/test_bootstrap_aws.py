@@ -246,6 +246,14 @@ def test_bootstrap_creates_the_job_boundary_which_holds_only_on_ec2_instances() 
                 "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
             },
             {
+                # The secret env: the node reads its stack's one SecureString parameter.
+                "Sid": "SecretEnvFromInstances",
+                "Effect": "Allow",
+                "Action": ["ssm:GetParameter"],
+                "Resource": "arn:aws:ssm:*:*:parameter/spotroute/*",
+                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+            },
+            {
                 # remoteAccess: the SSM agent registers its own instance...
                 "Sid": "SessionManagerFromInstances",
                 "Effect": "Allow",

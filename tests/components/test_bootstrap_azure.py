@@ -140,12 +140,13 @@ def test_azure_deployer_grants_only_the_job_data_roles_and_never_to_itself() -> 
     condition = grants["condition"]
     assert grants["conditionVersion"] == "2.0"
     job_role = f"{azure_job_role_guid(SUBSCRIPTION)}, {azure_self_delete_role_guid(SUBSCRIPTION)}"
+    SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # Key Vault Secrets User (secret env)
     request = "@Request[Microsoft.Authorization/roleAssignments:"
     assert condition == (
         "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n"
         " (\n"
         f"  {request}RoleDefinitionId] ForAnyOfAnyValues:GuidEquals "
-        f"{{{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}}}\n"
+        f"{{{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}, {SECRETS_USER}}}\n"
         "  AND\n"
         f"  {request}PrincipalType] ForAnyOfAnyValues:StringEqualsIgnoreCase "
         "{'ServicePrincipal'}\n"
@@ -156,7 +157,7 @@ def test_azure_deployer_grants_only_the_job_data_roles_and_never_to_itself() -> 
         " (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})\n )\n OR\n"
         " (\n"
         "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
-        f"ForAnyOfAnyValues:GuidEquals {{{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}}}\n"
+        f"ForAnyOfAnyValues:GuidEquals {{{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}, {SECRETS_USER}}}\n"
         "  AND\n"
         # Never a person's or a group's assignment of those roles, e.g. a user's data reader.
         "  @Resource[Microsoft.Authorization/roleAssignments:PrincipalType] "

@@ -205,6 +205,11 @@ JOB_BUCKETS = (
     '(resource.name.startsWith("projects/_/buckets/spotroute-") && '
     'resource.name.extract("projects/_/buckets/spotroute-{job}-ckpt-") != "")'
 )
+# gcp.SpotGpuGroup's secret env: the job account's secretAccessor on its <stack>-secret-env.
+SECRETS = (
+    '(resource.type == "secretmanager.googleapis.com/Secret" && '
+    'resource.name.endsWith("-secret-env"))'
+)
 
 
 def test_gcp_deployer_edits_bucket_iam_policies_only_on_spotroute_job_buckets() -> None:
@@ -212,10 +217,15 @@ def test_gcp_deployer_edits_bucket_iam_policies_only_on_spotroute_job_buckets() 
 
     # No project-wide setIamPolicy: it would let the deployer grant itself any bucket.
     assert not set(GCP_GRANT_PERMISSIONS) & set(GCP_DEPLOYER_PERMISSIONS)
-    assert GCP_GRANT_PERMISSIONS == ("storage.buckets.getIamPolicy", "storage.buckets.setIamPolicy")
+    assert GCP_GRANT_PERMISSIONS == (
+        "storage.buckets.getIamPolicy",
+        "storage.buckets.setIamPolicy",
+        "secretmanager.secrets.getIamPolicy",
+        "secretmanager.secrets.setIamPolicy",
+    )
     # spotroute-<job>-ckpt-<hex> only: a bucket that merely starts with spotroute- is not one.
     assert grants_condition(stack) == (
-        f'resource.type == "storage.googleapis.com/Bucket" && ({JOB_BUCKETS})'
+        f'(resource.type == "storage.googleapis.com/Bucket" && ({JOB_BUCKETS})) || {SECRETS}'
     )
 
 
@@ -223,9 +233,9 @@ def test_gcp_job_buckets_are_the_only_other_buckets_the_deployer_may_grant_on() 
     stack = deploy(args(clouds=("gcp",), gcp_job_buckets=("acme-datasets", "acme-ckpt")))
 
     assert grants_condition(stack) == (
-        f'resource.type == "storage.googleapis.com/Bucket" && ({JOB_BUCKETS} || '
+        f'(resource.type == "storage.googleapis.com/Bucket" && ({JOB_BUCKETS} || '
         'resource.name == "projects/_/buckets/acme-datasets" || '
-        'resource.name == "projects/_/buckets/acme-ckpt")'
+        f'resource.name == "projects/_/buckets/acme-ckpt")) || {SECRETS}'
     )
 
 
@@ -233,8 +243,9 @@ def test_gcp_state_bucket_is_never_grantable_whatever_its_name() -> None:
     stack = deploy(args(clouds=("gcp",), state_bucket="gs://spotroute-team-ckpt-state/stacks"))
 
     assert grants_condition(stack) == (
-        f'resource.type == "storage.googleapis.com/Bucket" && ({JOB_BUCKETS})'
-        ' && resource.name != "projects/_/buckets/spotroute-team-ckpt-state"'
+        f'(resource.type == "storage.googleapis.com/Bucket" && ({JOB_BUCKETS})'
+        ' && resource.name != "projects/_/buckets/spotroute-team-ckpt-state")'
+        f" || {SECRETS}"
     )
 
 
@@ -280,6 +291,16 @@ def _autonamed_bucket(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
 
 GCP_NEEDS: dict[str, set[str]] = {
     "gcp:compute/network:Network": {"compute.networks.create", "compute.networks.delete"},
+    # The secret env (a job with run.secrets): the secret, its version, the job's accessor grant.
+    "gcp:secretmanager/secret:Secret": {
+        "secretmanager.secrets.create",
+        "secretmanager.secrets.delete",
+    },
+    "gcp:secretmanager/secretVersion:SecretVersion": {"secretmanager.versions.add"},
+    "gcp:secretmanager/secretIamMember:SecretIamMember": {
+        "secretmanager.secrets.getIamPolicy",
+        "secretmanager.secrets.setIamPolicy",
+    },
     "gcp:compute/subnetwork:Subnetwork": {
         "compute.subnetworks.create",
         "compute.subnetworks.delete",
@@ -365,6 +386,14 @@ GCP_UPKEEP = {
     "resourcemanager.projects.get",
     "compute.machineTypes.list",
     "compute.acceleratorTypes.list",
+    # The secret env's secret and versions: read back, updated, versions enabled/disabled/destroyed.
+    "secretmanager.secrets.get",
+    "secretmanager.secrets.update",
+    "secretmanager.versions.get",
+    "secretmanager.versions.access",
+    "secretmanager.versions.enable",
+    "secretmanager.versions.disable",
+    "secretmanager.versions.destroy",
 }
 
 

@@ -291,3 +291,62 @@ def test_azure_secrets_user_on_the_vault_is_refused_by_the_pack() -> None:
         ("no-iam-wildcards", "llm-finetune-secret-read")
     }
     assert "Key Vault Secrets User" in violations[0].message
+
+
+# --- the bootstrap lets the deployer build the secret stores, and the job read them -----------
+
+
+def test_aws_bootstrap_boundary_and_deployer_cover_the_secret_parameter() -> None:
+    import fnmatch
+
+    from components.bootstrap.aws_permissions import aws_deployer_policy, aws_job_boundary_policy
+
+    name = secret_stack("aws").one(PARAMETER).inputs["name"]
+    arn = f"arn:aws:ssm:us-east-1:{ACCOUNT_ID}:parameter{name}"
+
+    def allows(policy: dict[str, Any], action: str) -> bool:
+        return any(
+            s["Effect"] == "Allow"
+            and action in s["Action"]
+            and any(fnmatch.fnmatchcase(arn, r) for r in [s["Resource"]] if isinstance(r, str))
+            for s in policy["Statement"]
+        )
+
+    # The boundary caps the job role: without this the node's read is denied on a real account.
+    assert allows(aws_job_boundary_policy(), "ssm:GetParameter")
+    deployer = aws_deployer_policy(ACCOUNT_ID)
+    for action in ("ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
+                   "ssm:AddTagsToResource", "ssm:ListTagsForResource"):  # fmt: skip
+        assert allows(deployer, action), action
+    assert not allows(aws_deployer_policy("999999999999"), "ssm:PutParameter")  # own account
+
+
+def test_gcp_bootstrap_lets_the_deployer_create_the_secret_and_grant_only_such_secrets() -> None:
+    from components.bootstrap.gcp_permissions import (
+        GCP_DEPLOYER_PERMISSIONS,
+        GCP_GRANT_PERMISSIONS,
+        GCP_REQUIRED_SERVICES,
+        gcp_grant_condition,
+    )
+
+    secret_id = secret_stack("gcp").one(GCP_SECRET).inputs["secretId"]
+    assert {"secretmanager.secrets.create", "secretmanager.versions.add"} <= set(
+        GCP_DEPLOYER_PERMISSIONS
+    )
+    assert "secretmanager.secrets.setIamPolicy" in GCP_GRANT_PERMISSIONS
+    assert "secretmanager.googleapis.com" in GCP_REQUIRED_SERVICES
+    condition = gcp_grant_condition()
+    assert 'resource.type == "secretmanager.googleapis.com/Secret"' in condition
+    suffix = condition.split('resource.name.endsWith("', 1)[1].split('"', 1)[0]
+    assert secret_id.endswith(suffix), (secret_id, suffix)
+
+
+def test_azure_bootstrap_lets_the_deployer_write_the_vault_and_grant_secrets_user() -> None:
+    from components.azure import KEY_VAULT_SECRETS_USER
+    from components.bootstrap.azure_permissions import AZURE_DEPLOYER_ACTIONS, azure_grant_condition
+
+    secret_stack("azure")  # the stack builds with a vault and a secret
+    assert {"Microsoft.KeyVault/vaults/write", "Microsoft.KeyVault/vaults/secrets/write"} <= set(
+        AZURE_DEPLOYER_ACTIONS
+    )
+    assert KEY_VAULT_SECRETS_USER in azure_grant_condition("sub", "deployer-principal")
