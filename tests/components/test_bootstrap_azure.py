@@ -157,7 +157,8 @@ def test_azure_deployer_grants_only_the_job_data_roles_and_never_to_itself() -> 
         " (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})\n )\n OR\n"
         " (\n"
         "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
-        f"ForAnyOfAnyValues:GuidEquals {{{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}, {SECRETS_USER}}}\n"
+        "ForAnyOfAnyValues:GuidEquals "
+        f"{{{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}, {SECRETS_USER}}}\n"
         "  AND\n"
         # Never a person's or a group's assignment of those roles, e.g. a user's data reader.
         "  @Resource[Microsoft.Authorization/roleAssignments:PrincipalType] "
