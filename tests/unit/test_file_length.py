@@ -15,16 +15,10 @@ MAX_LINES = 600
 
 # path → lines when listed. Split these; never add to this list, and never raise a number.
 OVER_THE_LIMIT: dict[str, int] = {
-    "router/checkpoint/checkpointer.py": 997,
+    "router/checkpoint/checkpointer.py": 840,
     "router/cli/commands.py": 1097,
     "router/cli/render.py": 674,
     "router/core/backtest.py": 859,
-    "router/core/decide.py": 654,
-    "router/flows/jobs.py": 784,
-    "components/aws.py": 779,
-    "components/azure.py": 747,
-    "components/gcp.py": 686,
-    "components/bootstrap/permissions.py": 767,
 }
 
 
