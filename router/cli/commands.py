@@ -130,7 +130,7 @@ def bootstrap(
     ctx: click.Context, clouds: tuple[str, ...], preview_only: bool, yes: bool, as_json: bool
 ) -> None:
     """One-time keyless credentials: deployer identities and cross-cloud federation."""
-    from router.cli import render
+    from router.cli import render, render_deploy
     from router.flows.bootstrap import run_bootstrap
 
     project = ctx_project(ctx, required=True)
@@ -138,7 +138,7 @@ def bootstrap(
         if not sys.stdin.isatty():
             raise click.UsageError("not a terminal to confirm on — pass --yes or --preview")
         click.confirm("Create or update the bootstrap identities?", default=False, abort=True)
-    with render.EngineProgress("bootstrap") as progress:
+    with render_deploy.EngineProgress("bootstrap") as progress:
         outcome = run_bootstrap(
             project=project, clouds=split_csv(clouds), preview_only=preview_only, on_event=progress
         )
@@ -153,7 +153,7 @@ def bootstrap(
             }
         )
         return
-    render.review_summary(outcome.review)
+    render_deploy.review_summary(outcome.review)
     snippet = outcome.outputs.get("org_config_snippet")
     if snippet:
         click.echo("\nAdd to spotroute.yaml:\n" + str(snippet))

@@ -72,7 +72,7 @@ def deploy(
     A placement the cloud refuses for capacity, quota or price is cleaned up and blocked for a
     while, and the next one of the ranked list is tried (at most --max-tries).
     """
-    from router.cli import render
+    from router.cli import render, render_deploy
     from router.flows import jobs
     from router.flows.launch import LaunchFailed, launch
     from router.flows.plan import plan_job
@@ -95,13 +95,13 @@ def deploy(
 
     def show(proposal: Any) -> None:
         if not as_json:
-            render.proposal(
+            render_deploy.proposal(
                 dataclasses.replace(proposal, refreshed=refreshed, allowed_stale=allowed_stale)
             )
 
     def confirm(review: object) -> bool:
         if not as_json:
-            render.review_summary(review)
+            render_deploy.review_summary(review)
         if yes or dry_run:
             return not dry_run
         if not sys.stdin.isatty():
@@ -110,10 +110,10 @@ def deploy(
 
     def on_try(attempt: object) -> None:
         if not as_json:
-            render.launch_try(attempt)
+            render_deploy.launch_try(attempt)
 
     try:
-        with render.EngineProgress(f"deploying {report.job.name}") as progress:
+        with render_deploy.EngineProgress(f"deploying {report.job.name}") as progress:
             outcome, proposal, tries = launch(
                 report.job,
                 report.org,
@@ -149,7 +149,7 @@ def deploy(
             }
         )
     else:
-        render.deploy_outcome(outcome)
+        render_deploy.deploy_outcome(outcome)
 
 
 @click.command()
@@ -169,12 +169,12 @@ def deploy(
 @click.pass_context
 def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | None) -> None:
     """The engine's preview of deploying JOB now; changes nothing."""
-    from router.cli import render
+    from router.cli import render, render_deploy
     from router.core.review import review_json, review_markdown
     from router.flows import jobs
 
     project = ctx_project(ctx, required=True)
-    with render.EngineProgress("previewing") as progress:
+    with render_deploy.EngineProgress("previewing") as progress:
         review = jobs.preview_job(
             job,
             project=project,
@@ -187,7 +187,7 @@ def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | 
     elif review_format == "markdown":
         click.echo(review_markdown(review))
     else:
-        render.review_summary(review)
+        render_deploy.review_summary(review)
 
 
 @click.command()
@@ -238,7 +238,7 @@ def review(ctx: click.Context, job: str, against: str | None, no_diff: bool, fmt
 @click.pass_context
 def status(ctx: click.Context, job: str | None, history: bool, as_json: bool) -> None:
     """Jobs in the backend: placement, price then and now, up since, cost so far."""
-    from router.cli import render
+    from router.cli import render, render_status
     from router.flows import jobs
 
     now = options.now()
@@ -252,7 +252,7 @@ def status(ctx: click.Context, job: str | None, history: bool, as_json: bool) ->
         if as_json:
             render.print_json(data)
         else:
-            render.history(data)
+            render_status.history(data)
         return
     statuses = jobs.job_status(
         project=ctx_project(ctx, required=True), now=now, job=job, notify=render.notice
@@ -260,7 +260,7 @@ def status(ctx: click.Context, job: str | None, history: bool, as_json: bool) ->
     if as_json:
         render.print_json([s.to_json() for s in statuses])
     else:
-        render.status_table(statuses, now)
+        render_status.status_table(statuses, now)
 
 
 @click.command()
@@ -269,7 +269,7 @@ def status(ctx: click.Context, job: str | None, history: bool, as_json: bool) ->
 @click.pass_context
 def destroy(ctx: click.Context, job: str, yes: bool) -> None:
     """Tear down JOB's stack (the job's process/instances, network, identity)."""
-    from router.cli import render
+    from router.cli import render_deploy
     from router.flows import jobs
 
     project = ctx_project(ctx, required=True)
@@ -277,7 +277,7 @@ def destroy(ctx: click.Context, job: str, yes: bool) -> None:
         if not sys.stdin.isatty():
             raise click.UsageError("not a terminal to confirm on — pass --yes to destroy")
         click.confirm(f"Destroy job {job}?", default=False, abort=True)
-    with render.EngineProgress(f"destroying {job}") as progress:
+    with render_deploy.EngineProgress(f"destroying {job}") as progress:
         deleted = jobs.destroy_job(job, project=project, on_event=progress, notify=progress.notice)
     click.echo(f"destroyed {job}: {deleted} resources deleted")
 
@@ -306,7 +306,7 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
     """
     import secrets
 
-    from router.cli import render
+    from router.cli import render, render_deploy
     from router.engine.job_records import holder_id
     from router.flows.migrate import migrate_job
 
@@ -314,7 +314,7 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
 
     def confirm(target: Any, record: dict[str, Any]) -> bool:
         if not as_json:
-            render.migration_plan(job, target, record)
+            render_deploy.migration_plan(job, target, record)
         if yes:
             return True
         if not sys.stdin.isatty():
@@ -323,7 +323,7 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
 
     def on_step(_journal: Any, step: str, what: str) -> None:
         if not as_json:
-            render.journal_step(step, what)
+            render_deploy.journal_step(step, what)
 
     outcome = migrate_job(
         job,
@@ -350,7 +350,7 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
             }
         )
     else:
-        render.migration_outcome(journal, outcome.timings)
+        render_deploy.migration_outcome(journal, outcome.timings)
     if journal.outcome != "done":
         sys.exit(EXIT_FAILED)
 
@@ -413,7 +413,7 @@ def watch(
     """
     import signal
 
-    from router.cli import render
+    from router.cli import render, render_deploy
     from router.flows.watch import Watcher
 
     project = ctx_project(ctx, required=True)
@@ -428,11 +428,11 @@ def watch(
     def on_report(report: Any) -> None:
         reports.append(report)
         if not as_json:
-            render.watch_report(report)
+            render_deploy.watch_report(report)
 
     def on_step(journal: Any, step: str, what: str) -> None:
         if not as_json:
-            render.journal_step(f"{journal.job} {step}", what)
+            render_deploy.journal_step(f"{journal.job} {step}", what)
 
     watcher = Watcher(
         project,
