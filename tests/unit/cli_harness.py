@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from router.cli import commands as cli_module
+from router.cli import options
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -69,7 +70,7 @@ def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    monkeypatch.setattr(cli_module, "_now", lambda: FIXED_NOW)
+    monkeypatch.setattr(options, "now", lambda: FIXED_NOW)
     return home
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from router.cli import commands as cli_module
+from router.cli import options
 from tests.unit.cli_harness import (
     FIXED_NOW,
     SKYPILOT_GCP_SAMPLE,
@@ -259,9 +259,9 @@ def test_history_shows_the_imported_quote() -> None:
 
 
 def test_history_table_lists_each_import_as_a_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_module, "_now", lambda: FIXED_NOW - timedelta(hours=2))
+    monkeypatch.setattr(options, "now", lambda: FIXED_NOW - timedelta(hours=2))
     import_sample()
-    monkeypatch.setattr(cli_module, "_now", lambda: FIXED_NOW)
+    monkeypatch.setattr(options, "now", lambda: FIXED_NOW)
     import_sample()
 
     run = invoke("prices", "history", *A2_ULTRA_8G_SPOT_IN_US_CENTRAL1)
