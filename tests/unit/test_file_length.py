@@ -16,8 +16,6 @@ MAX_LINES = 600
 # path → lines when listed. Split these; never add to this list, and never raise a number.
 OVER_THE_LIMIT: dict[str, int] = {
     "router/checkpoint/checkpointer.py": 840,
-    "router/cli/commands.py": 1097,
-    "router/cli/render.py": 674,
     "router/core/backtest.py": 859,
 }
 
