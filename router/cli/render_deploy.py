@@ -1,6 +1,6 @@
 """How changing a stack looks: live engine progress (with its notices), the deploy proposal, the
-preview summary, failover tries and outcomes, and the migrate / watch lines (`route deploy`, `preview`,
-`destroy`, `bootstrap`, `migrate`, `watch`).
+preview summary, failover tries and outcomes, and the migrate / watch lines (`route deploy`,
+`preview`, `destroy`, `bootstrap`, `migrate`, `watch`).
 """
 
 from __future__ import annotations
