@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("router", "components", "policies")
 MAX_LINES = 600
@@ -48,12 +50,14 @@ def test_the_list_of_long_files_names_only_files_still_over_the_limit() -> None:
     assert stale == [], f"split or gone: remove {stale} from OVER_THE_LIMIT"
 
 
-def test_a_file_over_the_limit_is_reported_with_the_fix() -> None:
+def test_a_file_over_the_limit_is_reported_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     assert too_long({"router/core/new.py": 601}) == [
         "router/core/new.py: 601 lines, over 600 — split it along its seams "
         "(docs/architecture.md lists the modules)"
     ]
-    assert too_long({"router/cli/commands.py": 1098})[0].startswith(
-        "router/cli/commands.py: 1098 lines, over 1097"
+    # A listed file may not grow past its listed count.
+    monkeypatch.setitem(OVER_THE_LIMIT, "router/core/listed.py", 700)
+    assert too_long({"router/core/listed.py": 701})[0].startswith(
+        "router/core/listed.py: 701 lines, over 700"
     )
-    assert too_long({"router/core/new.py": 600, "router/cli/commands.py": 1097}) == []
+    assert too_long({"router/core/new.py": 600, "router/core/listed.py": 700}) == []
