@@ -32,16 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.config.traces import read_availability
 from router.config.workload import WorkloadFile, load_workload
-from router.core.backtest import (
-    BacktestResult,
-    GreedyDeadline,
-    Pool,
-    Trace,
-    Workload,
-    WorkloadJob,
-    policies,
-    run_backtest,
-)
+from router.core.backtest import run_backtest
+from router.core.backtest_model import BacktestResult, Pool, Trace, Workload, WorkloadJob
+from router.core.backtest_policies import GreedyDeadline, policies
 from router.core.synthetic import (
     CloudOffer,
     JobMix,

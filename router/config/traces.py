@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from router.config.datafiles import load_catalog
-from router.core.backtest import Pool
+from router.core.backtest_model import Pool
 from router.core.catalog import Catalog
 from router.core.errors import BadInput, OperationFailed
 from router.core.offers import INTERRUPTION_BUCKETS, Quote

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from router.config.datafiles import load_catalog, load_gpus
-from router.core.backtest import Workload, WorkloadJob
+from router.core.backtest_model import Workload, WorkloadJob
 from router.core.catalog import Catalog
 from router.core.durations import parse_duration_s
 from router.core.errors import BadInput

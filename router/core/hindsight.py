@@ -31,7 +31,7 @@ from datetime import timedelta
 import numpy as np
 import numpy.typing as npt
 
-from router.core.backtest import JobContext, JobRun, Trace
+from router.core.backtest_model import JobContext, JobRun, Trace
 from router.core.decision_model import TransferCosts
 from router.core.egress import EgressTable
 

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from router.core.backtest import Pool, Trace, Workload, WorkloadJob
+from router.core.backtest_model import Pool, Trace, Workload, WorkloadJob
 
 # Mean hours a spot zone stays up, by interruption bucket (share of instances interrupted per
 # month is a lower bound on capacity churn; see docs/backtest.md).

@@ -29,14 +29,8 @@ from router.config.traces import (
     read_price_parquet,
 )
 from router.config.workload import WorkloadFile, load_workload
-from router.core.backtest import (
-    BacktestResult,
-    Pool,
-    Progressed,
-    Trace,
-    run_backtest,
-    trace_from_points,
-)
+from router.core.backtest import Progressed, run_backtest
+from router.core.backtest_model import BacktestResult, Pool, Trace, trace_from_points
 from router.core.catalog import Catalog
 from router.core.errors import BadInput
 from router.core.synthetic import synthetic_trace

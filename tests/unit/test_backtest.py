@@ -8,14 +8,8 @@ import pytest
 
 import router.core.decide as decide_module
 from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
-from router.core.backtest import (
-    Pool,
-    Trace,
-    Workload,
-    WorkloadJob,
-    run_backtest,
-    trace_from_points,
-)
+from router.core.backtest import run_backtest
+from router.core.backtest_model import Pool, Trace, Workload, WorkloadJob, trace_from_points
 from router.core.synthetic import (
     CloudOffer,
     JobMix,

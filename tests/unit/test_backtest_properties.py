@@ -9,15 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
-from router.core.backtest import (
-    GreedyDeadline,
-    Pool,
-    Trace,
-    Workload,
-    WorkloadJob,
-    policies,
-    run_backtest,
-)
+from router.core.backtest import run_backtest
+from router.core.backtest_model import Pool, Trace, Workload, WorkloadJob
+from router.core.backtest_policies import GreedyDeadline, policies
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 EGRESS = load_egress()

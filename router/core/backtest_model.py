@@ -1,0 +1,344 @@
+"""The backtest's value types: pools and traces, workloads, per-job runs and results; pure.
+
+`Trace` holds per-pool price and availability series (the availability model: a spot pool is
+usable at a step or not; on-demand never runs out); `trace_from_points` builds one from price
+observations. `JobContext` is one job's feasible pools, its decide() rules (`job_rules`) and the
+candidate `Slot`s per step. `JobRun`, `PolicyResult` and `BacktestResult` are what the simulation
+(router.core.backtest) and the hindsight optimum (router.core.hindsight) return.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from router.core.decision_model import Rules, TransferCosts
+from router.core.egress import EgressTable
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """One capacity pool of the trace: an instance type in a zone (or region) and market."""
+
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    market: str
+    gpu: str
+    gpu_count: int
+    gpu_memory_gb: int = 0
+    vcpus: int = 0
+    memory_gb: float = 0.0
+    interruption_bucket: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.cloud}/{self.region}/{self.zone or '-'}/{self.instance_type}/{self.market}"
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Prices (USD per instance-hour; nan = not offered) and availability, per pool per step."""
+
+    start: datetime
+    step_s: float
+    pools: tuple[Pool, ...]
+    prices: tuple[tuple[float, ...], ...]
+    available: tuple[tuple[bool, ...], ...]
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None:
+            raise ValueError("Trace.start must be timezone-aware (UTC)")
+        if self.step_s <= 0:
+            raise ValueError("Trace.step_s must be positive")
+        if len(self.prices) != len(self.pools) or len(self.available) != len(self.pools):
+            raise ValueError("Trace: one price and one availability series per pool")
+        if len({len(s) for s in (*self.prices, *self.available)}) > 1:
+            raise ValueError("Trace: every series must have the same number of steps")
+
+    @property
+    def steps(self) -> int:
+        return len(self.prices[0]) if self.prices else 0
+
+    @property
+    def step_h(self) -> float:
+        return self.step_s / 3600.0
+
+    def at(self, step: int) -> datetime:
+        return self.start + timedelta(seconds=step * self.step_s)
+
+    @property
+    def end(self) -> datetime:
+        return self.at(self.steps)
+
+
+def trace_from_points(
+    points: Sequence[tuple[datetime, Pool, float]],
+    *,
+    step_s: float,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    available: Mapping[Pool, Sequence[bool]] | None = None,
+) -> Trace:
+    """A step trace from (time, pool, price) observations: each step holds the last price seen.
+
+    Before a pool's first observation its first price holds (the price was not recorded, not
+    absent). `available` gives per-pool availability series (True = usable), default always.
+    """
+    if not points:
+        raise ValueError("no price points")
+    first = min(p[0] for p in points)
+    last = max(p[0] for p in points)
+    start = start or first
+    end = end or (last + timedelta(seconds=step_s))
+    steps = max(1, math.ceil((end - start).total_seconds() / step_s))
+    by_pool: dict[Pool, list[tuple[datetime, float]]] = {}
+    for at, pool, price in points:
+        by_pool.setdefault(pool, []).append((at, price))
+    pools = tuple(sorted(by_pool, key=lambda p: p.label))
+    prices: list[tuple[float, ...]] = []
+    avail: list[tuple[bool, ...]] = []
+    for pool in pools:
+        seen = sorted(by_pool[pool], key=lambda x: x[0])
+        series: list[float] = []
+        i, price = 0, seen[0][1]
+        for s in range(steps):
+            edge = start + timedelta(seconds=(s + 1) * step_s)
+            while i < len(seen) and seen[i][0] < edge:
+                price = seen[i][1]
+                i += 1
+            series.append(price)
+        prices.append(tuple(series))
+        given = (available or {}).get(pool)
+        if given is None:
+            avail.append((True,) * steps)
+        else:
+            avail.append(tuple(bool(given[s % len(given)]) for s in range(steps)))
+    return Trace(start, step_s, pools, tuple(prices), tuple(avail))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadJob:
+    """One job of a workload (hours, GB, seconds); fields as job.yaml names them."""
+
+    name: str
+    arrival: datetime
+    duration_h: float
+    gpu: str
+    gpu_count: int
+    node_count: int = 1
+    checkpoint_interval_s: float = 1800.0
+    restore_overhead_s: float = 600.0
+    checkpoint_gb: float = 0.0
+    data_cloud: str | None = None
+    data_region: str = ""
+    data_gb: float = 0.0
+    deadline: datetime | None = None
+    min_savings_pct: float = 20.0
+    cooldown_s: float = 3600.0
+    clouds: tuple[str, ...] = ("aws", "gcp", "azure")
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.duration_h * self.gpu_count * self.node_count
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Jobs to replay, and the cloud single-cloud policies stay in (where the team lives)."""
+
+    name: str
+    jobs: tuple[WorkloadJob, ...]
+    home_cloud: str = "aws"
+    handover_s: float = 300.0
+    zone_block_s: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A pool at one step's price: the Capacity decide() compares."""
+
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    market: str
+    price_per_hour: float
+    interruptions_per_hour: float
+    pool: int
+
+
+@dataclass
+class JobRun:
+    """What one policy did with one job: USD, counts, and the placements it used (segments)."""
+
+    job: str
+    cost: float = 0.0
+    egress_cost: float = 0.0
+    interruptions: int = 0
+    migrations: int = 0
+    recomputed_h: float = 0.0
+    finished_at: datetime | None = None
+    deadline: datetime | None = None
+    gpu_hours: float = 0.0
+    segments: list[tuple[int, int, int, float]] = field(default_factory=list)  # (from, to, pool, $)
+    extras: list[tuple[int, float]] = field(default_factory=list)  # (step, $): egress, hand-over
+    decisions: list[tuple[int, str, str]] = field(default_factory=list)  # (step, action, reason)
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    @property
+    def deadline_missed(self) -> bool:
+        if self.deadline is None:
+            return False
+        return self.finished_at is None or self.finished_at > self.deadline + timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """Totals of one policy over the workload (USD, GPU-hours)."""
+
+    name: str
+    label: str
+    runs: tuple[JobRun, ...]
+    total_cost: float
+    gpu_hours: float
+    interruptions: int
+    migrations: int
+    recomputed_h: float
+    deadline_misses: int
+    unfinished: int
+
+    @property
+    def cost_per_gpu_hour(self) -> float:
+        return self.total_cost / self.gpu_hours if self.gpu_hours else 0.0
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """Every policy's result, the baseline's name, and the optimum's, over the same traces."""
+
+    workload: str
+    start: datetime
+    end: datetime
+    step_s: float
+    jobs: int
+    unplaceable: tuple[str, ...]
+    policies: tuple[PolicyResult, ...]
+    baseline: str
+    optimum: str
+    pools: tuple[Pool, ...]
+
+    def policy(self, name: str) -> PolicyResult:
+        return next(p for p in self.policies if p.name == name)
+
+    def savings_pct(self, name: str) -> float:
+        base = self.policy(self.baseline).total_cost
+        return 100.0 * (1 - self.policy(name).total_cost / base) if base else 0.0
+
+    def gap_to_optimum_pct(self, name: str) -> float:
+        best = self.policy(self.optimum).total_cost
+        return 100.0 * (self.policy(name).total_cost / best - 1) if best else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "step_s": self.step_s,
+            "jobs": self.jobs,
+            "unplaceable": list(self.unplaceable),
+            "baseline": self.baseline,
+            "optimum": self.optimum,
+            "policies": [
+                {
+                    "name": p.name,
+                    "label": p.label,
+                    "total_cost": p.total_cost,
+                    "cost_per_gpu_hour": p.cost_per_gpu_hour,
+                    "gpu_hours": p.gpu_hours,
+                    "savings_vs_baseline_pct": self.savings_pct(p.name),
+                    "gap_to_optimum_pct": self.gap_to_optimum_pct(p.name),
+                    "interruptions": p.interruptions,
+                    "migrations": p.migrations,
+                    "recomputed_hours": p.recomputed_h,
+                    "deadline_misses": p.deadline_misses,
+                    "unfinished": p.unfinished,
+                }
+                for p in self.policies
+            ],
+        }
+
+
+# --- per-job context ---------------------------------------------------------------------
+
+
+class JobContext:
+    """A job's feasible pools (from the planner), its rules, and candidates per step (cached)."""
+
+    def __init__(
+        self,
+        job: WorkloadJob,
+        trace: Trace,
+        pools: Sequence[tuple[int, float]],  # (pool index, interruptions per hour)
+        rules: Rules,
+        first_step: int,
+    ) -> None:
+        self.job, self.trace, self.rules = job, trace, rules
+        self.pools = tuple(pools)
+        self.first_step = first_step
+        self.deadline_rules = replace(rules, deadline=job.deadline)
+        self._steps: dict[int, tuple[Slot, ...]] = {}
+
+    def candidates(self, step: int) -> tuple[Slot, ...]:
+        """Every feasible pool usable at this step, at this step's price."""
+        found = self._steps.get(step)
+        if found is None:
+            trace = self.trace
+            out = []
+            for index, rate in self.pools:
+                price = trace.prices[index][step]
+                if trace.available[index][step] and price == price:  # nan: not offered
+                    pool = trace.pools[index]
+                    out.append(
+                        Slot(
+                            pool.cloud,
+                            pool.region,
+                            pool.zone,
+                            pool.instance_type,
+                            pool.market,
+                            price,
+                            rate,
+                            index,
+                        )
+                    )
+            found = self._steps[step] = tuple(out)
+        return found
+
+
+def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s: float) -> Rules:
+    """decide()'s rules for a workload job (deadline left out: policies add it when they use it)."""
+    return Rules(
+        node_count=job.node_count,
+        min_savings_pct=job.min_savings_pct,
+        cooldown_s=job.cooldown_s,
+        checkpoint_interval_s=job.checkpoint_interval_s,
+        restore_overhead_s=job.restore_overhead_s,
+        handover_s=workload.handover_s,
+        zone_block_s=workload.zone_block_s,
+        decision_period_s=step_s,
+        deadline=None,
+        transfers=TransferCosts(
+            egress,
+            data_cloud=job.data_cloud,
+            data_region=job.data_region,
+            data_gb=job.data_gb,
+            checkpoint_gb=job.checkpoint_gb,
+        ),
+    )

@@ -1,0 +1,213 @@
+"""The backtest's replayed policies: what each does with a job at a step; pure.
+
+Single-cloud on-demand (the baseline), single-cloud spot with on-demand fallback, multi-cloud spot
+placed once, multi-cloud with recovery and migration, deadline-aware, and Can't Be Late's greedy
+deadline baseline. `DecidePolicy` calls router.core.decide.decide — the function `route watch`
+calls — looked up on the module each call. router.core.backtest steps them through time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from router.core import decide as decision
+from router.core.backtest_model import JobContext, Slot
+from router.core.decision_model import (
+    MOVE,
+    REPLACE,
+    SPOT,
+    STAY,
+    SWITCH_MARKET,
+    WAIT,
+    Action,
+    Current,
+    History,
+    Progress,
+    zone_key,
+)
+
+ON_DEMAND = "on-demand"
+
+
+@dataclass
+class RunState:
+    """The simulated job between steps."""
+
+    done_h: float = 0.0
+    checkpointed_h: float = 0.0
+    current: Slot | None = None
+    since: datetime | None = None
+    interrupted: bool = False
+    started: bool = False
+    overhead_h: float = 0.0
+    history: History = field(default_factory=History)
+
+
+class Policy(Protocol):
+    name: str
+    label: str
+
+    def choose(
+        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
+    ) -> tuple[Action, Slot | None, str]: ...
+
+
+def _cheapest(
+    ctx: JobContext, state: RunState, cands: Sequence[Slot], markets: tuple[str, ...] = ()
+) -> Slot | None:
+    rules = ctx.rules
+    left = max(0.0, ctx.job.duration_h - state.checkpointed_h)
+    best: tuple[float, tuple[str, ...], Slot] | None = None
+    for c in cands:
+        if markets and c.market not in markets:
+            continue
+        usd = decision.remaining_cost(rules, c, left) + decision.arrival_cost(
+            rules, c, state.current, 0.0
+        )
+        rank = (usd, (c.cloud, c.region, c.zone or "", c.instance_type, c.market), c)
+        if best is None or rank[:2] < best[:2]:
+            best = rank
+    return None if best is None else best[2]
+
+
+def _usable(ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime) -> list[Slot]:
+    blocked = state.history.blocked(now, ctx.rules.zone_block_s)
+    return [c for c in cands if zone_key(c) not in blocked]
+
+
+class OnDemandBaseline:
+    """Single cloud, on-demand: the cheapest on-demand placement in the home cloud, kept."""
+
+    name = "on-demand"
+    label = "single-cloud on-demand"
+
+    def __init__(self, home_cloud: str) -> None:
+        self.home = home_cloud
+
+    def choose(
+        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
+    ) -> tuple[Action, Slot | None, str]:
+        if state.current is not None and not state.interrupted:
+            return STAY, None, ""
+        home = [c for c in cands if c.cloud == self.home and c.market != SPOT]
+        target = _cheapest(ctx, state, home or [c for c in cands if c.market != SPOT])
+        return (REPLACE, target, "baseline") if target else (WAIT, None, "no on-demand")
+
+
+class SpotFallback:
+    """Single cloud, spot first; when interrupted, the next spot zone there, else on-demand."""
+
+    name = "spot-fallback"
+    label = "single-cloud spot + on-demand fallback"
+
+    def __init__(self, home_cloud: str) -> None:
+        self.home = home_cloud
+
+    def choose(
+        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
+    ) -> tuple[Action, Slot | None, str]:
+        if state.current is not None and not state.interrupted:
+            return STAY, None, ""
+        usable = _usable(ctx, state, cands, now)
+        if any(c.cloud == self.home for c in cands):
+            usable = [c for c in usable if c.cloud == self.home]
+        # (a job whose GPU the home cloud does not sell at all uses the other clouds)
+        target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
+        return (REPLACE, target, "fallback") if target else (WAIT, None, "nothing in home cloud")
+
+
+class SpotOnce:
+    """All clouds, spot, placed once: the cheapest at arrival; re-placed only when interrupted."""
+
+    name = "spot-once"
+    label = "multi-cloud spot, placed once"
+
+    def choose(
+        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
+    ) -> tuple[Action, Slot | None, str]:
+        if state.current is not None and not state.interrupted:
+            return STAY, None, ""
+        usable = _usable(ctx, state, cands, now)
+        target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
+        return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
+
+
+class DecidePolicy:
+    """All clouds through router.core.decide.decide — the rules `route watch` runs."""
+
+    def __init__(self, name: str, label: str, *, deadlines: bool) -> None:
+        self.name, self.label, self.deadlines = name, label, deadlines
+
+    def choose(
+        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
+    ) -> tuple[Action, Slot | None, str]:
+        rules = ctx.rules
+        if self.deadlines and ctx.job.deadline is not None:
+            rules = ctx.deadline_rules
+        current = None
+        if state.current is not None:
+            assert state.since is not None
+            current = Current(state.current, state.since, state.interrupted)
+        progress = Progress(state.done_h, state.checkpointed_h, ctx.job.duration_h, ctx.job.arrival)
+        # Looked up on the module each call, so the backtest runs whatever decide() is now.
+        d = decision.decide(rules, progress, current, cands, state.history, now)
+        if d.commit_on_demand and not state.history.committed_on_demand:
+            state.history = History(
+                state.history.last_move_at, state.history.lost_zones, committed_on_demand=True
+            )
+        target = d.target if d.action in (MOVE, SWITCH_MARKET, REPLACE) else None
+        assert target is None or isinstance(target, Slot)
+        return d.action, target, d.reason
+
+
+class GreedyDeadline:
+    """Can't Be Late's greedy baseline: spot when there is some, else wait; on-demand for good
+    at the last safe moment (the same slack test as decide())."""
+
+    name = "greedy-deadline"
+    label = "greedy (spot or wait, on-demand at the last moment)"
+
+    def choose(
+        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
+    ) -> tuple[Action, Slot | None, str]:
+        running = state.current is not None and not state.interrupted
+        if ctx.job.deadline is None:
+            if running:
+                return STAY, None, ""
+            usable = _usable(ctx, state, cands, now)
+            target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
+            return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
+        current = None
+        if state.current is not None:
+            assert state.since is not None
+            current = Current(state.current, state.since, state.interrupted)
+        progress = Progress(state.done_h, state.checkpointed_h, ctx.job.duration_h, ctx.job.arrival)
+        _, slack, risk = decision.deadline_slack(ctx.deadline_rules, progress, current, now)
+        if state.history.committed_on_demand or slack < risk:
+            if not state.history.committed_on_demand:
+                h = state.history
+                state.history = History(h.last_move_at, h.lost_zones, True)
+            if running and state.current is not None and state.current.market != SPOT:
+                return STAY, None, ""
+            target = _cheapest(ctx, state, _usable(ctx, state, cands, now), (ON_DEMAND,))
+            if target is not None:
+                kind = SWITCH_MARKET if running else REPLACE
+                return kind, target, "slack gone: on-demand for good"
+        if running:
+            return STAY, None, ""
+        target = _cheapest(ctx, state, _usable(ctx, state, cands, now), (SPOT,))
+        return (REPLACE, target, "spot") if target else (WAIT, None, "no spot: waiting")
+
+
+def policies(home_cloud: str) -> tuple[Policy, ...]:
+    """The replayed policies, baseline first (the optimum is computed separately)."""
+    return (
+        OnDemandBaseline(home_cloud),
+        SpotFallback(home_cloud),
+        SpotOnce(),
+        DecidePolicy("migrate", "multi-cloud + recovery + migration", deadlines=False),
+        DecidePolicy("deadline-aware", "deadline-aware (Uniform Progress)", deadlines=True),
+    )
