@@ -20,13 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from router.checkpoint.checkpointer import (
-        EXIT_PREEMPTED,
-        Checkpointer,
-        CheckpointError,
-        Resume,
-        SaveReport,
-    )
+    from router.checkpoint.checkpointer import Checkpointer
     from router.checkpoint.interval import (
         daly_interval_s,
         parse_interval_s,
@@ -42,11 +36,10 @@ if TYPE_CHECKING:
         NoticeSource,
         SigtermNotices,
     )
+    from router.checkpoint.results import EXIT_PREEMPTED, CheckpointError, Resume, SaveReport
 
 _HOME = {
-    "router.checkpoint.checkpointer": (
-        "EXIT_PREEMPTED", "Checkpointer", "CheckpointError", "Resume", "SaveReport",
-    ),
+    "router.checkpoint.checkpointer": ("Checkpointer",),
     "router.checkpoint.interval": (
         "daly_interval_s", "parse_interval_s", "suggested_interval_s", "young_interval_s",
     ),
@@ -54,6 +47,7 @@ _HOME = {
     "router.checkpoint.notices": (
         "AwsNotices", "AzureNotices", "GcpNotices", "Notice", "NoticeSource", "SigtermNotices",
     ),
+    "router.checkpoint.results": ("EXIT_PREEMPTED", "CheckpointError", "Resume", "SaveReport"),
 }  # fmt: skip
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 

@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import posixpath
-import sys
 import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from router.checkpoint import rng
@@ -41,17 +37,19 @@ from router.checkpoint.dcp import (
     verifying_reader,
     without_zip_crc,
 )
-from router.checkpoint.interval import parse_interval_s
+from router.checkpoint.environment import DEFAULT_INTERVAL_S, DEFAULT_KEEP, FromEnvMixin
 from router.checkpoint.manifest import (
     MANIFEST_NAME,
     FileEntry,
     Manifest,
     checksum_bytes,
-    checksum_stream,
     default_algorithm,
 )
-from router.checkpoint.notices import Notice, NoticeSource, SigtermNotices, source_for
+from router.checkpoint.notice_handling import NoticeHandlingMixin
+from router.checkpoint.notices import Notice, NoticeSource, SigtermNotices
+from router.checkpoint.plain import PlainDirectoryMixin
 from router.checkpoint.ranks import Ranks, current_ranks
+from router.checkpoint.results import CheckpointError, Resume, SaveReport, now_iso, rank_file
 from router.checkpoint.storage import Location, open_location
 from router.checkpoint.watcher import NoticeWatcher
 
@@ -63,55 +61,10 @@ warnings.filterwarnings(
     category=UserWarning,
 )
 
-# Exit status after saving on a preemption notice: EX_TEMPFAIL from sysexits.h ("try again
-# later"), so a supervisor can tell "preempted, resume me" from a crash (1) or success (0).
-EXIT_PREEMPTED = 75
-DEFAULT_INTERVAL_S = 1800.0
-DEFAULT_KEEP = 3
 STATE_DICT_KEYS = ("model", "optimizer", "scheduler", "scaler")
 
 
-class CheckpointError(Exception):
-    """A checkpoint could not be saved or restored; the message says what to do."""
-
-
-@dataclass
-class Resume:
-    """Where training starts: step 0 and nothing restored when there was no usable checkpoint."""
-
-    step: int = 0
-    epoch: int | None = None
-    data_position: Any = None
-    user: dict[str, Any] = field(default_factory=dict)
-    checkpoint_url: str | None = None
-    messages: list[str] = field(default_factory=list)
-    path: Path | None = None  # restore_files: the local directory the files are in
-
-    @property
-    def restored(self) -> bool:
-        return self.checkpoint_url is not None
-
-
-@dataclass
-class SaveReport:
-    """What one save cost: how long training waited, and the save's whole wall time (seconds)."""
-
-    step: int
-    blocked_s: float
-    save_s: float | None = None  # None until the background part has finished
-    bytes: int | None = None
-    error: str | None = None
-
-
-def _rank_file(rank: int) -> str:
-    return f"rank-{rank:05d}.json"
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-class Checkpointer:
+class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin):
     """Saves and restores checkpoints under one URL; acts on preemption notices."""
 
     def __init__(
@@ -162,56 +115,6 @@ class Checkpointer:
             self._sigterm = SigtermNotices()
             sources.append(self._sigterm)
         self.watcher = NoticeWatcher(sources).start()
-
-    # --- construction from the environment the stacks set ----------------------------------
-
-    @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Checkpointer:
-        """A Checkpointer set up from the SPOTROUTE_* variables of the stack (docs/checkpoints.md).
-
-        SPOTROUTE_CHECKPOINT_URL (or SPOTROUTE_CHECKPOINT_DIR), SPOTROUTE_CHECKPOINT_INTERVAL
-        ("30m", "1h", seconds; default 30m), SPOTROUTE_CHECKPOINT_KEEP (3), SPOTROUTE_JOB_ID,
-        SPOTROUTE_NOTICE_SOURCE (aws | gcp | azure | local | none; default local = SIGTERM only),
-        SPOTROUTE_METADATA_ENDPOINT (override the metadata base URL),
-        SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS (JSON object passed to fsspec),
-        SPOTROUTE_CHECKPOINT_ASYNC (1 / 0).
-        """
-        env = dict(os.environ if environ is None else environ)
-        url = env.get("SPOTROUTE_CHECKPOINT_URL") or env.get("SPOTROUTE_CHECKPOINT_DIR")
-        if not url:
-            raise CheckpointError(
-                "SPOTROUTE_CHECKPOINT_URL is not set — deploy the job with spotroute, or set it to "
-                "a file://, s3://, gs:// or az:// URL"
-            )
-        _ensure_log_handler()
-        interval_text = env.get("SPOTROUTE_CHECKPOINT_INTERVAL", "")
-        try:
-            interval_s = parse_interval_s(interval_text) if interval_text else DEFAULT_INTERVAL_S
-        except ValueError as error:
-            raise CheckpointError(f"SPOTROUTE_CHECKPOINT_INTERVAL: {error}") from error
-        options_text = env.get("SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS", "")
-        try:
-            storage_options = json.loads(options_text) if options_text else {}
-        except json.JSONDecodeError as error:
-            raise CheckpointError(
-                f"SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS is not a JSON object ({error})"
-            ) from error
-        source_name = env.get("SPOTROUTE_NOTICE_SOURCE", "local").strip().lower()
-        try:
-            source = source_for(source_name, env.get("SPOTROUTE_METADATA_ENDPOINT") or None)
-        except ValueError as error:
-            raise CheckpointError(str(error)) from error
-        settings: dict[str, Any] = {
-            "interval_s": interval_s,
-            "keep": int(env.get("SPOTROUTE_CHECKPOINT_KEEP", DEFAULT_KEEP)),
-            "job_id": env.get("SPOTROUTE_JOB_ID", ""),
-            "notice_sources": [source] if source else [],
-            "handle_sigterm": source_name != "none",
-            "asynchronous": env.get("SPOTROUTE_CHECKPOINT_ASYNC", "1") not in ("0", "false", "no"),
-            "storage_options": storage_options,
-        }
-        settings.update(overrides)
-        return cls(url, **settings)
 
     # --- restore ------------------------------------------------------------------------------
 
@@ -349,9 +252,9 @@ class Checkpointer:
         problem = ""
         states: dict[str, dict[str, Any]] = {}
         try:
-            rank0 = json.loads(read_verified(self.location, manifest, _rank_file(0)))
+            rank0 = json.loads(read_verified(self.location, manifest, rank_file(0)))
             own = rank0 if own_rank == 0 else json.loads(
-                read_verified(self.location, manifest, _rank_file(own_rank)))
+                read_verified(self.location, manifest, rank_file(own_rank)))
             states = {"rank0": rank0, "own": own}
         except (OSError, ValueError) as error:
             problem = str(error)
@@ -579,9 +482,9 @@ class Checkpointer:
         """Rank files, the gather of every rank's checksums, then the manifest (rank 0), last."""
         step_dir = self.location.step_path(step)
         data = (json.dumps(rank_state, sort_keys=True) + "\n").encode()
-        self.location.fs.pipe_file(posixpath.join(step_dir, _rank_file(self._ranks.rank)), data)
+        self.location.fs.pipe_file(posixpath.join(step_dir, rank_file(self._ranks.rank)), data)
         records = dict(writer.fs.records)
-        records[_rank_file(self._ranks.rank)] = (len(data),
+        records[rank_file(self._ranks.rank)] = (len(data),
                                                  checksum_bytes(data, self.checksum_algorithm))
         gathered = self._ranks.all_gather(records, save=True)  # also the barrier before it
         if self._ranks.rank == 0:
@@ -591,7 +494,7 @@ class Checkpointer:
             save_s = time.perf_counter() - t0
             manifest = Manifest(
                 step=step,
-                time=_now_iso(),
+                time=now_iso(),
                 world_size=self._ranks.world_size,
                 job_id=self.job_id,
                 mode="torch",
@@ -621,177 +524,6 @@ class Checkpointer:
             # A partial directory newer than the newest complete one may be a save in flight.
             if step not in keep and step < newest:
                 self.location.remove_step(step)
-
-    # --- notices ------------------------------------------------------------------------------
-
-    def _terminal_notice(self) -> Notice | None:
-        """The terminal notice, also a SIGTERM whose handler ran but the watcher has not seen."""
-        notice = self.watcher.peek_terminal()
-        if notice is None and self._sigterm is not None:
-            notice = self._sigterm.poll_now()
-            if notice is not None:
-                self.watcher.record(notice)
-        return notice
-
-    def should_stop(self) -> bool:
-        """True once a preemption notice reached this process; cheap, local, no collective.
-
-        For steps that are long against the grace period: check it between micro-batches (or in
-        the data loop), finish the step early, and call `maybe_save`, which saves, writes the
-        marker and exits 75. Every rank must still reach `maybe_save` with the same step.
-        """
-        return self.watcher.arrived.is_set() or (
-            self._sigterm is not None and self._sigterm.received)
-
-    def _save_estimate_s(self) -> float | None:
-        """How long a save takes here: the longest of the last three finished ones (seconds)."""
-        done = [r.save_s for r in self.reports[-3:] if r.save_s is not None and r.error is None]
-        return max(done) if done else None
-
-    def _save_on_notice(self, step: int, notice: Notice | None, *, epoch: int | None,
-                        data_position: Any, user: dict[str, Any] | None) -> None:
-        t0 = time.perf_counter()
-        in_flight = self._pending_report
-        self.wait()  # a background save cannot be cancelled; it finishes first, either way
-        gathered = [n for n in self._ranks.all_gather(notice) if n is not None]
-        first = gathered[0].to_json() if gathered else {
-            "cloud": "unknown", "kind": "unknown", "notice_time": _now_iso()}
-        # A save the grace period cannot hold would leave nothing newer than the one that just
-        # finished: keep that one and exit while there is time. Rank 0 decides for all.
-        skipped: str | None = None
-        if self._ranks.rank == 0 and gathered and in_flight is not None \
-                and in_flight.error is None and in_flight.step != step:
-            left = gathered[0].seconds_left(datetime.now(UTC))
-            estimate = self._save_estimate_s()
-            if left is not None and estimate is not None and estimate > left:
-                skipped = (f"{left:.0f} s left, a save takes {estimate:.0f} s: kept step "
-                           f"{in_flight.step}, saved while the notice arrived")
-        skipped = self._ranks.broadcast(skipped)
-        if self._objects and skipped is None:
-            self.save(step, blocking=True, epoch=epoch, data_position=data_position, user=user)
-        elif skipped is not None:
-            log.warning("spotroute: not saving step %d: %s", step, skipped)
-        if self._ranks.rank == 0:
-            self._write_marker_json(first, step, exiting=True, save_s=time.perf_counter() - t0,
-                                    skipped_save=skipped)
-        if notice is not None:
-            self.watcher.acknowledge(notice)  # Azure: go ahead now, the state is saved
-        self._ranks.barrier()
-        if self.exit_on_notice:
-            self.close()
-            raise SystemExit(EXIT_PREEMPTED)
-
-    def _write_marker(self, notice: Notice, step: int, *, exiting: bool) -> None:
-        if self._ranks.rank == 0:
-            self._write_marker_json(notice.to_json(), step, exiting=exiting)
-
-    def _write_marker_json(self, notice: dict[str, Any], step: int, *, exiting: bool,
-                           save_s: float | None = None, skipped_save: str | None = None) -> None:
-        now = datetime.now(UTC)
-        try:
-            latency_s: float | None = round(
-                (now - datetime.fromisoformat(str(notice["notice_time"]))).total_seconds(), 3)
-        except (KeyError, ValueError, TypeError):
-            latency_s = None
-        marker = {
-            **notice,
-            "job_id": self.job_id,
-            "last_step": self.last_saved_step if self.last_saved_step is not None else step,
-            "written_at": now.isoformat(timespec="milliseconds"),
-            "exiting": exiting,
-            "exit_code": EXIT_PREEMPTED if exiting else None,
-            "save_s": None if save_s is None else round(save_s, 3),
-            # From the moment this process saw the notice to the checkpoint being complete.
-            "notice_to_saved_s": latency_s,
-            "skipped_save": skipped_save,
-            "host": os.uname().nodename,
-        }
-        self.location.write_marker(marker)
-
-    def notice(self) -> Notice | None:
-        """The terminal notice received so far, if any (for loops that want to stop early)."""
-        return self._terminal_notice()
-
-    # --- plain-directory mode -----------------------------------------------------------------
-
-    def due(self, step: int) -> bool:
-        """True when a save is due (interval passed or a notice arrived): for save_files users."""
-        if self._terminal_notice() is not None:
-            return True
-        if self.every_steps is not None and step > 0 and step % self.every_steps == 0:
-            return True
-        return self.interval_s is not None and self._clock() - self._last_save_at >= self.interval_s
-
-    def save_files(self, step: int, directory: str | Path, *, epoch: int | None = None,
-                   user: dict[str, Any] | None = None) -> bool:
-        """Upload every file under `directory` as the checkpoint of `step` (rank 0, blocking).
-
-        After a terminal notice it also writes the marker and raises SystemExit(EXIT_PREEMPTED).
-        """
-        t0 = time.perf_counter()
-        source = Path(directory)
-        if not source.is_dir():
-            raise CheckpointError(f"save_files: {source} is not a directory")
-        saved = False
-        if self._ranks.rank == 0 and self._prepare_step_dir(step):
-            fs, step_dir = self.location.fs, self.location.step_path(step)
-            entries = []
-            for path in sorted(p for p in source.rglob("*") if p.is_file()):
-                relative = path.relative_to(source).as_posix()
-                with open(path, "rb") as handle:
-                    size, crc = checksum_stream(handle, self.checksum_algorithm)
-                remote = posixpath.join(step_dir, relative)
-                if self.location.is_local:
-                    fs.makedirs(posixpath.dirname(remote), exist_ok=True)
-                fs.put_file(str(path), remote)
-                entries.append(FileEntry(relative, size, crc))
-            state = json.dumps({"user": dict(user or {}), "epoch": epoch}).encode()
-            fs.pipe_file(posixpath.join(step_dir, _rank_file(0)), state)
-            entries.append(FileEntry(_rank_file(0), len(state),
-                                     checksum_bytes(state, self.checksum_algorithm)))
-            self.location.write_manifest(Manifest(
-                step=step, time=_now_iso(), world_size=1, job_id=self.job_id, mode="files",
-                files=tuple(entries), epoch=epoch, save_s=round(time.perf_counter() - t0, 4),
-                blocked_s=round(time.perf_counter() - t0, 4),
-                checksum_algorithm=self.checksum_algorithm))
-            self._apply_retention()
-            self.last_saved_step = step
-            saved = True
-        self._last_save_at = self._clock()
-        notice = self._terminal_notice()
-        if notice is not None:
-            self._write_marker(notice, step, exiting=True)
-            self.watcher.acknowledge(notice)
-            if self.exit_on_notice:
-                self.close()
-                raise SystemExit(EXIT_PREEMPTED)
-        return saved
-
-    def restore_files(self, directory: str | Path) -> Resume:
-        """Download the newest verified `save_files` checkpoint into `directory`."""
-        resume = Resume()
-        manifest = self._choose_checkpoint(resume.messages)
-        if manifest is None:
-            return self._say(resume)
-        target = Path(directory)
-        target.mkdir(parents=True, exist_ok=True)
-        fs, step_dir = self.location.fs, self.location.step_path(manifest.step)
-        for entry in manifest.files:
-            if entry.path == _rank_file(0):
-                continue
-            local = target / entry.path
-            local.parent.mkdir(parents=True, exist_ok=True)
-            fs.get_file(posixpath.join(step_dir, entry.path), str(local))
-        state = json.loads(fs.cat_file(posixpath.join(step_dir, _rank_file(0))))
-        resume.step, resume.epoch = manifest.step, manifest.epoch
-        resume.user = dict(state.get("user") or {})
-        resume.path = target
-        resume.checkpoint_url = self.location.url_of(posixpath.basename(step_dir))
-        resume.messages.append(f"restored step {manifest.step} from {resume.checkpoint_url} "
-                               f"into {target}")
-        self.last_saved_step = manifest.step
-        self._last_save_at = self._clock()
-        return self._say(resume)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -829,12 +561,3 @@ def _damage(error: BaseException) -> str:
         if reasons:
             return "; ".join(dict.fromkeys(reasons))
     return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-
-
-def _ensure_log_handler() -> None:
-    """Show the library's messages on stderr unless the application configured logging."""
-    if not log.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)

@@ -17,7 +17,6 @@ MAX_LINES = 600
 
 # path → lines when listed. Split these; never add to this list, and never raise a number.
 OVER_THE_LIMIT: dict[str, int] = {
-    "router/checkpoint/checkpointer.py": 840,
 }
 
 

@@ -1,0 +1,85 @@
+"""Checkpointer.from_env: the settings a stack passes in SPOTROUTE_* variables.
+
+The variables are documented in docs/checkpoints.md; DEFAULT_INTERVAL_S and DEFAULT_KEEP are
+also the constructor's defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import Any, Self
+
+from router.checkpoint.interval import parse_interval_s
+from router.checkpoint.notices import source_for
+from router.checkpoint.results import CheckpointError
+from router.checkpoint.state import CheckpointerState
+
+log = logging.getLogger("spotroute.checkpoint")
+
+DEFAULT_INTERVAL_S = 1800.0
+DEFAULT_KEEP = 3
+
+
+class FromEnvMixin(CheckpointerState):
+    """Builds a Checkpointer from the environment a spotroute stack sets on the node."""
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None,
+                 **overrides: Any) -> Self:
+        """A Checkpointer set up from the SPOTROUTE_* variables of the stack (docs/checkpoints.md).
+
+        SPOTROUTE_CHECKPOINT_URL (or SPOTROUTE_CHECKPOINT_DIR), SPOTROUTE_CHECKPOINT_INTERVAL
+        ("30m", "1h", seconds; default 30m), SPOTROUTE_CHECKPOINT_KEEP (3), SPOTROUTE_JOB_ID,
+        SPOTROUTE_NOTICE_SOURCE (aws | gcp | azure | local | none; default local = SIGTERM only),
+        SPOTROUTE_METADATA_ENDPOINT (override the metadata base URL),
+        SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS (JSON object passed to fsspec),
+        SPOTROUTE_CHECKPOINT_ASYNC (1 / 0).
+        """
+        env = dict(os.environ if environ is None else environ)
+        url = env.get("SPOTROUTE_CHECKPOINT_URL") or env.get("SPOTROUTE_CHECKPOINT_DIR")
+        if not url:
+            raise CheckpointError(
+                "SPOTROUTE_CHECKPOINT_URL is not set — deploy the job with spotroute, or set it to "
+                "a file://, s3://, gs:// or az:// URL"
+            )
+        _ensure_log_handler()
+        interval_text = env.get("SPOTROUTE_CHECKPOINT_INTERVAL", "")
+        try:
+            interval_s = parse_interval_s(interval_text) if interval_text else DEFAULT_INTERVAL_S
+        except ValueError as error:
+            raise CheckpointError(f"SPOTROUTE_CHECKPOINT_INTERVAL: {error}") from error
+        options_text = env.get("SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS", "")
+        try:
+            storage_options = json.loads(options_text) if options_text else {}
+        except json.JSONDecodeError as error:
+            raise CheckpointError(
+                f"SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS is not a JSON object ({error})"
+            ) from error
+        source_name = env.get("SPOTROUTE_NOTICE_SOURCE", "local").strip().lower()
+        try:
+            source = source_for(source_name, env.get("SPOTROUTE_METADATA_ENDPOINT") or None)
+        except ValueError as error:
+            raise CheckpointError(str(error)) from error
+        settings: dict[str, Any] = {
+            "interval_s": interval_s,
+            "keep": int(env.get("SPOTROUTE_CHECKPOINT_KEEP", DEFAULT_KEEP)),
+            "job_id": env.get("SPOTROUTE_JOB_ID", ""),
+            "notice_sources": [source] if source else [],
+            "handle_sigterm": source_name != "none",
+            "asynchronous": env.get("SPOTROUTE_CHECKPOINT_ASYNC", "1") not in ("0", "false", "no"),
+            "storage_options": storage_options,
+        }
+        settings.update(overrides)
+        return cls(url, **settings)
+
+
+def _ensure_log_handler() -> None:
+    """Show the library's messages on stderr unless the application configured logging."""
+    if not log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)

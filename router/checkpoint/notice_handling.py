@@ -1,0 +1,111 @@
+"""What the Checkpointer does on a preemption notice: save, interruption marker, exit 75.
+
+The watcher (watcher.py) and the sources (notices.py) only report notices; this mixin decides
+whether a save still fits the grace period, writes the marker and stops the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from router.checkpoint.notices import Notice
+from router.checkpoint.results import EXIT_PREEMPTED, now_iso
+from router.checkpoint.state import CheckpointerState
+
+log = logging.getLogger("spotroute.checkpoint")
+
+
+class NoticeHandlingMixin(CheckpointerState):
+    """The Checkpointer's notice handling: should_stop, notice, save on notice, the marker."""
+
+    def _terminal_notice(self) -> Notice | None:
+        """The terminal notice, also a SIGTERM whose handler ran but the watcher has not seen."""
+        notice = self.watcher.peek_terminal()
+        if notice is None and self._sigterm is not None:
+            notice = self._sigterm.poll_now()
+            if notice is not None:
+                self.watcher.record(notice)
+        return notice
+
+    def should_stop(self) -> bool:
+        """True once a preemption notice reached this process; cheap, local, no collective.
+
+        For steps that are long against the grace period: check it between micro-batches (or in
+        the data loop), finish the step early, and call `maybe_save`, which saves, writes the
+        marker and exits 75. Every rank must still reach `maybe_save` with the same step.
+        """
+        return self.watcher.arrived.is_set() or (
+            self._sigterm is not None and self._sigterm.received)
+
+    def _save_estimate_s(self) -> float | None:
+        """How long a save takes here: the longest of the last three finished ones (seconds)."""
+        done = [r.save_s for r in self.reports[-3:] if r.save_s is not None and r.error is None]
+        return max(done) if done else None
+
+    def _save_on_notice(self, step: int, notice: Notice | None, *, epoch: int | None,
+                        data_position: Any, user: dict[str, Any] | None) -> None:
+        t0 = time.perf_counter()
+        in_flight = self._pending_report
+        self.wait()  # a background save cannot be cancelled; it finishes first, either way
+        gathered = [n for n in self._ranks.all_gather(notice) if n is not None]
+        first = gathered[0].to_json() if gathered else {
+            "cloud": "unknown", "kind": "unknown", "notice_time": now_iso()}
+        # A save the grace period cannot hold would leave nothing newer than the one that just
+        # finished: keep that one and exit while there is time. Rank 0 decides for all.
+        skipped: str | None = None
+        if self._ranks.rank == 0 and gathered and in_flight is not None \
+                and in_flight.error is None and in_flight.step != step:
+            left = gathered[0].seconds_left(datetime.now(UTC))
+            estimate = self._save_estimate_s()
+            if left is not None and estimate is not None and estimate > left:
+                skipped = (f"{left:.0f} s left, a save takes {estimate:.0f} s: kept step "
+                           f"{in_flight.step}, saved while the notice arrived")
+        skipped = self._ranks.broadcast(skipped)
+        if self._objects and skipped is None:
+            self.save(step, blocking=True, epoch=epoch, data_position=data_position, user=user)
+        elif skipped is not None:
+            log.warning("spotroute: not saving step %d: %s", step, skipped)
+        if self._ranks.rank == 0:
+            self._write_marker_json(first, step, exiting=True, save_s=time.perf_counter() - t0,
+                                    skipped_save=skipped)
+        if notice is not None:
+            self.watcher.acknowledge(notice)  # Azure: go ahead now, the state is saved
+        self._ranks.barrier()
+        if self.exit_on_notice:
+            self.close()
+            raise SystemExit(EXIT_PREEMPTED)
+
+    def _write_marker(self, notice: Notice, step: int, *, exiting: bool) -> None:
+        if self._ranks.rank == 0:
+            self._write_marker_json(notice.to_json(), step, exiting=exiting)
+
+    def _write_marker_json(self, notice: dict[str, Any], step: int, *, exiting: bool,
+                           save_s: float | None = None, skipped_save: str | None = None) -> None:
+        now = datetime.now(UTC)
+        try:
+            latency_s: float | None = round(
+                (now - datetime.fromisoformat(str(notice["notice_time"]))).total_seconds(), 3)
+        except (KeyError, ValueError, TypeError):
+            latency_s = None
+        marker = {
+            **notice,
+            "job_id": self.job_id,
+            "last_step": self.last_saved_step if self.last_saved_step is not None else step,
+            "written_at": now.isoformat(timespec="milliseconds"),
+            "exiting": exiting,
+            "exit_code": EXIT_PREEMPTED if exiting else None,
+            "save_s": None if save_s is None else round(save_s, 3),
+            # From the moment this process saw the notice to the checkpoint being complete.
+            "notice_to_saved_s": latency_s,
+            "skipped_save": skipped_save,
+            "host": os.uname().nodename,
+        }
+        self.location.write_marker(marker)
+
+    def notice(self) -> Notice | None:
+        """The terminal notice received so far, if any (for loops that want to stop early)."""
+        return self._terminal_notice()

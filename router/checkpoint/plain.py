@@ -1,0 +1,100 @@
+"""The Checkpointer's plain-directory mode: save_files / restore_files, no torch needed.
+
+Every file under a local directory becomes the checkpoint of a step (rank 0 uploads, blocking),
+with the same manifest, retention and notice handling as the state-dict mode.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from pathlib import Path
+from typing import Any
+
+from router.checkpoint.manifest import FileEntry, Manifest, checksum_bytes, checksum_stream
+from router.checkpoint.results import EXIT_PREEMPTED, CheckpointError, Resume, now_iso, rank_file
+from router.checkpoint.state import CheckpointerState
+
+
+class PlainDirectoryMixin(CheckpointerState):
+    """Checkpoints of a plain directory: due, save_files, restore_files."""
+
+    def due(self, step: int) -> bool:
+        """True when a save is due (interval passed or a notice arrived): for save_files users."""
+        if self._terminal_notice() is not None:
+            return True
+        if self.every_steps is not None and step > 0 and step % self.every_steps == 0:
+            return True
+        return self.interval_s is not None and self._clock() - self._last_save_at >= self.interval_s
+
+    def save_files(self, step: int, directory: str | Path, *,
+                   epoch: int | None = None, user: dict[str, Any] | None = None) -> bool:
+        """Upload every file under `directory` as the checkpoint of `step` (rank 0, blocking).
+
+        After a terminal notice it also writes the marker and raises SystemExit(EXIT_PREEMPTED).
+        """
+        t0 = time.perf_counter()
+        source = Path(directory)
+        if not source.is_dir():
+            raise CheckpointError(f"save_files: {source} is not a directory")
+        saved = False
+        if self._ranks.rank == 0 and self._prepare_step_dir(step):
+            fs, step_dir = self.location.fs, self.location.step_path(step)
+            entries = []
+            for path in sorted(p for p in source.rglob("*") if p.is_file()):
+                relative = path.relative_to(source).as_posix()
+                with open(path, "rb") as handle:
+                    size, crc = checksum_stream(handle, self.checksum_algorithm)
+                remote = posixpath.join(step_dir, relative)
+                if self.location.is_local:
+                    fs.makedirs(posixpath.dirname(remote), exist_ok=True)
+                fs.put_file(str(path), remote)
+                entries.append(FileEntry(relative, size, crc))
+            state = json.dumps({"user": dict(user or {}), "epoch": epoch}).encode()
+            fs.pipe_file(posixpath.join(step_dir, rank_file(0)), state)
+            entries.append(FileEntry(rank_file(0), len(state),
+                                     checksum_bytes(state, self.checksum_algorithm)))
+            self.location.write_manifest(Manifest(
+                step=step, time=now_iso(), world_size=1, job_id=self.job_id, mode="files",
+                files=tuple(entries), epoch=epoch, save_s=round(time.perf_counter() - t0, 4),
+                blocked_s=round(time.perf_counter() - t0, 4),
+                checksum_algorithm=self.checksum_algorithm))
+            self._apply_retention()
+            self.last_saved_step = step
+            saved = True
+        self._last_save_at = self._clock()
+        notice = self._terminal_notice()
+        if notice is not None:
+            self._write_marker(notice, step, exiting=True)
+            self.watcher.acknowledge(notice)
+            if self.exit_on_notice:
+                self.close()
+                raise SystemExit(EXIT_PREEMPTED)
+        return saved
+
+    def restore_files(self, directory: str | Path) -> Resume:
+        """Download the newest verified `save_files` checkpoint into `directory`."""
+        resume = Resume()
+        manifest = self._choose_checkpoint(resume.messages)
+        if manifest is None:
+            return self._say(resume)
+        target = Path(directory)
+        target.mkdir(parents=True, exist_ok=True)
+        fs, step_dir = self.location.fs, self.location.step_path(manifest.step)
+        for entry in manifest.files:
+            if entry.path == rank_file(0):
+                continue
+            local = target / entry.path
+            local.parent.mkdir(parents=True, exist_ok=True)
+            fs.get_file(posixpath.join(step_dir, entry.path), str(local))
+        state = json.loads(fs.cat_file(posixpath.join(step_dir, rank_file(0))))
+        resume.step, resume.epoch = manifest.step, manifest.epoch
+        resume.user = dict(state.get("user") or {})
+        resume.path = target
+        resume.checkpoint_url = self.location.url_of(posixpath.basename(step_dir))
+        resume.messages.append(f"restored step {manifest.step} from {resume.checkpoint_url} "
+                               f"into {target}")
+        self.last_saved_step = manifest.step
+        self._last_save_at = self._clock()
+        return self._say(resume)

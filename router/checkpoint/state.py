@@ -1,0 +1,54 @@
+"""What the Checkpointer's mixins (environment, notice_handling, plain) use of the Checkpointer.
+
+Declarations for the type checker only: at run time the class is empty, and every attribute
+and method below is the one checkpointer.Checkpointer sets or defines.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from router.checkpoint.manifest import Manifest
+    from router.checkpoint.notices import Notice, SigtermNotices
+    from router.checkpoint.ranks import Ranks
+    from router.checkpoint.results import Resume, SaveReport
+    from router.checkpoint.storage import Location
+    from router.checkpoint.watcher import NoticeWatcher
+
+
+class CheckpointerState:
+    """The Checkpointer's attributes and methods that its mixins call (typing only)."""
+
+    if TYPE_CHECKING:
+        url: str
+        location: Location
+        interval_s: float | None
+        every_steps: int | None
+        job_id: str
+        exit_on_notice: bool
+        checksum_algorithm: str
+        reports: list[SaveReport]
+        last_saved_step: int | None
+        watcher: NoticeWatcher
+        _sigterm: SigtermNotices | None
+        _ranks: Ranks
+        _objects: dict[str, Any]
+        _pending_report: SaveReport | None
+        _clock: Callable[[], float]
+        _last_save_at: float
+
+        def __init__(self, url: str, **settings: Any) -> None: ...
+        def save(self, step: int, *, blocking: bool | None = None, epoch: int | None = None,
+                 data_position: Any = None, user: dict[str, Any] | None = None,
+                 **objects: Any) -> bool: ...
+        def wait(self) -> SaveReport | None: ...
+        def close(self) -> None: ...
+        def _say(self, resume: Resume) -> Resume: ...
+        def _choose_checkpoint(self, messages: list[str]) -> Manifest | None: ...
+        def _prepare_step_dir(self, step: int) -> bool: ...
+        def _apply_retention(self) -> None: ...
+        def _terminal_notice(self) -> Notice | None: ...
+        def _write_marker(self, notice: Notice, step: int, *, exiting: bool) -> None: ...
