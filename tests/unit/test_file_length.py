@@ -16,8 +16,8 @@ PACKAGES = ("router", "components", "policies")
 MAX_LINES = 600
 
 # path → lines when listed. Split these; never add to this list, and never raise a number.
-OVER_THE_LIMIT: dict[str, int] = {
-}
+# Empty since stop 17: every file is within the limit.
+OVER_THE_LIMIT: dict[str, int] = {}
 
 
 def line_counts() -> dict[str, int]:
