@@ -37,6 +37,8 @@ from router.core.errors import BadInput, OperationFailed
 
 RECORDS_DIR = ".spotroute"
 PG_TABLE = "spotroute_records"
+# Advisory lock id under which first users create the table one at a time ("spotrout" in hex).
+PG_CREATE_LOCK = 0x73706F74726F7574
 LOCK_TTL_S = 900.0  # an S3 lock not renewed for this long belongs to a dead process
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_./:T+")
 
@@ -451,12 +453,21 @@ class PostgresRecords:
             with psycopg.connect(self._conninfo, connect_timeout=10, autocommit=True) as conn:
                 if not self._ready:
                     # Two first users at once race in CREATE TABLE IF NOT EXISTS (PostgreSQL
-                    # checks the catalog before it inserts): the loser's table exists anyway.
-                    with contextlib.suppress(psycopg.errors.UniqueViolation):
-                        conn.execute(
-                            f"CREATE TABLE IF NOT EXISTS {PG_TABLE} (key TEXT PRIMARY KEY, "
-                            "doc JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-                        )
+                    # checks the catalog before it inserts): the loser gets a unique violation on
+                    # the catalog or "relation … already exists", and the table exists anyway.
+                    # So creators take turns under one advisory lock; the suppress stays for a
+                    # server that predates the lock being held by others.
+                    conn.execute("SELECT pg_advisory_lock(%s)", (PG_CREATE_LOCK,))
+                    try:
+                        with contextlib.suppress(
+                            psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable
+                        ):
+                            conn.execute(
+                                f"CREATE TABLE IF NOT EXISTS {PG_TABLE} (key TEXT PRIMARY KEY, "
+                                "doc JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                            )
+                    finally:
+                        conn.execute("SELECT pg_advisory_unlock(%s)", (PG_CREATE_LOCK,))
                     self._ready = True
                 yield conn
         except psycopg.Error as exc:
