@@ -455,8 +455,7 @@ class PostgresRecords:
                     # Two first users at once race in CREATE TABLE IF NOT EXISTS (PostgreSQL
                     # checks the catalog before it inserts): the loser gets a unique violation on
                     # the catalog or "relation … already exists", and the table exists anyway.
-                    # So creators take turns under one advisory lock; the suppress stays for a
-                    # server that predates the lock being held by others.
+                    # So creators take turns under one advisory lock (and the loser's error is moot).
                     conn.execute("SELECT pg_advisory_lock(%s)", (PG_CREATE_LOCK,))
                     try:
                         with contextlib.suppress(
