@@ -455,7 +455,7 @@ class PostgresRecords:
                     # Two first users at once race in CREATE TABLE IF NOT EXISTS (PostgreSQL
                     # checks the catalog before it inserts): the loser gets a unique violation on
                     # the catalog or "relation … already exists", and the table exists anyway.
-                    # So creators take turns under one advisory lock (and the loser's error is moot).
+                    # So creators take turns under one advisory lock (the suppress is a fallback).
                     conn.execute("SELECT pg_advisory_lock(%s)", (PG_CREATE_LOCK,))
                     try:
                         with contextlib.suppress(
