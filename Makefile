@@ -7,8 +7,8 @@ BIN := $(VENV)/bin
 
 setup:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,checkpoint,parquet]'
+	$(BIN)/pip install --quiet --retries 10 --timeout 120 --upgrade pip
+	bash scripts/pip-install.sh $(BIN)/pip -e '.[dev,checkpoint,parquet]'
 	bash scripts/ensure-pulumi.sh
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-test-servers.sh
