@@ -29,7 +29,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
+from router.config.datafiles import (
+    load_egress,
+    load_gpus,
+    load_interruption_model,
+    load_storage_prices,
+)
 from router.config.traces import read_availability
 from router.config.workload import WorkloadFile, load_workload
 from router.core.backtest import run_backtest
@@ -49,6 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EGRESS = load_egress()
 MODEL = load_interruption_model()
 STORAGE = load_storage_prices()
+load_gpus()  # the planner's job model looks GPU names up (the core reads no files)
 
 
 def table(r: BacktestResult) -> None:
