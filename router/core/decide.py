@@ -24,7 +24,8 @@ Actions, checked in this order (the first that applies wins):
         on-demand would; the money rules may still move it to cheaper spot); the slack test
         (a) guards the deadline.
   2. interrupted   (or not placed yet) → re-place on the cheapest candidate by expected
-                   remaining cost, excluding zones lost within rules.zone_block_s.
+                   remaining cost, excluding zones lost within rules.zone_block_s (the zone
+                   just lost is excluded until the history records when it was lost).
   3. cheaper elsewhere → move when
         saving = remaining(current) − remaining(target) − migration cost
                  ≥ min_savings_pct % × remaining(current)
@@ -122,7 +123,11 @@ def decide(
     blocked = history.blocked(now, rules.zone_block_s) if history.lost_zones else frozenset()
     here = None if current is None else current.placement
     if current is not None and current.interrupted:
-        blocked = blocked | {zone_key(current.placement)}
+        lost = zone_key(current.placement)
+        # The zone just lost is out until the history records when it was lost (route watch
+        # records it on re-placing); from then on it is out for zone_block_s like any other.
+        if all(z != lost for z, _ in history.lost_zones):
+            blocked = blocked | {lost}
     usable = [c for c in candidates if zone_key(c) not in blocked]
 
     if rules.deadline is not None:

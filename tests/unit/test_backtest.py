@@ -140,6 +140,19 @@ def test_diverging_decide_changes_the_backtest(monkeypatch):
     assert before > 0 and after.total_cost == 0 and after.unfinished == 1
 
 
+def test_deadline_aware_goes_back_to_the_spot_zone_it_lost_once_spot_returns():
+    # One spot zone (the Can't Be Late setting, no zone block): out for one hour at step 2.
+    spot_up = [True, True, False] + [True] * 7
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([10.0] * 10, spot_up)})
+    w = Workload("w", (job(deadline=START + timedelta(hours=9)),), zone_block_s=0)
+    r = run_backtest(w, t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE)
+    aware = r.policy("deadline-aware")
+    # Ahead of the line it waits the hour out, then runs the last 2 h on spot again.
+    assert aware.deadline_misses == 0 and aware.interruptions == 1
+    assert aware.total_cost == pytest.approx(4 * 10.0)
+    assert all(pool == t.pools.index(AWS_SPOT) for _, _, pool, _ in aware.runs[0].segments)
+
+
 def test_optimum_dodges_outages_and_picks_cheap_hours():
     spot_up = [True, False, True, True, True, True, True, True, True, True]
     t = trace(

@@ -101,6 +101,19 @@ def test_lost_zone_stays_blocked_for_the_block_time_then_returns():
     assert d.target == spot(5)
 
 
+def test_zone_lost_while_interrupted_returns_after_its_block_time():
+    # The history records when the zone was lost (the backtest at the interruption, route
+    # watch on re-placing): from then on zone_block_s decides, not whether the job is placed.
+    lost = spot(5)
+    cur = Current(lost, NOW - 3 * H, True)
+    cands = [spot(5), spot(8, "us-east-1b")]
+    recent = History(lost_zones=((zone_key(lost), NOW - 0.5 * H),))
+    assert decide(RULES, prog(), cur, cands, recent, NOW).target == spot(8, "us-east-1b")
+    earlier = History(lost_zones=((zone_key(lost), NOW - 2 * H),))
+    back = decide(RULES, prog(), cur, cands, earlier, NOW)
+    assert back.action == REPLACE and back.target == spot(5)
+
+
 def test_interrupted_with_nothing_available_waits():
     lost = spot(5)
     d = decide(RULES, prog(), Current(lost, NOW - H, True), [spot(5)], History(), NOW)
@@ -347,7 +360,9 @@ def test_targets_are_usable_candidates_and_moves_clear_threshold_and_cooldown(s)
         blocked = hist.blocked(NOW, rules.zone_block_s)
         assert zone_key(d.target) not in blocked
         if current is not None and current.interrupted:
-            assert zone_key(d.target) != zone_key(current.placement)
+            lost = zone_key(current.placement)
+            if all(z != lost for z, _ in hist.lost_zones):  # the loss is not recorded yet
+                assert zone_key(d.target) != lost
     if d.action in (STAY, WAIT) and d.target is None:
         pass
     if current is None or current.interrupted:
