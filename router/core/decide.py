@@ -18,8 +18,13 @@ Actions, checked in this order (the first that applies wins):
         (there, and back should spot go again) is still ≥ 2 × risk: spot progresses as fast as
         on-demand, so the line only decides what to do while there is no spot; otherwise stay.
      c. interrupted or not placed: spot if any (spot progresses as fast as on-demand); no spot
-        and behind the line → on-demand; no spot and ahead → wait (Uniform Progress idles
-        rather than pay on-demand while it is ahead).
+        → on-demand when behind the line and hours left < ρ × work left, otherwise wait
+        (Uniform Progress idles rather than pay on-demand while it is ahead; while the time
+        left is still ρ times the work left the slack absorbs an outage). ρ = (1 + 2√K) /
+        (1 + √K), K = on-demand / spot price per hour (cheapest of each; the spot price of
+        the placement just lost counts): the warm-up threshold of the randomized ROSS policy
+        (arXiv 2601.14612); 1.5 at K = 1, 1.64 at K = 3, 2 (its limit) when no spot price is
+        known.
      d. running on spot, even behind the line: stay on spot (it catches up as fast as
         on-demand would; the money rules may still move it to cheaper spot); the slack test
         (a) guards the deadline.
@@ -52,6 +57,7 @@ Every Decision carries its Numbers (what was compared) and one line of reason in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -131,7 +137,13 @@ def decide(
     usable = [c for c in candidates if zone_key(c) not in blocked]
 
     if rules.deadline is not None:
-        decision = _deadline(rules, progress, current, usable, history, now, work_left)
+        spot_usd = [c.price_per_hour for c in candidates if c.market == SPOT]
+        if here is not None and here.market == SPOT:
+            spot_usd.append(here.price_per_hour)
+        cheapest_spot = min(spot_usd) if spot_usd else None
+        decision = _deadline(
+            rules, progress, current, usable, history, now, work_left, cheapest_spot
+        )
         if decision is not None:
             return decision
 
@@ -303,6 +315,18 @@ def deadline_slack(
     return hours_left, slack, risk
 
 
+def wait_ratio(on_demand_usd: float | None, spot_usd: float | None) -> float:
+    """Hours left per hour of work left above which an outage is waited out (rule 1c).
+
+    (1 + 2√K) / (1 + √K) with K = on_demand_usd / spot_usd (USD per hour); 2, its limit as K
+    grows, when either price is unknown.
+    """
+    if on_demand_usd is None or spot_usd is None or on_demand_usd <= 0 or spot_usd <= 0:
+        return 2.0
+    root = math.sqrt(on_demand_usd / spot_usd)
+    return (1 + 2 * root) / (1 + root)
+
+
 def _deadline(
     rules: Rules,
     progress: Progress,
@@ -311,6 +335,7 @@ def _deadline(
     history: History,
     now: datetime,
     work_left: float,
+    spot_usd: float | None,
 ) -> Decision | None:
     """Uniform Progress; None when the deadline leaves the choice to the money rules."""
     assert rules.deadline is not None
@@ -360,10 +385,21 @@ def _deadline(
         if spot:
             why = f"deadline: {ahead:+.2f} h against the line, spot available — spot; "
             return _replace(rules, here, spot, work_left, n, why, extra=extra)
-        if ahead < 0:
-            why = f"deadline: {-ahead:.2f} h behind the line and no spot — on-demand; "
+        cheapest_od = min((c.price_per_hour for c in on_demand), default=None)
+        ratio = wait_ratio(cheapest_od, spot_usd)
+        if ahead < 0 and hours_left < ratio * work_left:
+            why = (
+                f"deadline: {-ahead:.2f} h behind the line, {hours_left:.2f} h left < "
+                f"{ratio:.2f} × {work_left:.2f} h of work, no spot — on-demand; "
+            )
             return _replace(rules, here, on_demand, work_left, n, why, extra=extra)
-        why = f"deadline: {ahead:.2f} h ahead of the line — "
+        if ahead < 0:
+            why = (
+                f"deadline: {-ahead:.2f} h behind the line but {hours_left:.2f} h left ≥ "
+                f"{ratio:.2f} × {work_left:.2f} h of work — "
+            )
+        else:
+            why = f"deadline: {ahead:.2f} h ahead of the line — "
         return _replace(rules, here, (), work_left, n, why, markets=(SPOT,), extra=extra)
     assert current is not None
     return _maybe_move(

@@ -140,7 +140,7 @@ def test_diverging_decide_changes_the_backtest(monkeypatch):
     assert before > 0 and after.total_cost == 0 and after.unfinished == 1
 
 
-def test_deadline_aware_goes_back_to_the_spot_zone_it_lost_once_spot_returns():
+def test_deadline_aware_goes_back_to_the_spot_zone_it_lost_once_spot_returns() -> None:
     # One spot zone (the Can't Be Late setting, no zone block): out for one hour at step 2.
     spot_up = [True, True, False] + [True] * 7
     t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([10.0] * 10, spot_up)})

@@ -101,7 +101,7 @@ def test_lost_zone_stays_blocked_for_the_block_time_then_returns():
     assert d.target == spot(5)
 
 
-def test_zone_lost_while_interrupted_returns_after_its_block_time():
+def test_zone_lost_while_interrupted_returns_after_its_block_time() -> None:
     # The history records when the zone was lost (the backtest at the interruption, route
     # watch on re-placing): from then on zone_block_s decides, not whether the job is placed.
     lost = spot(5)
@@ -287,14 +287,40 @@ def test_deadline_interrupted_and_ahead_waits_when_no_spot_is_left():
     assert d.action == WAIT
 
 
-def test_deadline_interrupted_and_behind_goes_on_demand_only_without_spot():
+def test_deadline_interrupted_and_behind_goes_on_demand_only_without_spot() -> None:
+    # 14 h left for 9.5 h of work: under ρ = (1 + 2√4) / (1 + √4) = 5/3 × 9.5 h (K = $20 / $5).
+    rules = replace(DL, deadline=NOW + 14 * H)
     lost = spot(5)
     cur = Current(lost, NOW - H, True)
     behind = prog(done=1.0, ckpt=0.5)
-    d = decide(DL, behind, cur, [lost, spot(4, "us-east-1b"), od(20)], History(), NOW)
+    d = decide(rules, behind, cur, [lost, spot(4, "us-east-1b"), od(20)], History(), NOW)
     assert d.action == REPLACE and d.target == spot(4, "us-east-1b")
-    d = decide(DL, behind, cur, [lost, od(20)], History(), NOW)
+    d = decide(rules, behind, cur, [lost, od(20)], History(), NOW)
     assert d.action == REPLACE and d.target == od(20) and "behind" in d.reason
+    assert "14.00 h left < 1.67 × 9.50 h" in d.reason
+
+
+def test_deadline_behind_the_line_waits_while_the_time_left_is_rho_times_the_work() -> None:
+    # 16 h left ≥ 5/3 × 9.5 h = 15.8 h: the slack still absorbs an outage, so no on-demand.
+    lost = spot(5)
+    cur = Current(lost, NOW - H, True)
+    behind = prog(done=1.0, ckpt=0.5)
+    d = decide(DL, behind, cur, [lost, od(20)], History(), NOW)
+    assert d.numbers.ahead_h is not None and d.numbers.ahead_h < 0
+    assert d.action == WAIT and "behind the line but 16.00 h left ≥ 1.67 × 9.50 h" in d.reason
+    # At K = 1 (on-demand no dearer than spot) ρ = 1.5: a forced on-demand finish costs
+    # little more, so it waits longer; the dearer on-demand, the sooner it hedges.
+    same = decide(DL, behind, cur, [lost, od(5)], History(), NOW)
+    assert same.action == WAIT
+
+
+def test_wait_ratio_follows_the_price_ratio_and_is_2_without_a_spot_price() -> None:
+    from router.core.decide import wait_ratio
+
+    assert wait_ratio(10, 10) == pytest.approx(1.5)
+    assert wait_ratio(40.97, 13.5) == pytest.approx(1.635, abs=1e-3)
+    assert wait_ratio(20, None) == 2.0 and wait_ratio(None, 5) == 2.0
+    assert wait_ratio(20, 5) < wait_ratio(80, 5) < 2.0
 
 
 def test_deadline_without_slack_commits_to_on_demand_for_good():
