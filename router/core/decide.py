@@ -21,10 +21,10 @@ Actions, checked in this order (the first that applies wins):
         → on-demand when behind the line and hours left < ρ × work left, otherwise wait
         (Uniform Progress idles rather than pay on-demand while it is ahead; while the time
         left is still ρ times the work left the slack absorbs an outage). ρ = (1 + 2√K) /
-        (1 + √K), K = on-demand / spot price per hour (cheapest of each; the spot price of
-        the placement just lost counts): the warm-up threshold of the randomized ROSS policy
-        (arXiv 2601.14612); 1.5 at K = 1, 1.64 at K = 3, 2 (its limit) when no spot price is
-        known.
+        (1 + √K), K = on-demand / spot price per hour (cheapest of each; the placement just
+        lost and the price list's spot price, spot_list_usd, count): the warm-up threshold of
+        the randomized ROSS policy (arXiv 2601.14612); 1.5 at K = 1, 1.64 at K = 3, 2 (its
+        limit) when no spot price is known.
      d. running on spot, even behind the line: stay on spot (it catches up as fast as
         on-demand would; the money rules may still move it to cheaper spot); the slack test
         (a) guards the deadline.
@@ -116,8 +116,14 @@ def decide(
     candidates: Sequence[Capacity],
     history: History,
     now: datetime,
+    *,
+    spot_list_usd: float | None = None,
 ) -> Decision:
-    """Where the job should run now (stay, move, replace, switch-market or wait), with numbers."""
+    """Where the job should run now (stay, move, replace, switch-market or wait), with numbers.
+
+    spot_list_usd: the cheapest spot price per hour the price list shows now, capacity or not
+    (rule 1c's K; the backtest passes its trace's, route watch's candidates carry theirs).
+    """
     if now.tzinfo is None:
         raise ValueError("decide(now=...) must be timezone-aware (UTC)")
     interrupted = current is None or current.interrupted
@@ -140,6 +146,8 @@ def decide(
         spot_usd = [c.price_per_hour for c in candidates if c.market == SPOT]
         if here is not None and here.market == SPOT:
             spot_usd.append(here.price_per_hour)
+        if spot_list_usd is not None:
+            spot_usd.append(spot_list_usd)
         cheapest_spot = min(spot_usd) if spot_usd else None
         decision = _deadline(
             rules, progress, current, usable, history, now, work_left, cheapest_spot

@@ -153,6 +153,18 @@ def test_deadline_aware_goes_back_to_the_spot_zone_it_lost_once_spot_returns() -
     assert all(pool == t.pools.index(AWS_SPOT) for _, _, pool, _ in aware.runs[0].segments)
 
 
+def test_deadline_aware_arriving_in_an_outage_weighs_the_spot_list_price() -> None:
+    # Spot has no capacity for the first 2 h but keeps its $10 list price (K = 4, ρ = 5/3).
+    # At step 1 the job is behind the line with 7.5 h left ≥ 5/3 × 4 h: it waits (with no
+    # price to go by, ρ = 2 and 7.5 h < 8 h would have sent it to on-demand).
+    spot_up = [False, False] + [True] * 8
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([10.0] * 10, spot_up)})
+    w = Workload("w", (job(deadline=START + timedelta(hours=8.5)),), zone_block_s=0)
+    r = run_backtest(w, t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE)
+    aware = r.policy("deadline-aware")
+    assert aware.deadline_misses == 0 and aware.total_cost == pytest.approx(4 * 10.0)
+
+
 def test_optimum_dodges_outages_and_picks_cheap_hours():
     spot_up = [True, False, True, True, True, True, True, True, True, True]
     t = trace(

@@ -314,6 +314,17 @@ def test_deadline_behind_the_line_waits_while_the_time_left_is_rho_times_the_wor
     assert same.action == WAIT
 
 
+def test_deadline_not_placed_in_an_outage_takes_k_from_the_spot_list_price() -> None:
+    # Submitted 2 h ago, nothing done, no spot capacity: 16 h left for 10 h of work.
+    nothing = prog(done=0.0)
+    unknown = decide(DL, nothing, None, [od(20)], History(), NOW)
+    assert unknown.action == REPLACE and unknown.target == od(20)  # ρ = 2: 16 < 20
+    listed = decide(DL, nothing, None, [od(20)], History(), NOW, spot_list_usd=2.0)
+    assert listed.action == REPLACE  # K = 10, ρ = 1.76: 16 < 17.6
+    cheap_od = decide(DL, nothing, None, [od(20)], History(), NOW, spot_list_usd=20.0)
+    assert cheap_od.action == WAIT  # K = 1, ρ = 1.5: 16 ≥ 15
+
+
 def test_wait_ratio_follows_the_price_ratio_and_is_2_without_a_spot_price() -> None:
     from router.core.decide import wait_ratio
 
