@@ -1,7 +1,7 @@
 """Backtest benchmarks (docs/benchmarks.md): the 30-day scenario, deadlines on availability
 traces, and speed.
 
-Run: .venv/bin/python bench/backtest_bench.py [--part scenario|deadlines|speed|all]
+Run: .venv/bin/python bench/backtest_bench.py [--part scenario|deadlines|deadline-seeds|speed|all]
 
 1. scenario   examples/backtest-30d.yaml: the policy table, and the migration policy again at
               lower min_savings_pct. Goal: multi-cloud with migration ≥ 45 % below single-cloud
@@ -10,6 +10,7 @@ Run: .venv/bin/python bench/backtest_bench.py [--part scenario|deadlines|speed|a
               the Can't-Be-Late JSON format (written, then read back by router.config.traces),
               60 jobs with deadlines per trace (1.2-2x the duration; 1.1-1.6x on the last two).
               Goal: deadline-aware meets 100 % of deadlines at lower cost than greedy.
+   deadline-seeds  the same five settings redrawn with seeds 200-500: cost vs greedy only.
 3. speed      30 days × ~1,000 pools (offers) × 100 jobs, every policy and the optimum.
               Goal: under 10 s.
 """
@@ -154,6 +155,48 @@ POOL_SPOT = Pool(
 
 
 def deadlines() -> None:
+    print("## deadlines on availability traces (Can't Be Late format, 10-min steps, 14 days)\n")
+    print(
+        "| trace | spot available | policy | total $ | deadlines met | cost vs greedy | "
+        "gap to optimum |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, share, r in deadline_runs(100, with_optimum=True):
+        greedy = r.policy("greedy-deadline").total_cost
+        for key in ("greedy-deadline", "deadline-aware", "migrate", "on-demand", "optimum"):
+            p = r.policy(key)
+            met = len(p.runs) - p.deadline_misses
+            print(
+                f"| {name} | {share:.0%} | {p.label} | {p.total_cost:,.0f} | "
+                f"{met}/{len(p.runs)} | {100 * (p.total_cost / greedy - 1):+.1f} % | "
+                f"{r.gap_to_optimum_pct(key):.1f} % |"
+            )
+    print()
+
+
+def deadline_seeds(seeds: tuple[int, ...] = (200, 300, 400, 500)) -> None:
+    """The same five settings drawn again (traces and jobs) with other seeds: how robust."""
+    print("## deadline-aware vs greedy, the five settings redrawn with other seeds\n")
+    print("| seed | " + " | ".join(DEADLINE_SHORT) + " |")
+    print("|---|" + "---|" * len(DEADLINE_SHORT))
+    for seed in seeds:
+        cells = []
+        for _, _, r in deadline_runs(seed, with_optimum=False):
+            aware, greedy = r.policy("deadline-aware"), r.policy("greedy-deadline")
+            misses = aware.deadline_misses + greedy.deadline_misses
+            cells.append(
+                f"{100 * (aware.total_cost / greedy.total_cost - 1):+.1f} %"
+                + (f" ({misses} missed)" if misses else "")
+            )
+        print(f"| {seed} | " + " | ".join(cells) + " |")
+    print()
+
+
+DEADLINE_SHORT = ("mostly up", "churning", "scarce", "long outages", "rare long outages")
+
+
+def deadline_runs(seed: int, *, with_optimum: bool) -> list[tuple[str, float, BacktestResult]]:
+    """Per setting (name, spot availability, result); setting n draws from Random(seed + n)."""
     start = datetime(2026, 11, 1, tzinfo=UTC)
     gap_s, days = 600.0, 14
     steps = int(days * 86400 / gap_s)
@@ -169,15 +212,10 @@ def deadlines() -> None:
             (1.1, 1.6),
         ),
     }
-    print("## deadlines on availability traces (Can't Be Late format, 10-min steps, 14 days)\n")
-    print(
-        "| trace | spot available | policy | total $ | deadlines met | cost vs greedy | "
-        "gap to optimum |"
-    )
-    print("|---|---|---|---|---|---|---|")
     folder = Path(tempfile.mkdtemp(prefix="cbl-"))
+    out = []
     for n, (name, (up_h, down_h, slack)) in enumerate(settings.items()):
-        rng = random.Random(100 + n)
+        rng = random.Random(seed + n)
         usable = _alternating(rng, steps, gap_s / 3600, up_h, down_h)
         path = folder / f"trace-{n}.json"
         path.write_text(
@@ -221,18 +259,10 @@ def deadlines() -> None:
             interruption=MODEL,
             storage=STORAGE,
             policy_set=chosen,
+            with_optimum=with_optimum,
         )
-        greedy = r.policy("greedy-deadline").total_cost
-        share = sum(cbl.usable[:steps]) / steps
-        for key in ("greedy-deadline", "deadline-aware", "migrate", "on-demand", "optimum"):
-            p = r.policy(key)
-            met = len(p.runs) - p.deadline_misses
-            print(
-                f"| {name} | {share:.0%} | {p.label} | {p.total_cost:,.0f} | "
-                f"{met}/{len(p.runs)} | {100 * (p.total_cost / greedy - 1):+.1f} % | "
-                f"{r.gap_to_optimum_pct(key):.1f} % |"
-            )
-    print()
+        out.append((name, sum(cbl.usable[:steps]) / steps, r))
+    return out
 
 
 def speed() -> None:
@@ -291,12 +321,15 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", choices=["scenario", "deadlines", "speed", "all"], default="all")
+    parts = ["scenario", "deadlines", "deadline-seeds", "speed", "all"]
+    ap.add_argument("--part", choices=parts, default="all")
     part = ap.parse_args().part
     if part in ("scenario", "all"):
         scenario()
     if part in ("deadlines", "all"):
         deadlines()
+    if part in ("deadline-seeds", "all"):
+        deadline_seeds()
     if part in ("speed", "all"):
         speed()
 
