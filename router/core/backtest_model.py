@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from router.core.decision_model import SPOT, Rules, TransferCosts
+from router.core.decision_model import Rules, TransferCosts
 from router.core.egress import EgressTable
 
 
@@ -295,13 +295,6 @@ class JobContext:
         self.first_step = first_step
         self.deadline_rules = replace(rules, deadline=job.deadline)
         self._steps: dict[int, tuple[Slot, ...]] = {}
-
-    def spot_list_price(self, step: int) -> float | None:
-        """The cheapest feasible spot pool's price at this step, available or not (USD/h)."""
-        trace = self.trace
-        prices = [trace.prices[i][step] for i, _ in self.pools if trace.pools[i].market == SPOT]
-        known = [p for p in prices if p == p]  # nan: not offered
-        return min(known) if known else None
 
     def candidates(self, step: int) -> tuple[Slot, ...]:
         """Every feasible pool usable at this step, at this step's price."""

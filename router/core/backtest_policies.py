@@ -152,17 +152,8 @@ class DecidePolicy:
             assert state.since is not None
             current = Current(state.current, state.since, state.interrupted)
         progress = Progress(state.done_h, state.checkpointed_h, ctx.job.duration_h, ctx.job.arrival)
-        # A spot pool out of capacity still has a list price: decide's rule 1c compares it when
-        # the job waits for spot (only then, the look-up walks every feasible pool).
-        spot_list = None
-        waiting = state.current is None or state.interrupted
-        if rules.deadline is not None and waiting and all(c.market != SPOT for c in cands):
-            step = round((now - ctx.trace.start).total_seconds() / ctx.trace.step_s)
-            spot_list = ctx.spot_list_price(step)
         # Looked up on the module each call, so the backtest runs whatever decide() is now.
-        d = decision.decide(
-            rules, progress, current, cands, state.history, now, spot_list_usd=spot_list
-        )
+        d = decision.decide(rules, progress, current, cands, state.history, now)
         if d.commit_on_demand and not state.history.committed_on_demand:
             state.history = History(
                 state.history.last_move_at, state.history.lost_zones, committed_on_demand=True

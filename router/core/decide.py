@@ -18,13 +18,11 @@ Actions, checked in this order (the first that applies wins):
         (there, and back should spot go again) is still ≥ 2 × risk: spot progresses as fast as
         on-demand, so the line only decides what to do while there is no spot; otherwise stay.
      c. interrupted or not placed: spot if any (spot progresses as fast as on-demand); no spot
-        → on-demand when behind the line and hours left < ρ × work left, otherwise wait
-        (Uniform Progress idles rather than pay on-demand while it is ahead; while the time
-        left is still ρ times the work left the slack absorbs an outage). ρ = (1 + 2√K) /
-        (1 + √K), K = on-demand / spot price per hour (cheapest of each; the placement just
-        lost and the price list's spot price, spot_list_usd, count): the warm-up threshold of
-        the randomized ROSS policy (arXiv 2601.14612); 1.5 at K = 1, 1.64 at K = 3, 2 (its
-        limit) when no spot price is known.
+        → on-demand when behind the line and the slack, one decision period from now, would
+        be under the reserve a return to spot needs (2 restores + 2 × risk, rule b's test);
+        otherwise wait. Uniform Progress idles rather than pay on-demand while it is ahead;
+        behind the line it still waits while the slack absorbs the outage, and it hedges at
+        the last call that leaves it enough slack to come back to spot when spot returns.
      d. running on spot, even behind the line: stay on spot (it catches up as fast as
         on-demand would; the money rules may still move it to cheaper spot); the slack test
         (a) guards the deadline.
@@ -57,7 +55,6 @@ Every Decision carries its Numbers (what was compared) and one line of reason in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -116,14 +113,8 @@ def decide(
     candidates: Sequence[Capacity],
     history: History,
     now: datetime,
-    *,
-    spot_list_usd: float | None = None,
 ) -> Decision:
-    """Where the job should run now (stay, move, replace, switch-market or wait), with numbers.
-
-    spot_list_usd: the cheapest spot price per hour the price list shows now, capacity or not
-    (rule 1c's K; the backtest passes its trace's, route watch's candidates carry theirs).
-    """
+    """Where the job should run now (stay, move, replace, switch-market or wait), with numbers."""
     if now.tzinfo is None:
         raise ValueError("decide(now=...) must be timezone-aware (UTC)")
     interrupted = current is None or current.interrupted
@@ -143,15 +134,7 @@ def decide(
     usable = [c for c in candidates if zone_key(c) not in blocked]
 
     if rules.deadline is not None:
-        spot_usd = [c.price_per_hour for c in candidates if c.market == SPOT]
-        if here is not None and here.market == SPOT:
-            spot_usd.append(here.price_per_hour)
-        if spot_list_usd is not None:
-            spot_usd.append(spot_list_usd)
-        cheapest_spot = min(spot_usd) if spot_usd else None
-        decision = _deadline(
-            rules, progress, current, usable, history, now, work_left, cheapest_spot
-        )
+        decision = _deadline(rules, progress, current, usable, history, now, work_left)
         if decision is not None:
             return decision
 
@@ -319,20 +302,20 @@ def deadline_slack(
     hours_left = (rules.deadline - now).total_seconds() / 3600.0
     to_on_demand_h = 0.0 if on_demand_now else rules.restore_h + redo
     slack = hours_left - work_left - to_on_demand_h
-    risk = rules.restore_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
-    return hours_left, slack, risk
+    return hours_left, slack, _risk_h(rules)
 
 
-def wait_ratio(on_demand_usd: float | None, spot_usd: float | None) -> float:
-    """Hours left per hour of work left above which an outage is waited out (rule 1c).
+def _risk_h(rules: Rules) -> float:
+    return rules.restore_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
 
-    (1 + 2√K) / (1 + √K) with K = on_demand_usd / spot_usd (USD per hour); 2, its limit as K
-    grows, when either price is unknown.
+
+def return_reserve_h(rules: Rules) -> float:
+    """Slack (hours) a job on on-demand needs to go back to spot: 2 restores + 2 × risk.
+
+    One restore there and one back should spot go again, and twice the slack test's risk
+    (restore + checkpoint interval + decision period), so the slack test still has margin.
     """
-    if on_demand_usd is None or spot_usd is None or on_demand_usd <= 0 or spot_usd <= 0:
-        return 2.0
-    root = math.sqrt(on_demand_usd / spot_usd)
-    return (1 + 2 * root) / (1 + root)
+    return 2 * rules.restore_h + 2 * _risk_h(rules)
 
 
 def _deadline(
@@ -343,7 +326,6 @@ def _deadline(
     history: History,
     now: datetime,
     work_left: float,
-    spot_usd: float | None,
 ) -> Decision | None:
     """Uniform Progress; None when the deadline leaves the choice to the money rules."""
     assert rules.deadline is not None
@@ -379,8 +361,8 @@ def _deadline(
         # Spot is back and progresses as fast as on-demand: behind the line or not, go back
         # while the deadline stays safe after paying the restore there and, should spot go
         # again, the restore back here (the slack test then still has a period of margin).
-        spare = slack - 2 * rules.restore_h
-        if spot and spare >= 2 * risk:
+        if spot and slack >= return_reserve_h(rules):
+            spare = slack - 2 * rules.restore_h
             why = f"deadline: slack {spare:.2f} h after two restores ≥ 2 × risk — back to spot; "
             return _switch(rules, current, spot, work_left, n, why, extra, redo=redo)
         return _maybe_move(
@@ -393,18 +375,18 @@ def _deadline(
         if spot:
             why = f"deadline: {ahead:+.2f} h against the line, spot available — spot; "
             return _replace(rules, here, spot, work_left, n, why, extra=extra)
-        cheapest_od = min((c.price_per_hour for c in on_demand), default=None)
-        ratio = wait_ratio(cheapest_od, spot_usd)
-        if ahead < 0 and hours_left < ratio * work_left:
+        reserve = return_reserve_h(rules)
+        period_h = rules.decision_period_s / 3600.0
+        if ahead < 0 and slack - period_h < reserve:
             why = (
-                f"deadline: {-ahead:.2f} h behind the line, {hours_left:.2f} h left < "
-                f"{ratio:.2f} × {work_left:.2f} h of work, no spot — on-demand; "
+                f"deadline: {-ahead:.2f} h behind the line, slack {slack:.2f} h − one period "
+                f"< reserve {reserve:.2f} h, no spot — on-demand; "
             )
             return _replace(rules, here, on_demand, work_left, n, why, extra=extra)
         if ahead < 0:
             why = (
-                f"deadline: {-ahead:.2f} h behind the line but {hours_left:.2f} h left ≥ "
-                f"{ratio:.2f} × {work_left:.2f} h of work — "
+                f"deadline: {-ahead:.2f} h behind the line but slack {slack:.2f} h absorbs "
+                f"the outage (reserve {reserve:.2f} h) — "
             )
         else:
             why = f"deadline: {ahead:.2f} h ahead of the line — "

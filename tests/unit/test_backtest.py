@@ -153,13 +153,12 @@ def test_deadline_aware_goes_back_to_the_spot_zone_it_lost_once_spot_returns() -
     assert all(pool == t.pools.index(AWS_SPOT) for _, _, pool, _ in aware.runs[0].segments)
 
 
-def test_deadline_aware_arriving_in_an_outage_weighs_the_spot_list_price() -> None:
-    # Spot has no capacity for the first 2 h but keeps its $10 list price (K = 4, ρ = 5/3).
-    # At step 1 the job is behind the line with 7.5 h left ≥ 5/3 × 4 h: it waits (with no
-    # price to go by, ρ = 2 and 7.5 h < 8 h would have sent it to on-demand).
+def test_deadline_aware_arriving_in_an_outage_waits_while_the_slack_absorbs_it() -> None:
+    # Spot has no capacity for the first 2 h; 12 h for 4 h of work. Behind the line from the
+    # second hour, but the slack (11 h) is far above the reserve: it waits, as greedy does.
     spot_up = [False, False] + [True] * 8
     t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([10.0] * 10, spot_up)})
-    w = Workload("w", (job(deadline=START + timedelta(hours=8.5)),), zone_block_s=0)
+    w = Workload("w", (job(deadline=START + timedelta(hours=12)),), zone_block_s=0)
     r = run_backtest(w, t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE)
     aware = r.policy("deadline-aware")
     assert aware.deadline_misses == 0 and aware.total_cost == pytest.approx(4 * 10.0)

@@ -288,8 +288,9 @@ def test_deadline_interrupted_and_ahead_waits_when_no_spot_is_left():
 
 
 def test_deadline_interrupted_and_behind_goes_on_demand_only_without_spot() -> None:
-    # 14 h left for 9.5 h of work: under ρ = (1 + 2√4) / (1 + √4) = 5/3 × 9.5 h (K = $20 / $5).
-    rules = replace(DL, deadline=NOW + 14 * H)
+    # 13 h left for 9.5 h of work and a 10 min restore: slack 3.33 h; one period (1 h) on it is
+    # under the reserve 2 restores + 2 × risk (risk 1.67 h) = 3.67 h.
+    rules = replace(DL, deadline=NOW + 13 * H)
     lost = spot(5)
     cur = Current(lost, NOW - H, True)
     behind = prog(done=1.0, ckpt=0.5)
@@ -297,41 +298,34 @@ def test_deadline_interrupted_and_behind_goes_on_demand_only_without_spot() -> N
     assert d.action == REPLACE and d.target == spot(4, "us-east-1b")
     d = decide(rules, behind, cur, [lost, od(20)], History(), NOW)
     assert d.action == REPLACE and d.target == od(20) and "behind" in d.reason
-    assert "14.00 h left < 1.67 × 9.50 h" in d.reason
+    assert "slack 3.33 h − one period < reserve 3.67 h" in d.reason
 
 
-def test_deadline_behind_the_line_waits_while_the_time_left_is_rho_times_the_work() -> None:
-    # 16 h left ≥ 5/3 × 9.5 h = 15.8 h: the slack still absorbs an outage, so no on-demand.
+def test_deadline_behind_the_line_waits_while_the_slack_absorbs_the_outage() -> None:
+    # 16 h left: slack 6.33 h, still 5.33 h a period from now, above the 3.67 h reserve.
     lost = spot(5)
     cur = Current(lost, NOW - H, True)
     behind = prog(done=1.0, ckpt=0.5)
     d = decide(DL, behind, cur, [lost, od(20)], History(), NOW)
     assert d.numbers.ahead_h is not None and d.numbers.ahead_h < 0
-    assert d.action == WAIT and "behind the line but 16.00 h left ≥ 1.67 × 9.50 h" in d.reason
-    # At K = 1 (on-demand no dearer than spot) ρ = 1.5: a forced on-demand finish costs
-    # little more, so it waits longer; the dearer on-demand, the sooner it hedges.
-    same = decide(DL, behind, cur, [lost, od(5)], History(), NOW)
-    assert same.action == WAIT
+    assert d.action == WAIT and "behind the line but slack 6.33 h absorbs" in d.reason
+    # Not placed yet and no spot: the same test (10 h of work, 16 h left: slack 5.83 h).
+    assert decide(DL, prog(done=0.0), None, [od(20)], History(), NOW).action == WAIT
+    later = replace(DL, deadline=NOW + 14.5 * H)  # slack 4.33 h: a period on, 3.33 h
+    assert decide(later, prog(done=0.0), None, [od(20)], History(), NOW).target == od(20)
 
 
-def test_deadline_not_placed_in_an_outage_takes_k_from_the_spot_list_price() -> None:
-    # Submitted 2 h ago, nothing done, no spot capacity: 16 h left for 10 h of work.
-    nothing = prog(done=0.0)
-    unknown = decide(DL, nothing, None, [od(20)], History(), NOW)
-    assert unknown.action == REPLACE and unknown.target == od(20)  # ρ = 2: 16 < 20
-    listed = decide(DL, nothing, None, [od(20)], History(), NOW, spot_list_usd=2.0)
-    assert listed.action == REPLACE  # K = 10, ρ = 1.76: 16 < 17.6
-    cheap_od = decide(DL, nothing, None, [od(20)], History(), NOW, spot_list_usd=20.0)
-    assert cheap_od.action == WAIT  # K = 1, ρ = 1.5: 16 ≥ 15
-
-
-def test_wait_ratio_follows_the_price_ratio_and_is_2_without_a_spot_price() -> None:
-    from router.core.decide import wait_ratio
-
-    assert wait_ratio(10, 10) == pytest.approx(1.5)
-    assert wait_ratio(40.97, 13.5) == pytest.approx(1.635, abs=1e-3)
-    assert wait_ratio(20, None) == 2.0 and wait_ratio(None, 5) == 2.0
-    assert wait_ratio(20, 5) < wait_ratio(80, 5) < 2.0
+def test_deadline_hedge_at_the_reserve_can_still_return_to_spot() -> None:
+    # Sent to on-demand at the last call above the reserve, the job keeps that slack on
+    # on-demand (it progresses as fast as the clock), so spot's return takes it back.
+    rules = replace(DL, deadline=NOW + (13.5 + 1 / 6) * H)  # slack 4.0 h interrupted
+    lost = spot(5)
+    hedge = decide(rules, prog(done=0.5), Current(lost, NOW - H, True), [od(20)], History(), NOW)
+    assert hedge.action == REPLACE and hedge.target == od(20)
+    after = NOW + H / 6  # the restore on on-demand is done, no work yet: slack still 4.0 h
+    on_od = Current(od(20), NOW)
+    back = decide(rules, prog(done=0.5), on_od, [od(20), spot(5)], History(), after)
+    assert back.action == SWITCH_MARKET and back.target == spot(5)
 
 
 def test_deadline_without_slack_commits_to_on_demand_for_good():
