@@ -28,7 +28,7 @@ Actions, checked in this order (the first that applies wins):
         (a) guards the deadline.
   2. interrupted   (or not placed yet) → re-place on the cheapest candidate by expected
                    remaining cost, excluding zones lost within rules.zone_block_s (the zone
-                   just lost is excluded until the history records when it was lost).
+                   just lost is excluded until the history records this loss).
   3. cheaper elsewhere → move when
         saving = remaining(current) − remaining(target) − migration cost
                  ≥ min_savings_pct % × remaining(current)
@@ -127,9 +127,10 @@ def decide(
     here = None if current is None else current.placement
     if current is not None and current.interrupted:
         lost = zone_key(current.placement)
-        # The zone just lost is out until the history records when it was lost (route watch
-        # records it on re-placing); from then on it is out for zone_block_s like any other.
-        if all(z != lost for z, _ in history.lost_zones):
+        # The zone just lost is out until the history records this loss (one at or after the
+        # job was placed there: the backtest records it at the interruption, route watch on
+        # re-placing); from then on it is out for zone_block_s like any other lost zone.
+        if not any(z == lost and at >= current.since for z, at in history.lost_zones):
             blocked = blocked | {lost}
     usable = [c for c in candidates if zone_key(c) not in blocked]
 

@@ -112,6 +112,9 @@ def test_zone_lost_while_interrupted_returns_after_its_block_time() -> None:
     earlier = History(lost_zones=((zone_key(lost), NOW - 2 * H),))
     back = decide(RULES, prog(), cur, cands, earlier, NOW)
     assert back.action == REPLACE and back.target == spot(5)
+    # A record from before the job was placed there is an older loss: this one is not in it.
+    again = Current(lost, NOW - H, True)
+    assert decide(RULES, prog(), again, cands, earlier, NOW).target == spot(8, "us-east-1b")
 
 
 def test_interrupted_with_nothing_available_waits():
@@ -392,7 +395,8 @@ def test_targets_are_usable_candidates_and_moves_clear_threshold_and_cooldown(s)
         assert zone_key(d.target) not in blocked
         if current is not None and current.interrupted:
             lost = zone_key(current.placement)
-            if all(z != lost for z, _ in hist.lost_zones):  # the loss is not recorded yet
+            recorded = any(z == lost and at >= current.since for z, at in hist.lost_zones)
+            if not recorded:  # this loss is not in the history yet
                 assert zone_key(d.target) != lost
     if d.action in (STAY, WAIT) and d.target is None:
         pass
