@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import pulumi
 
@@ -147,3 +148,27 @@ def parse_bucket_url(url: str, scheme: str, field: str) -> tuple[str, str]:
         raise ValueError(f"{field}: {url!r} names no bucket — use {scheme}://bucket/prefix/")
     prefix = prefix.strip("/")
     return bucket, (prefix + "/" if prefix else "")
+
+
+class _KeyPrefixed(Protocol):
+    @property
+    def key_prefix(self) -> str: ...
+
+
+def check_identity_inputs(
+    what: str,
+    args: JobIdentityArgs,
+    bucket: _KeyPrefixed,
+    staging: object | None,
+    bucket_type: type,
+) -> tuple[str, str]:
+    """A cloud JobIdentity's input type checks (TypeError naming `what`) and its checkpoint
+    prefix: (relative prefix, "" or ending in "/"; key prefix inside the bucket = the bucket's
+    own key prefix + the relative one)."""
+    require_type(args, JobIdentityArgs, what)
+    require_type(bucket, bucket_type, f"{what} bucket")
+    if staging is not None:
+        require_type(staging, bucket_type, f"{what} staging")
+    relative = args.checkpoint_prefix.strip("/")
+    relative_prefix = relative + "/" if relative else ""
+    return relative_prefix, bucket.key_prefix + relative_prefix

@@ -36,6 +36,7 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
+    check_identity_inputs,
     require_type,
     secret_env_json,
     standard_labels,
@@ -261,13 +262,9 @@ class JobIdentity(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         staging: CheckpointBucket | None = None,
     ) -> None:
-        require_type(args, JobIdentityArgs, "aws.JobIdentity")
-        require_type(bucket, CheckpointBucket, "aws.JobIdentity bucket")
-        if staging is not None:
-            require_type(staging, CheckpointBucket, "aws.JobIdentity staging")
-        relative = args.checkpoint_prefix.strip("/")
-        relative_prefix = relative + "/" if relative else ""
-        key_prefix = bucket.key_prefix + relative_prefix
+        relative_prefix, key_prefix = check_identity_inputs(
+            "aws.JobIdentity", args, bucket, staging, CheckpointBucket
+        )
         # Fails here, before registering anything, if the prefix would grant the whole bucket.
         checkpoint_policy_document("validate", key_prefix)
         # Non-S3 data (gs://, https://) cannot be granted by an AWS role: the job brings its own

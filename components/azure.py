@@ -56,6 +56,7 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
+    check_identity_inputs,
     require_type,
     secret_env_json,
 )
@@ -157,13 +158,9 @@ class JobIdentity(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         staging: CheckpointBucket | None = None,
     ) -> None:
-        require_type(args, JobIdentityArgs, "azure.JobIdentity")
-        require_type(bucket, CheckpointBucket, "azure.JobIdentity bucket")
-        if staging is not None:
-            require_type(staging, CheckpointBucket, "azure.JobIdentity staging")
-        relative = args.checkpoint_prefix.strip("/")
-        relative_prefix = relative + "/" if relative else ""
-        key_prefix = bucket.key_prefix + relative_prefix
+        relative_prefix, key_prefix = check_identity_inputs(
+            "azure.JobIdentity", args, bucket, staging, CheckpointBucket
+        )
         # Fails here, before registering anything, if the prefix would grant the whole container.
         checkpoint_condition = blob_prefix_condition(key_prefix, write=True)
         # (container resource id, read-only condition or "" for the whole container) per prefix.

@@ -36,6 +36,7 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
+    check_identity_inputs,
     require_type,
     secret_env_json,
 )
@@ -215,13 +216,9 @@ class JobIdentity(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         staging: CheckpointBucket | None = None,
     ) -> None:
-        require_type(args, JobIdentityArgs, "gcp.JobIdentity")
-        require_type(bucket, CheckpointBucket, "gcp.JobIdentity bucket")
-        if staging is not None:
-            require_type(staging, CheckpointBucket, "gcp.JobIdentity staging")
-        relative = args.checkpoint_prefix.strip("/")
-        relative_prefix = relative + "/" if relative else ""
-        object_prefix = bucket.key_prefix + relative_prefix
+        relative_prefix, object_prefix = check_identity_inputs(
+            "gcp.JobIdentity", args, bucket, staging, CheckpointBucket
+        )
         # Fails here, before registering anything, if the prefix would grant the whole bucket.
         prefix_condition("validate", object_prefix)
         data = [parse_gs_url(url, "data_urls") for url in args.data_urls if url.startswith("gs://")]
