@@ -16,6 +16,8 @@ from typing import Protocol
 
 import pulumi
 
+from router.contract.stack_config import MARKETS
+
 # Where copy-mode data sets go inside the staging bucket (the job may write only there).
 STAGING_PREFIX = "data/"
 
@@ -172,3 +174,30 @@ def check_identity_inputs(
     relative = args.checkpoint_prefix.strip("/")
     relative_prefix = relative + "/" if relative else ""
     return relative_prefix, bucket.key_prefix + relative_prefix
+
+
+def check_group_inputs(
+    what: str,
+    args: SpotGpuGroupArgs,
+    inputs: tuple[tuple[object, type], tuple[object, type], tuple[object, type]],
+    instance_types: str,
+) -> None:
+    """A cloud SpotGpuGroup's input type checks (TypeError naming `what`; `inputs` are the
+    network, identity and bucket with the cloud's class of each) and the value checks every
+    cloud applies (ValueError naming the field; `instance_types` says what the cloud's types
+    are, e.g. "EC2 instance types")."""
+    require_type(args, SpotGpuGroupArgs, what)
+    for part, (value, expected) in zip(("network", "identity", "bucket"), inputs, strict=True):
+        require_type(value, expected, f"{what} {part}")
+    if args.market not in MARKETS:
+        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
+    if isinstance(args.instance_types, str) or not args.instance_types:
+        raise ValueError(f"instance_types: give a non-empty tuple of {instance_types}")
+    if args.node_count < 1:
+        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
+    if args.max_price_per_hour <= 0:
+        raise ValueError(
+            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
+        )
+    if args.boot_disk_gb < 1:
+        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")

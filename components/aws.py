@@ -36,6 +36,7 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
+    check_group_inputs,
     check_identity_inputs,
     require_type,
     secret_env_json,
@@ -68,7 +69,6 @@ GPU_AMI_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
 ROOT_DEVICE_NAME = "/dev/sda1"  # root device of the Ubuntu DLAMIs
-MARKETS = ("spot", "on-demand")
 # Override `priority` is honoured only by the prioritized strategies; the planner ranks the
 # equivalent types cheapest (and least interrupted) first, so its order must win.
 SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
@@ -353,10 +353,12 @@ class SpotGpuGroup(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        require_type(args, SpotGpuGroupArgs, "aws.SpotGpuGroup")
-        require_type(network, Network, "aws.SpotGpuGroup network")
-        require_type(identity, JobIdentity, "aws.SpotGpuGroup identity")
-        require_type(bucket, CheckpointBucket, "aws.SpotGpuGroup bucket")
+        check_group_inputs(
+            "aws.SpotGpuGroup",
+            args,
+            ((network, Network), (identity, JobIdentity), (bucket, CheckpointBucket)),
+            "EC2 instance types",
+        )
         _check_group_args(args)
         super().__init__("spotroute:aws:SpotGpuGroup", name, None, opts)
         job, labels = args.job_name, args.labels
@@ -523,18 +525,6 @@ class SpotGpuGroup(pulumi.ComponentResource):
 
 
 def _check_group_args(args: SpotGpuGroupArgs) -> None:
-    if args.market not in MARKETS:
-        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
-    if isinstance(args.instance_types, str) or not args.instance_types:
-        raise ValueError("instance_types: give a non-empty tuple of EC2 instance types")
-    if args.node_count < 1:
-        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
-    if args.max_price_per_hour <= 0:
-        raise ValueError(
-            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
-        )
-    if args.boot_disk_gb < 1:
-        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
     # Renders (and so validates env names, reserved keys, empty commands) before registering.
     render_startup_script(args.job_name, "s3://validate/", args.job, secrets=NO_SECRET_STORE_YET)
 

@@ -56,8 +56,8 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
+    check_group_inputs,
     check_identity_inputs,
-    require_type,
     secret_env_json,
 )
 from components.azure_names import (
@@ -88,7 +88,6 @@ from components.startup import (
     render_startup_script,
 )
 
-MARKETS = ("spot", "on-demand")
 # Data-plane roles only, never Owner/Contributor. Checkpoints get the bootstrap's custom role with
 # blob data actions only (azure_job_role_guid: no container writes or deletes, no delegation
 # keys); data gets the built-in reader (its id is the same in every tenant).
@@ -264,10 +263,12 @@ class SpotGpuGroup(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        require_type(args, SpotGpuGroupArgs, "azure.SpotGpuGroup")
-        require_type(network, Network, "azure.SpotGpuGroup network")
-        require_type(identity, JobIdentity, "azure.SpotGpuGroup identity")
-        require_type(bucket, CheckpointBucket, "azure.SpotGpuGroup bucket")
+        check_group_inputs(
+            "azure.SpotGpuGroup",
+            args,
+            ((network, Network), (identity, JobIdentity), (bucket, CheckpointBucket)),
+            "Azure VM sizes",
+        )
         zone = _check_group_args(args)
         super().__init__("spotroute:azure:SpotGpuGroup", name, None, opts)
         job = args.job_name
@@ -482,18 +483,6 @@ def _self_delete_grant(
 
 def _check_group_args(args: SpotGpuGroupArgs) -> str:
     """Validate the group's Args before anything is registered; returns the zone number."""
-    if args.market not in MARKETS:
-        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
-    if isinstance(args.instance_types, str) or not args.instance_types:
-        raise ValueError("instance_types: give a non-empty tuple of Azure VM sizes")
-    if args.node_count < 1:
-        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
-    if args.max_price_per_hour <= 0:
-        raise ValueError(
-            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
-        )
-    if args.boot_disk_gb < 1:
-        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
     # Renders (and so validates env names, reserved keys, empty commands) before registering.
     render_startup_script(args.job_name, "https://validate/", args.job, secrets=NO_SECRET_STORE_YET)
     return zone_number(args.zone, args.region)

@@ -36,6 +36,7 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
+    check_group_inputs,
     check_identity_inputs,
     require_type,
     secret_env_json,
@@ -70,7 +71,6 @@ IMAGE_PROJECT = "deeplearning-platform-release"
 IMAGE_FAMILY = "common-cu128-ubuntu-2204-nvidia-570"
 GPU_IMAGE = f"projects/{IMAGE_PROJECT}/global/images/family/{IMAGE_FAMILY}"
 BOOT_DISK_TYPE = "pd-balanced"
-MARKETS = ("spot", "on-demand")
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 CHECKPOINT_ROLE = "roles/storage.objectUser"  # get/create/delete/list objects, no IAM changes
 DATA_ROLE = "roles/storage.objectViewer"
@@ -303,10 +303,12 @@ class SpotGpuGroup(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        require_type(args, SpotGpuGroupArgs, "gcp.SpotGpuGroup")
-        require_type(network, Network, "gcp.SpotGpuGroup network")
-        require_type(identity, JobIdentity, "gcp.SpotGpuGroup identity")
-        require_type(bucket, CheckpointBucket, "gcp.SpotGpuGroup bucket")
+        check_group_inputs(
+            "gcp.SpotGpuGroup",
+            args,
+            ((network, Network), (identity, JobIdentity), (bucket, CheckpointBucket)),
+            "GCP machine types",
+        )
         _check_group_args(args)
         # GCP takes one machine shape per group: the planner's cheapest, listed first.
         machine_type, accelerators = machine_and_accelerators(
@@ -495,18 +497,6 @@ def _scheduling(market: str) -> gcp.compute.InstanceTemplateSchedulingArgs:
 
 
 def _check_group_args(args: SpotGpuGroupArgs) -> None:
-    if args.market not in MARKETS:
-        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
-    if isinstance(args.instance_types, str) or not args.instance_types:
-        raise ValueError("instance_types: give a non-empty tuple of GCP machine types")
-    if args.node_count < 1:
-        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
-    if args.max_price_per_hour <= 0:
-        raise ValueError(
-            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
-        )
-    if args.boot_disk_gb < 1:
-        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
     if args.zone and not args.zone.startswith(f"{args.region}-"):
         raise ValueError(
             f"zone: {args.zone!r} is not in region {args.region!r} — use e.g. {args.region}-a"
