@@ -78,39 +78,75 @@ def _usable(ctx: JobContext, state: RunState, cands: Sequence[Slot], now: dateti
     return [c for c in cands if zone_key(c) not in blocked]
 
 
-class OnDemandBaseline:
+def _decision_inputs(ctx: JobContext, state: RunState) -> tuple[Progress, Current | None]:
+    """The job's progress and its current placement, as router.core.decide takes them."""
+    current = None
+    if state.current is not None:
+        assert state.since is not None
+        current = Current(state.current, state.since, state.interrupted)
+    progress = Progress(state.done_h, state.checkpointed_h, ctx.job.duration_h, ctx.job.arrival)
+    return progress, current
+
+
+def _running(state: RunState) -> bool:
+    return state.current is not None and not state.interrupted
+
+
+def _place_anywhere(
+    ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
+) -> tuple[Action, Slot | None, str]:
+    """The cheapest usable spot placement in any cloud, else the cheapest usable one."""
+    usable = _usable(ctx, state, cands, now)
+    target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
+    return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
+
+
+class _PlacedUntilInterrupted:
+    """Keeps a running placement; `place` chooses one at arrival and after an interruption."""
+
+    def choose(
+        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
+    ) -> tuple[Action, Slot | None, str]:
+        if _running(state):
+            return STAY, None, ""
+        return self.place(ctx, state, cands, now)
+
+    def place(
+        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
+    ) -> tuple[Action, Slot | None, str]:
+        raise NotImplementedError
+
+
+class _HomeCloud(_PlacedUntilInterrupted):
+    """A single-cloud policy: `home` is the cloud it places in."""
+
+    def __init__(self, home_cloud: str) -> None:
+        self.home = home_cloud
+
+
+class OnDemandBaseline(_HomeCloud):
     """Single cloud, on-demand: the cheapest on-demand placement in the home cloud, kept."""
 
     name = "on-demand"
     label = "single-cloud on-demand"
 
-    def __init__(self, home_cloud: str) -> None:
-        self.home = home_cloud
-
-    def choose(
+    def place(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
-        if state.current is not None and not state.interrupted:
-            return STAY, None, ""
         home = [c for c in cands if c.cloud == self.home and c.market != SPOT]
         target = _cheapest(ctx, state, home or [c for c in cands if c.market != SPOT])
         return (REPLACE, target, "baseline") if target else (WAIT, None, "no on-demand")
 
 
-class SpotFallback:
+class SpotFallback(_HomeCloud):
     """Single cloud, spot first; when interrupted, the next spot zone there, else on-demand."""
 
     name = "spot-fallback"
     label = "single-cloud spot + on-demand fallback"
 
-    def __init__(self, home_cloud: str) -> None:
-        self.home = home_cloud
-
-    def choose(
+    def place(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
-        if state.current is not None and not state.interrupted:
-            return STAY, None, ""
         usable = _usable(ctx, state, cands, now)
         if any(c.cloud == self.home for c in cands):
             usable = [c for c in usable if c.cloud == self.home]
@@ -119,20 +155,16 @@ class SpotFallback:
         return (REPLACE, target, "fallback") if target else (WAIT, None, "nothing in home cloud")
 
 
-class SpotOnce:
+class SpotOnce(_PlacedUntilInterrupted):
     """All clouds, spot, placed once: the cheapest at arrival; re-placed only when interrupted."""
 
     name = "spot-once"
     label = "multi-cloud spot, placed once"
 
-    def choose(
+    def place(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
-        if state.current is not None and not state.interrupted:
-            return STAY, None, ""
-        usable = _usable(ctx, state, cands, now)
-        target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
-        return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
+        return _place_anywhere(ctx, state, cands, now)
 
 
 class DecidePolicy:
@@ -147,11 +179,7 @@ class DecidePolicy:
         rules = ctx.rules
         if self.deadlines and ctx.job.deadline is not None:
             rules = ctx.deadline_rules
-        current = None
-        if state.current is not None:
-            assert state.since is not None
-            current = Current(state.current, state.since, state.interrupted)
-        progress = Progress(state.done_h, state.checkpointed_h, ctx.job.duration_h, ctx.job.arrival)
+        progress, current = _decision_inputs(ctx, state)
         # Looked up on the module each call, so the backtest runs whatever decide() is now.
         d = decision.decide(rules, progress, current, cands, state.history, now)
         if d.commit_on_demand and not state.history.committed_on_demand:
@@ -173,18 +201,10 @@ class GreedyDeadline:
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
-        running = state.current is not None and not state.interrupted
+        running = _running(state)
         if ctx.job.deadline is None:
-            if running:
-                return STAY, None, ""
-            usable = _usable(ctx, state, cands, now)
-            target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
-            return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
-        current = None
-        if state.current is not None:
-            assert state.since is not None
-            current = Current(state.current, state.since, state.interrupted)
-        progress = Progress(state.done_h, state.checkpointed_h, ctx.job.duration_h, ctx.job.arrival)
+            return (STAY, None, "") if running else _place_anywhere(ctx, state, cands, now)
+        progress, current = _decision_inputs(ctx, state)
         _, slack, risk = decision.deadline_slack(ctx.deadline_rules, progress, current, now)
         if state.history.committed_on_demand or slack < risk:
             if not state.history.committed_on_demand:
