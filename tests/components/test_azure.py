@@ -123,31 +123,17 @@ AZURE_STATES: dict[str, StateFiller] = {
 
 
 @pytest.fixture
-def azure_config() -> dict[str, Any]:
-    """A complete, valid `spotroute:*` config for an Azure spot placement (keys unprefixed)."""
+def azure_config(aws_config: dict[str, Any]) -> dict[str, Any]:
+    """A complete, valid `spotroute:*` config for an Azure spot placement (keys unprefixed):
+    conftest's AWS one with Azure's region, zone, VM sizes, GPU count, no data, price source."""
     return {
-        "jobName": "llm-finetune",
+        **aws_config,
         "cloud": "azure",
         "region": "eastus",
         "zone": "2",
         "instanceTypes": ["Standard_NC96ads_A100_v4", "Standard_NC48ads_A100_v4"],
-        "market": "spot",
-        "maxPrice": 20.0,
-        "nodeCount": 2,
-        "gpu": "A100-80GB",
         "gpuCount": 4,
-        "bootDiskGb": 200,
-        "job": {
-            "image": "ghcr.io/acme/trainer:1.4",
-            "command": ["python", "train.py", "--resume"],
-            "env": {"EPOCHS": "3"},
-        },
-        "checkpointing": True,
-        "checkpointUrl": "",
         "dataUrls": [],
-        "remoteAccess": False,
-        "labels": {"team": "ml-platform", "cost-center": "4711"},
-        "pricePerHour": 12.5,
         "priceSource": "azure-api",
     }
 
