@@ -191,32 +191,25 @@ class JobIdentity(pulumi.ComponentResource):
         client = authorization.get_client_config_output(
             opts=pulumi.InvokeOutputOptions(parent=self)
         )
-        authorization.RoleAssignment(
-            f"{name}-checkpoints-access",
-            scope=bucket.arn_or_id,
-            role_definition_id=client.subscription_id.apply(
-                lambda sub: role_definition_id(sub, azure_job_role_guid(sub))
-            ),
-            principal_id=identity.principal_id,
-            # Skips the directory lookup that fails while a new identity is still replicating.
-            principal_type="ServicePrincipal",
-            condition=checkpoint_condition,
-            condition_version="2.0",
-            description=f"spotroute job {job}: checkpoints under {key_prefix} only",
-            opts=child,
-        )
+        # The bootstrap's job role on a container, conditioned on one prefix: the checkpoints,
+        # and the staged data when there is a staging bucket.
+        grants = [("checkpoints", bucket, checkpoint_condition, f"checkpoints under {key_prefix}")]
         if staging is not None:
+            condition = blob_prefix_condition(STAGING_PREFIX, write=True)
+            grants.append(("staging", staging, condition, f"staged data under {STAGING_PREFIX}"))
+        for kind, granted, condition, what in grants:
             authorization.RoleAssignment(
-                f"{name}-staging-access",
-                scope=staging.arn_or_id,
+                f"{name}-{kind}-access",
+                scope=granted.arn_or_id,
                 role_definition_id=client.subscription_id.apply(
                     lambda sub: role_definition_id(sub, azure_job_role_guid(sub))
                 ),
                 principal_id=identity.principal_id,
+                # Skips the directory lookup that fails while a new identity is still replicating.
                 principal_type="ServicePrincipal",
-                condition=blob_prefix_condition(STAGING_PREFIX, write=True),
+                condition=condition,
                 condition_version="2.0",
-                description=f"spotroute job {job}: staged data under {STAGING_PREFIX} only",
+                description=f"spotroute job {job}: {what} only",
                 opts=child,
             )
         for i, (data_scope, data_condition) in enumerate(data):
