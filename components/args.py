@@ -152,6 +152,20 @@ def parse_bucket_url(url: str, scheme: str, field: str) -> tuple[str, str]:
     return bucket, (prefix + "/" if prefix else "")
 
 
+def check_bucket_args(what: str, args: CheckpointBucketArgs, staging: str = "") -> None:
+    """A cloud CheckpointBucket's Args type check (TypeError naming `what`) and version days;
+    with `staging` (what the cloud calls the staging bucket it creates), expire_days too."""
+    require_type(args, CheckpointBucketArgs, what)
+    if args.noncurrent_version_days < 1:
+        raise ValueError(
+            f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
+        )
+    if staging and (args.expire_days < 0 or (args.expire_days and args.existing_url)):
+        raise ValueError(
+            f"expire_days: {args.expire_days} — use 0, or days for a created staging {staging}"
+        )
+
+
 class _KeyPrefixed(Protocol):
     @property
     def key_prefix(self) -> str: ...

@@ -36,9 +36,9 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
+    check_bucket_args,
     check_group_inputs,
     check_identity_inputs,
-    require_type,
     secret_env_json,
     standard_labels,
 )
@@ -105,8 +105,8 @@ class CheckpointBucket(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        require_type(args, CheckpointBucketArgs, "aws.CheckpointBucket")
-        _check_bucket_args(args)
+        check_bucket_args("aws.CheckpointBucket", args)
+        _check_expire_days(args)
         existing = parse_s3_url(args.existing_url, "existing_url") if args.existing_url else None
         super().__init__("spotroute:aws:CheckpointBucket", name, None, opts)
 
@@ -235,11 +235,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         self.arn_or_id = bucket.arn
 
 
-def _check_bucket_args(args: CheckpointBucketArgs) -> None:
-    if args.noncurrent_version_days < 1:
-        raise ValueError(
-            f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
-        )
+def _check_expire_days(args: CheckpointBucketArgs) -> None:
     if args.expire_days < 0:
         raise ValueError(f"expire_days: {args.expire_days} — use 0 (keep) or a number of days")
     if args.expire_days and args.existing_url:

@@ -36,9 +36,9 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
+    check_bucket_args,
     check_group_inputs,
     check_identity_inputs,
-    require_type,
     secret_env_json,
 )
 from components.bootstrap.gcp_permissions import GCP_JOB_BUCKET_PREFIX
@@ -98,15 +98,7 @@ class CheckpointBucket(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        require_type(args, CheckpointBucketArgs, "gcp.CheckpointBucket")
-        if args.noncurrent_version_days < 1:
-            raise ValueError(
-                f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
-            )
-        if args.expire_days < 0 or (args.expire_days and args.existing_url):
-            raise ValueError(
-                f"expire_days: {args.expire_days} — use 0, or days for a created staging bucket"
-            )
+        check_bucket_args("gcp.CheckpointBucket", args, staging="bucket")
         existing = parse_gs_url(args.existing_url, "existing_url") if args.existing_url else None
         if existing is None:
             _check_bucket_name(name)
