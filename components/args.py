@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import pulumi
+
+from router.contract.stack_config import MARKETS
 
 # Where copy-mode data sets go inside the staging bucket (the job may write only there).
 STAGING_PREFIX = "data/"
@@ -147,3 +150,68 @@ def parse_bucket_url(url: str, scheme: str, field: str) -> tuple[str, str]:
         raise ValueError(f"{field}: {url!r} names no bucket — use {scheme}://bucket/prefix/")
     prefix = prefix.strip("/")
     return bucket, (prefix + "/" if prefix else "")
+
+
+def check_bucket_args(what: str, args: CheckpointBucketArgs, staging: str = "") -> None:
+    """A cloud CheckpointBucket's Args type check (TypeError naming `what`) and version days;
+    with `staging` (what the cloud calls the staging bucket it creates), expire_days too."""
+    require_type(args, CheckpointBucketArgs, what)
+    if args.noncurrent_version_days < 1:
+        raise ValueError(
+            f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
+        )
+    if staging and (args.expire_days < 0 or (args.expire_days and args.existing_url)):
+        raise ValueError(
+            f"expire_days: {args.expire_days} — use 0, or days for a created staging {staging}"
+        )
+
+
+class _KeyPrefixed(Protocol):
+    @property
+    def key_prefix(self) -> str: ...
+
+
+def check_identity_inputs(
+    what: str,
+    args: JobIdentityArgs,
+    bucket: _KeyPrefixed,
+    staging: object | None,
+    bucket_type: type,
+) -> tuple[str, str]:
+    """A cloud JobIdentity's input type checks (TypeError naming `what`) and its checkpoint
+    prefix: (relative prefix, "" or ending in "/"; key prefix inside the bucket = the bucket's
+    own key prefix + the relative one)."""
+    require_type(args, JobIdentityArgs, what)
+    require_type(bucket, bucket_type, f"{what} bucket")
+    if staging is not None:
+        require_type(staging, bucket_type, f"{what} staging")
+    relative = args.checkpoint_prefix.strip("/")
+    relative_prefix = relative + "/" if relative else ""
+    return relative_prefix, bucket.key_prefix + relative_prefix
+
+
+def check_group_inputs(
+    what: str,
+    args: SpotGpuGroupArgs,
+    inputs: tuple[tuple[object, type], tuple[object, type], tuple[object, type]],
+    instance_types: str,
+) -> None:
+    """A cloud SpotGpuGroup's input type checks (TypeError naming `what`; `inputs` are the
+    network, identity and bucket with the cloud's class of each) and the value checks every
+    cloud applies (ValueError naming the field; `instance_types` says what the cloud's types
+    are, e.g. "EC2 instance types")."""
+    require_type(args, SpotGpuGroupArgs, what)
+    for part, (value, expected) in zip(("network", "identity", "bucket"), inputs, strict=True):
+        require_type(value, expected, f"{what} {part}")
+    if args.market not in MARKETS:
+        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
+    if isinstance(args.instance_types, str) or not args.instance_types:
+        raise ValueError(f"instance_types: give a non-empty tuple of {instance_types}")
+    if args.node_count < 1:
+        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
+    if args.max_price_per_hour <= 0:
+        raise ValueError(
+            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
+        )
+    if args.boot_disk_gb < 1:
+        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")

@@ -36,7 +36,9 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
-    require_type,
+    check_bucket_args,
+    check_group_inputs,
+    check_identity_inputs,
     secret_env_json,
     standard_labels,
 )
@@ -67,7 +69,6 @@ GPU_AMI_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
 ROOT_DEVICE_NAME = "/dev/sda1"  # root device of the Ubuntu DLAMIs
-MARKETS = ("spot", "on-demand")
 # Override `priority` is honoured only by the prioritized strategies; the planner ranks the
 # equivalent types cheapest (and least interrupted) first, so its order must win.
 SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
@@ -104,8 +105,8 @@ class CheckpointBucket(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        require_type(args, CheckpointBucketArgs, "aws.CheckpointBucket")
-        _check_bucket_args(args)
+        check_bucket_args("aws.CheckpointBucket", args)
+        _check_expire_days(args)
         existing = parse_s3_url(args.existing_url, "existing_url") if args.existing_url else None
         super().__init__("spotroute:aws:CheckpointBucket", name, None, opts)
 
@@ -234,11 +235,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         self.arn_or_id = bucket.arn
 
 
-def _check_bucket_args(args: CheckpointBucketArgs) -> None:
-    if args.noncurrent_version_days < 1:
-        raise ValueError(
-            f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
-        )
+def _check_expire_days(args: CheckpointBucketArgs) -> None:
     if args.expire_days < 0:
         raise ValueError(f"expire_days: {args.expire_days} — use 0 (keep) or a number of days")
     if args.expire_days and args.existing_url:
@@ -261,13 +258,9 @@ class JobIdentity(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         staging: CheckpointBucket | None = None,
     ) -> None:
-        require_type(args, JobIdentityArgs, "aws.JobIdentity")
-        require_type(bucket, CheckpointBucket, "aws.JobIdentity bucket")
-        if staging is not None:
-            require_type(staging, CheckpointBucket, "aws.JobIdentity staging")
-        relative = args.checkpoint_prefix.strip("/")
-        relative_prefix = relative + "/" if relative else ""
-        key_prefix = bucket.key_prefix + relative_prefix
+        relative_prefix, key_prefix = check_identity_inputs(
+            "aws.JobIdentity", args, bucket, staging, CheckpointBucket
+        )
         # Fails here, before registering anything, if the prefix would grant the whole bucket.
         checkpoint_policy_document("validate", key_prefix)
         # Non-S3 data (gs://, https://) cannot be granted by an AWS role: the job brings its own
@@ -356,10 +349,12 @@ class SpotGpuGroup(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        require_type(args, SpotGpuGroupArgs, "aws.SpotGpuGroup")
-        require_type(network, Network, "aws.SpotGpuGroup network")
-        require_type(identity, JobIdentity, "aws.SpotGpuGroup identity")
-        require_type(bucket, CheckpointBucket, "aws.SpotGpuGroup bucket")
+        check_group_inputs(
+            "aws.SpotGpuGroup",
+            args,
+            ((network, Network), (identity, JobIdentity), (bucket, CheckpointBucket)),
+            "EC2 instance types",
+        )
         _check_group_args(args)
         super().__init__("spotroute:aws:SpotGpuGroup", name, None, opts)
         job, labels = args.job_name, args.labels
@@ -526,18 +521,6 @@ class SpotGpuGroup(pulumi.ComponentResource):
 
 
 def _check_group_args(args: SpotGpuGroupArgs) -> None:
-    if args.market not in MARKETS:
-        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
-    if isinstance(args.instance_types, str) or not args.instance_types:
-        raise ValueError("instance_types: give a non-empty tuple of EC2 instance types")
-    if args.node_count < 1:
-        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
-    if args.max_price_per_hour <= 0:
-        raise ValueError(
-            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
-        )
-    if args.boot_disk_gb < 1:
-        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
     # Renders (and so validates env names, reserved keys, empty commands) before registering.
     render_startup_script(args.job_name, "s3://validate/", args.job, secrets=NO_SECRET_STORE_YET)
 

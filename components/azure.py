@@ -56,7 +56,8 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
-    require_type,
+    check_group_inputs,
+    check_identity_inputs,
     secret_env_json,
 )
 from components.azure_names import (
@@ -87,7 +88,6 @@ from components.startup import (
     render_startup_script,
 )
 
-MARKETS = ("spot", "on-demand")
 # Data-plane roles only, never Owner/Contributor. Checkpoints get the bootstrap's custom role with
 # blob data actions only (azure_job_role_guid: no container writes or deletes, no delegation
 # keys); data gets the built-in reader (its id is the same in every tenant).
@@ -157,13 +157,9 @@ class JobIdentity(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         staging: CheckpointBucket | None = None,
     ) -> None:
-        require_type(args, JobIdentityArgs, "azure.JobIdentity")
-        require_type(bucket, CheckpointBucket, "azure.JobIdentity bucket")
-        if staging is not None:
-            require_type(staging, CheckpointBucket, "azure.JobIdentity staging")
-        relative = args.checkpoint_prefix.strip("/")
-        relative_prefix = relative + "/" if relative else ""
-        key_prefix = bucket.key_prefix + relative_prefix
+        relative_prefix, key_prefix = check_identity_inputs(
+            "azure.JobIdentity", args, bucket, staging, CheckpointBucket
+        )
         # Fails here, before registering anything, if the prefix would grant the whole container.
         checkpoint_condition = blob_prefix_condition(key_prefix, write=True)
         # (container resource id, read-only condition or "" for the whole container) per prefix.
@@ -195,32 +191,25 @@ class JobIdentity(pulumi.ComponentResource):
         client = authorization.get_client_config_output(
             opts=pulumi.InvokeOutputOptions(parent=self)
         )
-        authorization.RoleAssignment(
-            f"{name}-checkpoints-access",
-            scope=bucket.arn_or_id,
-            role_definition_id=client.subscription_id.apply(
-                lambda sub: role_definition_id(sub, azure_job_role_guid(sub))
-            ),
-            principal_id=identity.principal_id,
-            # Skips the directory lookup that fails while a new identity is still replicating.
-            principal_type="ServicePrincipal",
-            condition=checkpoint_condition,
-            condition_version="2.0",
-            description=f"spotroute job {job}: checkpoints under {key_prefix} only",
-            opts=child,
-        )
+        # The bootstrap's job role on a container, conditioned on one prefix: the checkpoints,
+        # and the staged data when there is a staging bucket.
+        grants = [("checkpoints", bucket, checkpoint_condition, f"checkpoints under {key_prefix}")]
         if staging is not None:
+            condition = blob_prefix_condition(STAGING_PREFIX, write=True)
+            grants.append(("staging", staging, condition, f"staged data under {STAGING_PREFIX}"))
+        for kind, granted, condition, what in grants:
             authorization.RoleAssignment(
-                f"{name}-staging-access",
-                scope=staging.arn_or_id,
+                f"{name}-{kind}-access",
+                scope=granted.arn_or_id,
                 role_definition_id=client.subscription_id.apply(
                     lambda sub: role_definition_id(sub, azure_job_role_guid(sub))
                 ),
                 principal_id=identity.principal_id,
+                # Skips the directory lookup that fails while a new identity is still replicating.
                 principal_type="ServicePrincipal",
-                condition=blob_prefix_condition(STAGING_PREFIX, write=True),
+                condition=condition,
                 condition_version="2.0",
-                description=f"spotroute job {job}: staged data under {STAGING_PREFIX} only",
+                description=f"spotroute job {job}: {what} only",
                 opts=child,
             )
         for i, (data_scope, data_condition) in enumerate(data):
@@ -267,10 +256,12 @@ class SpotGpuGroup(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        require_type(args, SpotGpuGroupArgs, "azure.SpotGpuGroup")
-        require_type(network, Network, "azure.SpotGpuGroup network")
-        require_type(identity, JobIdentity, "azure.SpotGpuGroup identity")
-        require_type(bucket, CheckpointBucket, "azure.SpotGpuGroup bucket")
+        check_group_inputs(
+            "azure.SpotGpuGroup",
+            args,
+            ((network, Network), (identity, JobIdentity), (bucket, CheckpointBucket)),
+            "Azure VM sizes",
+        )
         zone = _check_group_args(args)
         super().__init__("spotroute:azure:SpotGpuGroup", name, None, opts)
         job = args.job_name
@@ -485,18 +476,6 @@ def _self_delete_grant(
 
 def _check_group_args(args: SpotGpuGroupArgs) -> str:
     """Validate the group's Args before anything is registered; returns the zone number."""
-    if args.market not in MARKETS:
-        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
-    if isinstance(args.instance_types, str) or not args.instance_types:
-        raise ValueError("instance_types: give a non-empty tuple of Azure VM sizes")
-    if args.node_count < 1:
-        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
-    if args.max_price_per_hour <= 0:
-        raise ValueError(
-            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
-        )
-    if args.boot_disk_gb < 1:
-        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
     # Renders (and so validates env names, reserved keys, empty commands) before registering.
     render_startup_script(args.job_name, "https://validate/", args.job, secrets=NO_SECRET_STORE_YET)
     return zone_number(args.zone, args.region)

@@ -14,7 +14,7 @@ from pulumi_azure_native import (
 
 from components.args import (
     CheckpointBucketArgs,
-    require_type,
+    check_bucket_args,
 )
 from components.azure_names import (
     BLOB_HOST_SUFFIX,
@@ -43,15 +43,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         args: CheckpointBucketArgs,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        require_type(args, CheckpointBucketArgs, "azure.CheckpointBucket")
-        if args.noncurrent_version_days < 1:
-            raise ValueError(
-                f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
-            )
-        if args.expire_days < 0 or (args.expire_days and args.existing_url):
-            raise ValueError(
-                f"expire_days: {args.expire_days} — use 0, or days for a created staging container"
-            )
+        check_bucket_args("azure.CheckpointBucket", args, staging="container")
         existing = parse_blob_url(args.existing_url, "existing_url") if args.existing_url else None
         existing_id = (
             container_resource_id(

@@ -36,7 +36,9 @@ from components.args import (
     JobIdentityArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
-    require_type,
+    check_bucket_args,
+    check_group_inputs,
+    check_identity_inputs,
     secret_env_json,
 )
 from components.bootstrap.gcp_permissions import GCP_JOB_BUCKET_PREFIX
@@ -69,7 +71,6 @@ IMAGE_PROJECT = "deeplearning-platform-release"
 IMAGE_FAMILY = "common-cu128-ubuntu-2204-nvidia-570"
 GPU_IMAGE = f"projects/{IMAGE_PROJECT}/global/images/family/{IMAGE_FAMILY}"
 BOOT_DISK_TYPE = "pd-balanced"
-MARKETS = ("spot", "on-demand")
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 CHECKPOINT_ROLE = "roles/storage.objectUser"  # get/create/delete/list objects, no IAM changes
 DATA_ROLE = "roles/storage.objectViewer"
@@ -97,15 +98,7 @@ class CheckpointBucket(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        require_type(args, CheckpointBucketArgs, "gcp.CheckpointBucket")
-        if args.noncurrent_version_days < 1:
-            raise ValueError(
-                f"noncurrent_version_days: {args.noncurrent_version_days} — use 1 or more days"
-            )
-        if args.expire_days < 0 or (args.expire_days and args.existing_url):
-            raise ValueError(
-                f"expire_days: {args.expire_days} — use 0, or days for a created staging bucket"
-            )
+        check_bucket_args("gcp.CheckpointBucket", args, staging="bucket")
         existing = parse_gs_url(args.existing_url, "existing_url") if args.existing_url else None
         if existing is None:
             _check_bucket_name(name)
@@ -215,13 +208,9 @@ class JobIdentity(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         staging: CheckpointBucket | None = None,
     ) -> None:
-        require_type(args, JobIdentityArgs, "gcp.JobIdentity")
-        require_type(bucket, CheckpointBucket, "gcp.JobIdentity bucket")
-        if staging is not None:
-            require_type(staging, CheckpointBucket, "gcp.JobIdentity staging")
-        relative = args.checkpoint_prefix.strip("/")
-        relative_prefix = relative + "/" if relative else ""
-        object_prefix = bucket.key_prefix + relative_prefix
+        relative_prefix, object_prefix = check_identity_inputs(
+            "gcp.JobIdentity", args, bucket, staging, CheckpointBucket
+        )
         # Fails here, before registering anything, if the prefix would grant the whole bucket.
         prefix_condition("validate", object_prefix)
         data = [parse_gs_url(url, "data_urls") for url in args.data_urls if url.startswith("gs://")]
@@ -306,10 +295,12 @@ class SpotGpuGroup(pulumi.ComponentResource):
         bucket: CheckpointBucket,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        require_type(args, SpotGpuGroupArgs, "gcp.SpotGpuGroup")
-        require_type(network, Network, "gcp.SpotGpuGroup network")
-        require_type(identity, JobIdentity, "gcp.SpotGpuGroup identity")
-        require_type(bucket, CheckpointBucket, "gcp.SpotGpuGroup bucket")
+        check_group_inputs(
+            "gcp.SpotGpuGroup",
+            args,
+            ((network, Network), (identity, JobIdentity), (bucket, CheckpointBucket)),
+            "GCP machine types",
+        )
         _check_group_args(args)
         # GCP takes one machine shape per group: the planner's cheapest, listed first.
         machine_type, accelerators = machine_and_accelerators(
@@ -498,18 +489,6 @@ def _scheduling(market: str) -> gcp.compute.InstanceTemplateSchedulingArgs:
 
 
 def _check_group_args(args: SpotGpuGroupArgs) -> None:
-    if args.market not in MARKETS:
-        raise ValueError(f"market: {args.market!r} — use spot or on-demand")
-    if isinstance(args.instance_types, str) or not args.instance_types:
-        raise ValueError("instance_types: give a non-empty tuple of GCP machine types")
-    if args.node_count < 1:
-        raise ValueError(f"node_count: {args.node_count} — use 1 or more")
-    if args.max_price_per_hour <= 0:
-        raise ValueError(
-            f"max_price_per_hour: {args.max_price_per_hour} — use a positive USD price"
-        )
-    if args.boot_disk_gb < 1:
-        raise ValueError(f"boot_disk_gb: {args.boot_disk_gb} — use a size in GB")
     if args.zone and not args.zone.startswith(f"{args.region}-"):
         raise ValueError(
             f"zone: {args.zone!r} is not in region {args.region!r} — use e.g. {args.region}-a"

@@ -4,30 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    pass
-
+from policies.rules import resource_types as rt
 from policies.rules.model import (
     Settings,
     as_list,
     as_number,
     money,
     prop_at,
-)
-from policies.rules.resource_types import (
-    AWS_AUTOSCALING_GROUP,
-    AWS_FLEET,
-    AWS_INSTANCE,
-    AWS_LAUNCH_TEMPLATE,
-    AWS_SPOT_FLEET_REQUEST,
-    AWS_SPOT_INSTANCE_REQUEST,
-    AZURE_VM,
-    AZURE_VMSS,
-    GCP_INSTANCE_LIKE,
-    LOCAL_PROCESS,
-    MAX_PRICE_METADATA_KEY,
 )
 from policies.rules.spot import (
     spot_market,
@@ -48,7 +33,7 @@ class PriceCap:
 def price_cap(resource_type: str, props: Mapping[str, Any]) -> PriceCap | None:
     """The declared price cap of a GPU group resource; None if the type carries no price."""
     spot = spot_market(resource_type, props)
-    if resource_type == AWS_FLEET:
+    if resource_type == rt.AWS_FLEET:
         caps = [
             as_number(prop_at(override, "maxPrice"))
             for config in as_list(props.get("launchTemplateConfigs"))
@@ -64,21 +49,21 @@ def price_cap(resource_type: str, props: Mapping[str, Any]) -> PriceCap | None:
         if total is None and per_instance is not None and count:
             total = per_instance * count
         return PriceCap(per_instance, total, uncapped=spot and per_instance is None)
-    if resource_type in (AWS_LAUNCH_TEMPLATE, AWS_INSTANCE):
+    if resource_type in (rt.AWS_LAUNCH_TEMPLATE, rt.AWS_INSTANCE):
         if not spot:
             return None
         cap = as_number(prop_at(props, "instanceMarketOptions", "spotOptions", "maxPrice"))
         return PriceCap(cap, cap, uncapped=cap is None)
-    if resource_type == AWS_SPOT_INSTANCE_REQUEST:
+    if resource_type == rt.AWS_SPOT_INSTANCE_REQUEST:
         cap = as_number(props.get("spotPrice"))
         return PriceCap(cap, cap, uncapped=cap is None)
-    if resource_type == AWS_SPOT_FLEET_REQUEST:
+    if resource_type == rt.AWS_SPOT_FLEET_REQUEST:
         cap = as_number(props.get("spotPrice"))
         count = as_number(props.get("targetCapacity"))
         return PriceCap(
             cap, cap * count if cap is not None and count else None, uncapped=cap is None
         )
-    if resource_type == AWS_AUTOSCALING_GROUP:
+    if resource_type == rt.AWS_AUTOSCALING_GROUP:
         if not spot:
             return None
         cap = as_number(
@@ -88,23 +73,25 @@ def price_cap(resource_type: str, props: Mapping[str, Any]) -> PriceCap | None:
         return PriceCap(
             cap, cap * count if cap is not None and count else None, uncapped=cap is None
         )
-    if resource_type in (AZURE_VMSS, AZURE_VM):
+    if resource_type in (rt.AZURE_VMSS, rt.AZURE_VM):
         if not spot:
             return None
-        profile = props.get("virtualMachineProfile") if resource_type == AZURE_VMSS else props
+        profile = props.get("virtualMachineProfile") if resource_type == rt.AZURE_VMSS else props
         cap = as_number(prop_at(profile, "billingProfile", "maxPrice"))
         if cap is not None and cap < 0:  # -1: pay up to the pay-as-you-go price
             cap = None
-        count = as_number(prop_at(props, "sku", "capacity")) if resource_type == AZURE_VMSS else 1.0
+        count = (
+            as_number(prop_at(props, "sku", "capacity")) if resource_type == rt.AZURE_VMSS else 1.0
+        )
         return PriceCap(
             cap, cap * count if cap is not None and count else None, uncapped=cap is None
         )
-    if resource_type == LOCAL_PROCESS:
+    if resource_type == rt.LOCAL_PROCESS:
         cap = as_number(props.get("max_price_per_hour"))
         return PriceCap(cap, cap) if cap is not None else None
-    if resource_type in GCP_INSTANCE_LIKE:
+    if resource_type in rt.GCP_INSTANCE_LIKE:
         # GCP Spot VMs have no bid; the group's cap is only visible if the component records it.
-        cap = as_number(prop_at(props, "metadata", MAX_PRICE_METADATA_KEY))
+        cap = as_number(prop_at(props, "metadata", rt.MAX_PRICE_METADATA_KEY))
         return PriceCap(cap, None) if cap is not None else None
     return None
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    pass
-
+from policies.rules import resource_types as rt
 from policies.rules.labels import (
     label_maps,
 )
@@ -18,52 +16,40 @@ from policies.rules.model import (
     is_true,
     prop_at,
 )
-from policies.rules.resource_types import (
-    AWS_AUTOSCALING_GROUP,
-    AWS_FLEET,
-    AWS_INSTANCE,
-    AWS_LAUNCH_TEMPLATE,
-    AWS_SPOT_FLEET_REQUEST,
-    AWS_SPOT_INSTANCE_REQUEST,
-    AZURE_VM,
-    AZURE_VMSS,
-    GCP_INSTANCE_LIKE,
-    LOCAL_PROCESS,
-)
 
 # --- spot-requires-checkpointing -----------------------------------------------------------------
 
 
 def spot_market(resource_type: str, props: Mapping[str, Any]) -> bool:
     """True when this resource requests spot (or preemptible) capacity."""
-    if resource_type in (AWS_SPOT_INSTANCE_REQUEST, AWS_SPOT_FLEET_REQUEST):
+    if resource_type in (rt.AWS_SPOT_INSTANCE_REQUEST, rt.AWS_SPOT_FLEET_REQUEST):
         return True
-    if resource_type == AWS_FLEET:
+    if resource_type == rt.AWS_FLEET:
         spec = props.get("targetCapacitySpecification")
         return bool(prop_at(spec, "defaultTargetCapacityType") == "spot") or (
             (as_number(prop_at(spec, "spotTargetCapacity")) or 0) > 0
         )
-    if resource_type in (AWS_LAUNCH_TEMPLATE, AWS_INSTANCE):
+    if resource_type in (rt.AWS_LAUNCH_TEMPLATE, rt.AWS_INSTANCE):
         return bool(prop_at(props, "instanceMarketOptions", "marketType") == "spot")
-    if resource_type == AWS_AUTOSCALING_GROUP:
+    if resource_type == rt.AWS_AUTOSCALING_GROUP:
         distribution = prop_at(props, "mixedInstancesPolicy", "instancesDistribution")
         if not isinstance(distribution, Mapping):
             return False
         on_demand_pct = as_number(distribution.get("onDemandPercentageAboveBaseCapacity"))
         return on_demand_pct is not None and on_demand_pct < 100
-    if resource_type == LOCAL_PROCESS:
+    if resource_type == rt.LOCAL_PROCESS:
         return props.get("market") == "spot"
-    if resource_type in GCP_INSTANCE_LIKE:
+    if resource_type in rt.GCP_INSTANCE_LIKE:
         scheduling = props.get("scheduling")
         return str(prop_at(scheduling, "provisioningModel") or "").upper() == "SPOT" or is_true(
             prop_at(scheduling, "preemptible")
         )
-    if resource_type == AZURE_VMSS:
+    if resource_type == rt.AZURE_VMSS:
         return str(prop_at(props, "virtualMachineProfile", "priority") or "").lower() in (
             "spot",
             "low",
         )
-    if resource_type == AZURE_VM:
+    if resource_type == rt.AZURE_VM:
         return str(props.get("priority") or "").lower() in ("spot", "low")
     return False
 

@@ -157,16 +157,26 @@ def refresh_json(outcome: RefreshOutcome) -> dict[str, Any]:
     }
 
 
+def refresh_line(
+    console: Console, label: str, error: str | None, stored: str, *, prefix: str = ""
+) -> None:
+    """One refresh outcome (prices or quotas): its error in red, else what it stored in green."""
+    if error:
+        console.print(f"{prefix}[red]{label}[/]: {safe(error)}")
+    else:
+        console.print(f"{prefix}[green]{label}[/]: {stored}")
+
+
 def refresh_summary(outcomes: Sequence[RefreshOutcome]) -> None:
     console = _console()
     for o in outcomes:
-        if o.error:
-            console.print(f"[red]{o.cloud}[/]: {safe(o.error)}")
-        else:
-            console.print(
-                f"[green]{o.cloud}[/]: {o.quotes_stored} quotes from {len(o.regions)} "
-                f"regions, {o.instance_types} instance types in {o.elapsed_s:.1f}s"
-            )
+        refresh_line(
+            console,
+            o.cloud,
+            o.error,
+            f"{o.quotes_stored} quotes from {len(o.regions)} regions, {o.instance_types} "
+            f"instance types in {o.elapsed_s:.1f}s",
+        )
         for warning in o.warnings:
             console.print(f"  [yellow]{o.cloud}[/]: {safe(warning, limit=TEXT_CHARS)}")
 

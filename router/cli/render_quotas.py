@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from router.cli.render import _console, age, safe
+from router.cli.render import _console, age, refresh_line
 from router.core.quotas import UNITS, LaunchFailure
 
 if TYPE_CHECKING:
@@ -118,10 +118,11 @@ def refresh_json(outcome: QuotaRefreshOutcome) -> dict[str, Any]:
 def refresh_summary(outcomes: Sequence[QuotaRefreshOutcome], *, prefix: str = "") -> None:
     console = _console()
     for o in outcomes:
-        if o.error:
-            console.print(f"{prefix}[red]{o.cloud} quotas[/]: {safe(o.error)}")
-        else:
-            console.print(
-                f"{prefix}[green]{o.cloud} quotas[/]: {o.readings_stored} readings of "
-                f"{o.quotas} quotas in {len(o.regions)} regions in {o.elapsed_s:.1f}s"
-            )
+        refresh_line(
+            console,
+            f"{o.cloud} quotas",
+            o.error,
+            f"{o.readings_stored} readings of {o.quotas} quotas in {len(o.regions)} regions in "
+            f"{o.elapsed_s:.1f}s",
+            prefix=prefix,
+        )

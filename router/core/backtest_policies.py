@@ -8,7 +8,7 @@ calls — looked up on the module each call. router.core.backtest steps them thr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -78,61 +78,69 @@ def _usable(ctx: JobContext, state: RunState, cands: Sequence[Slot], now: dateti
     return [c for c in cands if zone_key(c) not in blocked]
 
 
-class OnDemandBaseline:
-    """Single cloud, on-demand: the cheapest on-demand placement in the home cloud, kept."""
+def _decision_inputs(ctx: JobContext, state: RunState) -> tuple[Progress, Current | None]:
+    """The job's progress and its current placement, as router.core.decide takes them."""
+    current = None
+    if state.current is not None:
+        assert state.since is not None
+        current = Current(state.current, state.since, state.interrupted)
+    progress = Progress(state.done_h, state.checkpointed_h, ctx.job.duration_h, ctx.job.arrival)
+    return progress, current
 
-    name = "on-demand"
-    label = "single-cloud on-demand"
 
-    def __init__(self, home_cloud: str) -> None:
-        self.home = home_cloud
+def _running(state: RunState) -> bool:
+    return state.current is not None and not state.interrupted
+
+
+def _place_anywhere(
+    ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime, home: str = ""
+) -> tuple[Action, Slot | None, str]:
+    """The cheapest usable spot placement in any cloud, else the cheapest usable one (`home`
+    is not used: every cloud is in)."""
+    usable = _usable(ctx, state, cands, now)
+    target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
+    return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
+
+
+def _on_demand_in_home(
+    ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime, home: str
+) -> tuple[Action, Slot | None, str]:
+    """The cheapest on-demand placement in the home cloud (any cloud's if it sells none)."""
+    in_home = [c for c in cands if c.cloud == home and c.market != SPOT]
+    target = _cheapest(ctx, state, in_home or [c for c in cands if c.market != SPOT])
+    return (REPLACE, target, "baseline") if target else (WAIT, None, "no on-demand")
+
+
+def _spot_in_home_first(
+    ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime, home: str
+) -> tuple[Action, Slot | None, str]:
+    """The next usable spot zone in the home cloud, else on-demand there."""
+    usable = _usable(ctx, state, cands, now)
+    if any(c.cloud == home for c in cands):
+        usable = [c for c in usable if c.cloud == home]
+    # (a job whose GPU the home cloud does not sell at all uses the other clouds)
+    target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
+    return (REPLACE, target, "fallback") if target else (WAIT, None, "nothing in home cloud")
+
+
+Place = Callable[
+    [JobContext, RunState, Sequence[Slot], datetime, str], tuple[Action, Slot | None, str]
+]
+
+
+class PlacedUntilInterrupted:
+    """Keeps a running placement; `place` chooses one at arrival and after an interruption
+    (`home`: the cloud a single-cloud policy places in, "" for all clouds)."""
+
+    def __init__(self, name: str, label: str, place: Place, home: str = "") -> None:
+        self.name, self.label, self.place, self.home = name, label, place, home
 
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
-        if state.current is not None and not state.interrupted:
+        if _running(state):
             return STAY, None, ""
-        home = [c for c in cands if c.cloud == self.home and c.market != SPOT]
-        target = _cheapest(ctx, state, home or [c for c in cands if c.market != SPOT])
-        return (REPLACE, target, "baseline") if target else (WAIT, None, "no on-demand")
-
-
-class SpotFallback:
-    """Single cloud, spot first; when interrupted, the next spot zone there, else on-demand."""
-
-    name = "spot-fallback"
-    label = "single-cloud spot + on-demand fallback"
-
-    def __init__(self, home_cloud: str) -> None:
-        self.home = home_cloud
-
-    def choose(
-        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
-    ) -> tuple[Action, Slot | None, str]:
-        if state.current is not None and not state.interrupted:
-            return STAY, None, ""
-        usable = _usable(ctx, state, cands, now)
-        if any(c.cloud == self.home for c in cands):
-            usable = [c for c in usable if c.cloud == self.home]
-        # (a job whose GPU the home cloud does not sell at all uses the other clouds)
-        target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
-        return (REPLACE, target, "fallback") if target else (WAIT, None, "nothing in home cloud")
-
-
-class SpotOnce:
-    """All clouds, spot, placed once: the cheapest at arrival; re-placed only when interrupted."""
-
-    name = "spot-once"
-    label = "multi-cloud spot, placed once"
-
-    def choose(
-        self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
-    ) -> tuple[Action, Slot | None, str]:
-        if state.current is not None and not state.interrupted:
-            return STAY, None, ""
-        usable = _usable(ctx, state, cands, now)
-        target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
-        return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
+        return self.place(ctx, state, cands, now, self.home)
 
 
 class DecidePolicy:
@@ -147,11 +155,7 @@ class DecidePolicy:
         rules = ctx.rules
         if self.deadlines and ctx.job.deadline is not None:
             rules = ctx.deadline_rules
-        current = None
-        if state.current is not None:
-            assert state.since is not None
-            current = Current(state.current, state.since, state.interrupted)
-        progress = Progress(state.done_h, state.checkpointed_h, ctx.job.duration_h, ctx.job.arrival)
+        progress, current = _decision_inputs(ctx, state)
         # Looked up on the module each call, so the backtest runs whatever decide() is now.
         d = decision.decide(rules, progress, current, cands, state.history, now)
         if d.commit_on_demand and not state.history.committed_on_demand:
@@ -173,18 +177,10 @@ class GreedyDeadline:
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
-        running = state.current is not None and not state.interrupted
+        running = _running(state)
         if ctx.job.deadline is None:
-            if running:
-                return STAY, None, ""
-            usable = _usable(ctx, state, cands, now)
-            target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
-            return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
-        current = None
-        if state.current is not None:
-            assert state.since is not None
-            current = Current(state.current, state.since, state.interrupted)
-        progress = Progress(state.done_h, state.checkpointed_h, ctx.job.duration_h, ctx.job.arrival)
+            return (STAY, None, "") if running else _place_anywhere(ctx, state, cands, now)
+        progress, current = _decision_inputs(ctx, state)
         _, slack, risk = decision.deadline_slack(ctx.deadline_rules, progress, current, now)
         if state.history.committed_on_demand or slack < risk:
             if not state.history.committed_on_demand:
@@ -205,9 +201,19 @@ class GreedyDeadline:
 def policies(home_cloud: str) -> tuple[Policy, ...]:
     """The replayed policies, baseline first (the optimum is computed separately)."""
     return (
-        OnDemandBaseline(home_cloud),
-        SpotFallback(home_cloud),
-        SpotOnce(),
+        # Single cloud, on-demand: the cheapest on-demand placement in the home cloud, kept.
+        PlacedUntilInterrupted(
+            "on-demand", "single-cloud on-demand", _on_demand_in_home, home_cloud
+        ),
+        # Single cloud, spot first; when interrupted, the next spot zone there, else on-demand.
+        PlacedUntilInterrupted(
+            "spot-fallback",
+            "single-cloud spot + on-demand fallback",
+            _spot_in_home_first,
+            home_cloud,
+        ),
+        # All clouds, spot, placed once: the cheapest at arrival; re-placed only when interrupted.
+        PlacedUntilInterrupted("spot-once", "multi-cloud spot, placed once", _place_anywhere),
         DecidePolicy("migrate", "multi-cloud + recovery + migration", deadlines=False),
         DecidePolicy("deadline-aware", "deadline-aware (Uniform Progress)", deadlines=True),
     )

@@ -13,10 +13,8 @@ from components import aws as aws_components
 from components import aws_network
 from components.args import (
     CheckpointBucketArgs,
-    JobCommand,
     JobIdentityArgs,
     NetworkArgs,
-    SpotGpuGroupArgs,
 )
 
 FLEET = "aws:ec2/fleet:Fleet"
@@ -450,49 +448,7 @@ def test_every_taggable_type_is_tagged_and_the_launch_template_tags_what_it_laun
     assert {"instance", "volume"} <= launched
 
 
-# --- construction-time errors -----------------------------------------------------------------
-
-
-def test_component_given_the_wrong_args_class_fails_before_creating_anything() -> None:
-    args = CheckpointBucketArgs(job_name="llm", region="us-east-1")
-
-    with pytest.raises(TypeError, match="NetworkArgs"):
-        run_components(lambda: aws_network.Network("llm", args))  # type: ignore[arg-type]
-
-
-def test_group_with_unknown_market_fails_at_construction() -> None:
-    def build() -> None:
-        network = aws_network.Network("llm", NetworkArgs(job_name="llm", region="us-east-1"))
-        bucket = aws_components.CheckpointBucket(
-            "llm", CheckpointBucketArgs(job_name="llm", region="us-east-1")
-        )
-        identity = aws_components.JobIdentity(
-            "llm",
-            JobIdentityArgs(job_name="llm", region="us-east-1", checkpoint_prefix="llm/"),
-            bucket,
-        )
-        aws_components.SpotGpuGroup(
-            "llm",
-            SpotGpuGroupArgs(
-                job_name="llm",
-                region="us-east-1",
-                zone="us-east-1a",
-                instance_types=("g5.xlarge",),
-                market="reserved",
-                max_price_per_hour=1.0,
-                node_count=1,
-                gpu="A10G",
-                gpu_count=1,
-                boot_disk_gb=100,
-                job=JobCommand(image="ghcr.io/acme/t:1", command=("python", "t.py")),
-            ),
-            network,
-            identity,
-            bucket,
-        )
-
-    with pytest.raises(ValueError, match="market"):
-        run_components(build)
+# --- components on their own (wrong Args, unknown market: test_component_contract.py) ---------
 
 
 def test_network_component_builds_on_its_own_without_a_program() -> None:

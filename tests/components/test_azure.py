@@ -26,10 +26,8 @@ from components import azure as azure_components
 from components import azure_names, azure_network, azure_storage
 from components.args import (
     CheckpointBucketArgs,
-    JobCommand,
     JobIdentityArgs,
     NetworkArgs,
-    SpotGpuGroupArgs,
 )
 from components.bootstrap.azure_permissions import azure_job_role_guid, azure_self_delete_role_guid
 from components.program import JOB_NAME
@@ -123,31 +121,17 @@ AZURE_STATES: dict[str, StateFiller] = {
 
 
 @pytest.fixture
-def azure_config() -> dict[str, Any]:
-    """A complete, valid `spotroute:*` config for an Azure spot placement (keys unprefixed)."""
+def azure_config(aws_config: dict[str, Any]) -> dict[str, Any]:
+    """A complete, valid `spotroute:*` config for an Azure spot placement (keys unprefixed):
+    conftest's AWS one with Azure's region, zone, VM sizes, GPU count, no data, price source."""
     return {
-        "jobName": "llm-finetune",
+        **aws_config,
         "cloud": "azure",
         "region": "eastus",
         "zone": "2",
         "instanceTypes": ["Standard_NC96ads_A100_v4", "Standard_NC48ads_A100_v4"],
-        "market": "spot",
-        "maxPrice": 20.0,
-        "nodeCount": 2,
-        "gpu": "A100-80GB",
         "gpuCount": 4,
-        "bootDiskGb": 200,
-        "job": {
-            "image": "ghcr.io/acme/trainer:1.4",
-            "command": ["python", "train.py", "--resume"],
-            "env": {"EPOCHS": "3"},
-        },
-        "checkpointing": True,
-        "checkpointUrl": "",
         "dataUrls": [],
-        "remoteAccess": False,
-        "labels": {"team": "ml-platform", "cost-center": "4711"},
-        "pricePerHour": 12.5,
         "priceSource": "azure-api",
     }
 
@@ -715,49 +699,7 @@ def test_every_resource_is_in_the_placement_location(azure_config: dict[str, Any
             assert resource.inputs["location"] == "eastus", resource.name
 
 
-# --- construction-time errors -----------------------------------------------------------------
-
-
-def test_component_given_the_wrong_args_class_fails_before_creating_anything() -> None:
-    args = CheckpointBucketArgs(job_name="llm", region="eastus")
-
-    with pytest.raises(TypeError, match="NetworkArgs"):
-        run_components(lambda: azure_network.Network("llm", args))  # type: ignore[arg-type]
-
-
-def test_group_with_unknown_market_fails_at_construction() -> None:
-    def build() -> None:
-        network = azure_network.Network("llm", NetworkArgs(job_name="llm", region="eastus"))
-        bucket = azure_storage.CheckpointBucket(
-            "llm", CheckpointBucketArgs(job_name="llm", region="eastus")
-        )
-        identity = azure_components.JobIdentity(
-            "llm",
-            JobIdentityArgs(job_name="llm", region="eastus", checkpoint_prefix="llm/"),
-            bucket,
-        )
-        azure_components.SpotGpuGroup(
-            "llm",
-            SpotGpuGroupArgs(
-                job_name="llm",
-                region="eastus",
-                zone="1",
-                instance_types=("Standard_NC4as_T4_v3",),
-                market="reserved",
-                max_price_per_hour=1.0,
-                node_count=1,
-                gpu="T4",
-                gpu_count=1,
-                boot_disk_gb=100,
-                job=JobCommand(image="ghcr.io/acme/t:1", command=("python", "t.py")),
-            ),
-            network,
-            identity,
-            bucket,
-        )
-
-    with pytest.raises(ValueError, match="market"):
-        run_components(build, calls=AZURE_CALLS, states=AZURE_STATES)
+# --- components on their own (wrong Args, unknown market: test_component_contract.py) ---------
 
 
 def test_network_component_builds_on_its_own_without_a_program() -> None:

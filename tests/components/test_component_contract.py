@@ -3,7 +3,9 @@
 The placement program runs under mocks for every registered target × market. Whatever a cloud
 creates must be a named child of one of its four components, reach its cloud through the
 placement's explicit provider, carry the standard labels, and expose nothing to the internet.
-Per-cloud test files hold only what differs between clouds.
+The cloud components (not the local target) also refuse a wrong Args class and an unknown market
+at construction, before anything is created. Per-cloud test files hold only what differs between
+clouds.
 """
 
 from __future__ import annotations
@@ -11,10 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import CapturedResource, CapturedStack, run_program
+from harness import CapturedResource, CapturedStack, run_components, run_program
 from test_azure import AZURE_CALLS, AZURE_STATES
 from test_gcp import GCP_STATES
 
+from components.args import (
+    CheckpointBucketArgs,
+    JobCommand,
+    JobIdentityArgs,
+    NetworkArgs,
+    SpotGpuGroupArgs,
+)
 from components.registry import cloud_components
 from policies.rules.network import internet_ingress_violations
 from policies.rules.resource_types import TAGGABLE_TYPES
@@ -167,3 +176,58 @@ def test_nothing_is_reachable_from_the_internet(cloud: str, market: str) -> None
     for resource in stack.custom_resources():
         assert internet_ingress_violations(resource.type, resource.inputs, {}) == [], resource.name
         assert public_storage_violations(resource.type, resource.inputs, {}) == [], resource.name
+
+
+# The clouds' components check their Args; the local target records what it is given.
+CLOUD_TARGETS = [cloud for cloud in CLOUDS if cloud != "local"]
+
+
+@pytest.mark.parametrize("cloud", CLOUD_TARGETS)
+def test_component_given_the_wrong_args_class_fails_before_creating_anything(cloud: str) -> None:
+    args = CheckpointBucketArgs(job_name="llm", region=TARGETS[cloud]["config"]["region"])
+    network, mocks = cloud_components(cloud).network, TARGETS[cloud].get("mocks", {})
+
+    with pytest.raises(TypeError, match="NetworkArgs"):
+        run_components(lambda: network("llm", args, None), **mocks)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("cloud", CLOUD_TARGETS)
+def test_group_with_unknown_market_fails_at_construction(cloud: str) -> None:
+    target, registered = TARGETS[cloud], cloud_components(cloud)
+    region = target["config"]["region"]
+
+    def build() -> None:
+        network = registered.network("llm", NetworkArgs(job_name="llm", region=region), None)
+        bucket = registered.checkpoint_bucket(
+            "llm", CheckpointBucketArgs(job_name="llm", region=region), None
+        )
+        identity = registered.job_identity(
+            "llm",
+            JobIdentityArgs(job_name="llm", region=region, checkpoint_prefix="llm/"),
+            bucket,
+            None,
+            None,
+        )
+        registered.gpu_group(
+            "llm",
+            SpotGpuGroupArgs(
+                job_name="llm",
+                region=region,
+                zone=target["config"]["zone"],
+                instance_types=tuple(target["instanceTypes"][:1]),
+                market="reserved",
+                max_price_per_hour=1.0,
+                node_count=1,
+                gpu="A100-80GB",
+                gpu_count=8,
+                boot_disk_gb=100,
+                job=JobCommand(image="ghcr.io/acme/t:1", command=("python", "t.py")),
+            ),
+            network,
+            identity,
+            bucket,
+            None,
+        )
+
+    with pytest.raises(ValueError, match="market"):
+        run_components(build, **target.get("mocks", {}))

@@ -53,31 +53,17 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*
 
 
 @pytest.fixture
-def gcp_config() -> dict[str, Any]:
-    """A complete, valid `spotroute:*` config for a GCP spot placement (keys without namespace)."""
+def gcp_config(aws_config: dict[str, Any]) -> dict[str, Any]:
+    """A complete, valid `spotroute:*` config for a GCP spot placement (keys without namespace):
+    conftest's AWS one with GCP's region, zone, machine type, data, labels and price source."""
     return {
-        "jobName": "llm-finetune",
+        **aws_config,
         "cloud": "gcp",
         "region": "us-central1",
         "zone": "us-central1-a",
         "instanceTypes": ["a2-ultragpu-8g"],
-        "market": "spot",
-        "maxPrice": 20.0,
-        "nodeCount": 2,
-        "gpu": "A100-80GB",
-        "gpuCount": 8,
-        "bootDiskGb": 200,
-        "job": {
-            "image": "ghcr.io/acme/trainer:1.4",
-            "command": ["python", "train.py", "--resume"],
-            "env": {"EPOCHS": "3"},
-        },
-        "checkpointing": True,
-        "checkpointUrl": "",
         "dataUrls": ["gs://acme-datasets/llm/"],
-        "remoteAccess": False,
         "labels": {"team": "ml-platform", "cost-center": "4711", "owner": "Jane.Doe@ACME"},
-        "pricePerHour": 12.5,
         "priceSource": "gcp-api",
     }
 
