@@ -160,6 +160,8 @@ def run_under_mocks(
 
 
 def _plain(value: Any) -> Any:
+    # The same as router.core.review's, on purpose: this runner imports nothing of router, so that
+    # the revision under review (code_root, put first on sys.path) supplies every spotroute module.
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -121,6 +121,17 @@ def _held(name: str, holder: object) -> Held:
     return Held(f"{name} is held by {who}", holder=who)
 
 
+def read_each(store: RecordStore, prefix: str) -> dict[str, dict[str, Any]]:
+    """`store.list(prefix)` for a store that reads one key at a time (a record deleted between
+    listing and reading is left out)."""
+    out = {}
+    for key in store.keys(prefix):
+        doc = store.get(key)
+        if doc is not None:
+            out[key] = doc
+    return out
+
+
 # --- file:// -------------------------------------------------------------------------------------
 
 
@@ -152,12 +163,7 @@ class FileRecords:
         return data if isinstance(data, dict) else None
 
     def list(self, prefix: str) -> dict[str, dict[str, Any]]:
-        out = {}
-        for key in self.keys(prefix):
-            doc = self.get(key)
-            if doc is not None:
-                out[key] = doc
-        return out
+        return read_each(self, prefix)
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
@@ -301,12 +307,7 @@ class S3Records:
         return data if isinstance(data, dict) else None
 
     def list(self, prefix: str) -> dict[str, dict[str, Any]]:
-        out = {}
-        for key in self.keys(prefix):
-            doc = self.get(key)
-            if doc is not None:
-                out[key] = doc
-        return out
+        return read_each(self, prefix)
 
     def keys(self, prefix: str) -> builtins.list[str]:
         try:
