@@ -42,6 +42,7 @@ LEASE_TTL_S = 300.0
 CHECKPOINT_TIMEOUT_S = 120.0  # the job must answer a save request within this
 RESUME_TIMEOUT_S = 120.0  # the new placement must say it restored within this
 POLL_S = 0.1
+REMOTE_POLL_S = 1.0  # on an object store: one listing a second while waiting, not ten
 
 
 class StepFailed(OperationFailed):
@@ -148,7 +149,12 @@ class Mover:
         kill_point(f"before:{step}")
         journal = journal.begin(step, _now())
         self.records.write_journal(journal)
-        data = getattr(self, "_" + step.replace("-", "_"))(journal)
+        try:
+            data = getattr(self, "_" + step.replace("-", "_"))(journal)
+        except (StepFailed, LeaseLost):
+            raise
+        except OperationFailed as exc:  # e.g. the checkpoint storage refused a read or write
+            raise StepFailed(exc.message) from None
         kill_point(f"after:{step}")
         journal = journal.finish(step, _now(), data)
         self.records.write_journal(journal)
@@ -172,7 +178,7 @@ class Mover:
             return {"skipped": "the old placement is gone: nothing to ask"}
         directory = self._old_checkpoint_dir(journal)
         ckpt.request_save(directory, journal.id, journal.from_stack, _now())
-        return {"request": journal.id, "dir": str(directory)}
+        return {"request": journal.id, "dir": directory.url}
 
     def _checkpoint_complete(self, journal: Journal) -> dict[str, Any]:
         directory = self._old_checkpoint_dir(journal)
@@ -195,7 +201,7 @@ class Mover:
                     f"the job did not answer the save request within "
                     f"{self.checkpoint_timeout_s:.0f} s (does it use the checkpoint library?)"
                 )
-            time.sleep(POLL_S)
+            time.sleep(_poll_s(directory))
 
     def _new_stack_up(self, journal: Journal) -> dict[str, Any]:
         from router.flows.launch import LaunchFailed, launch
@@ -264,10 +270,8 @@ class Mover:
     def _resume_confirmed(self, journal: Journal) -> dict[str, Any]:
         up = journal.data("new-stack-up")
         outputs = up.get("outputs") or {}
-        try:
-            directory = ckpt.checkpoint_dir(str(outputs.get("checkpointUrl", "")))
-        except OperationFailed as exc:  # cannot confirm there: the new stack must not linger
-            raise StepFailed(exc.message) from None
+        # Unreadable there (no driver, no access): StepFailed → rollback, the new stack goes.
+        directory = ckpt.checkpoint_store(str(outputs.get("checkpointUrl", "")))
         want = journal.data("checkpoint-complete").get("step")
         deadline = time.monotonic() + self.resume_timeout_s
         while True:
@@ -285,7 +289,7 @@ class Mover:
                     f"the job on {journal.to_stack} did not confirm it resumed within "
                     f"{self.resume_timeout_s:.0f} s"
                 )
-            time.sleep(POLL_S)
+            time.sleep(_poll_s(directory))
         self._switch_record(journal, up)
         return {"step": said.get("step"), "placement": journal.to_stack}
 
@@ -346,10 +350,10 @@ class Mover:
     def _record_place(record: dict[str, Any]) -> dict[str, Any]:
         return {k: record.get(k) for k in ("cloud", "region", "zone", "instance_type", "market")}
 
-    def _old_checkpoint_dir(self, journal: Journal) -> Path:
+    def _old_checkpoint_dir(self, journal: Journal) -> ckpt.CheckpointStore:
         try:
-            return ckpt.checkpoint_dir(str(journal.data("intent").get("checkpoint_url", "")))
-        except OperationFailed as exc:  # not readable here (yet): roll back, the job stays
+            return ckpt.checkpoint_store(str(journal.data("intent").get("checkpoint_url", "")))
+        except OperationFailed as exc:  # not readable here: roll back, the job stays
             raise StepFailed(exc.message) from None
 
     def _old_alive(self, journal: Journal) -> bool:
@@ -417,7 +421,11 @@ def placement_record(p: Placement) -> dict[str, Any]:
 def _ckpt_data(info: ckpt.CheckpointInfo | None) -> dict[str, Any]:
     if info is None:
         return {"step": None, "path": None, "bytes": 0}
-    return {"step": info.step, "path": str(info.path), "bytes": info.total_bytes}
+    return {"step": info.step, "path": info.path, "bytes": info.total_bytes}
+
+
+def _poll_s(store: ckpt.CheckpointStore) -> float:
+    return POLL_S if store.is_local else REMOTE_POLL_S
 
 
 def _group_alive(outputs: dict[str, Any]) -> bool:
