@@ -36,7 +36,8 @@ class FromEnvMixin(CheckpointerState):
         SPOTROUTE_NOTICE_SOURCE (aws | gcp | azure | local | none; default local = SIGTERM only),
         SPOTROUTE_METADATA_ENDPOINT (override the metadata base URL),
         SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS (JSON object passed to fsspec),
-        SPOTROUTE_CHECKPOINT_ASYNC (1 / 0).
+        SPOTROUTE_CHECKPOINT_ASYNC (1 / 0), SPOTROUTE_PLACEMENT_ID (the stack this process runs
+        as: the router's save requests name it).
         """
         env = dict(os.environ if environ is None else environ)
         url = env.get("SPOTROUTE_CHECKPOINT_URL") or env.get("SPOTROUTE_CHECKPOINT_DIR")
@@ -71,6 +72,7 @@ class FromEnvMixin(CheckpointerState):
             "handle_sigterm": source_name != "none",
             "asynchronous": env.get("SPOTROUTE_CHECKPOINT_ASYNC", "1") not in ("0", "false", "no"),
             "storage_options": storage_options,
+            "placement": env.get("SPOTROUTE_PLACEMENT_ID", ""),
         }
         settings.update(overrides)
         return cls(url, **settings)
