@@ -38,7 +38,7 @@ from router.checkpoint.dcp import (
     without_zip_crc,
 )
 from router.checkpoint.environment import DEFAULT_INTERVAL_S, DEFAULT_KEEP, FromEnvMixin
-from router.checkpoint.handover import HandOverMixin
+from router.checkpoint.handover import RESTORE_WAIT_S, HandOverMixin
 from router.checkpoint.manifest import (
     MANIFEST_NAME,
     FileEntry,
@@ -85,6 +85,8 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         reuse_staging_memory: bool = True,
         placement: str = "",
         request_poll_s: float | None = None,
+        restore_step: int | None = None,
+        restore_wait_s: float = RESTORE_WAIT_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if keep < 1:
@@ -97,6 +99,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         self.job_id = job_id
         self.placement = placement  # the stack this process runs as (save requests name it)
         self.request_poll_s = request_poll_s
+        self.restore_step, self.restore_wait_s = restore_step, restore_wait_s  # handover.py
         self.asynchronous = asynchronous
         self.exit_on_notice = exit_on_notice
         # Asynchronous saves keep their CPU staging copy between saves (see _async_stager).
@@ -133,6 +136,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         damaged newest checkpoint is skipped, with a message, for the one before it.
         """
         self._remember(objects)
+        self._await_handover()
         resume = Resume()
         rejected: list[str] = []
         partial = False

@@ -37,7 +37,8 @@ class FromEnvMixin(CheckpointerState):
         SPOTROUTE_METADATA_ENDPOINT (override the metadata base URL),
         SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS (JSON object passed to fsspec),
         SPOTROUTE_CHECKPOINT_ASYNC (1 / 0), SPOTROUTE_PLACEMENT_ID (the stack this process runs
-        as: the router's save requests name it).
+        as: the router's save requests name it), SPOTROUTE_RESTORE_STEP and
+        SPOTROUTE_RESTORE_WAIT (a migration's new placement: wait this long for that step).
         """
         env = dict(os.environ if environ is None else environ)
         url = env.get("SPOTROUTE_CHECKPOINT_URL") or env.get("SPOTROUTE_CHECKPOINT_DIR")
@@ -74,6 +75,15 @@ class FromEnvMixin(CheckpointerState):
             "storage_options": storage_options,
             "placement": env.get("SPOTROUTE_PLACEMENT_ID", ""),
         }
+        try:
+            if env.get("SPOTROUTE_RESTORE_STEP"):
+                settings["restore_step"] = int(env["SPOTROUTE_RESTORE_STEP"])
+            if env.get("SPOTROUTE_RESTORE_WAIT"):
+                settings["restore_wait_s"] = parse_interval_s(env["SPOTROUTE_RESTORE_WAIT"])
+        except ValueError as error:
+            raise CheckpointError(
+                f"SPOTROUTE_RESTORE_STEP / SPOTROUTE_RESTORE_WAIT: {error}"
+            ) from error
         settings.update(overrides)
         return cls(url, **settings)
 

@@ -14,6 +14,11 @@ The router talks to the job through files beside the checkpoints, on whatever st
                      how the router confirms the new placement restored the handed-over step.
   finished.json      written by `mark_finished(step)` when training ran to the end.
 
+A new placement whose checkpoints live elsewhere (another bucket, another cloud) starts before the
+router has copied the handed-over checkpoint there; the router tells it which step to wait for
+(SPOTROUTE_RESTORE_STEP, in the new stack's job env), and `restore` waits for a complete
+checkpoint of at least that step (SPOTROUTE_RESTORE_WAIT, default 30 minutes) before it reads.
+
 On a local disk the request is read at most every 0.2 s, on an object store every 5 s (one small
 GET; `request_poll_s` overrides), by rank 0, and the decision is shared with every rank.
 """
@@ -26,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from router.checkpoint.results import Resume, now_iso
+from router.checkpoint.results import CheckpointError, Resume, now_iso
 from router.checkpoint.state import CheckpointerState
 
 log = logging.getLogger("spotroute.checkpoint")
@@ -36,6 +41,7 @@ RESUMED_NAME = "resumed.json"
 FINISHED_NAME = "finished.json"
 LOCAL_POLL_S = 0.2
 REMOTE_POLL_S = 5.0
+RESTORE_WAIT_S = 1800.0  # a copy between clouds of a large checkpoint takes a while
 EXIT_HANDED_OVER = 0  # the new placement goes on: this process has nothing left to do
 
 
@@ -44,6 +50,8 @@ class HandOverMixin(CheckpointerState):
 
     placement: str
     request_poll_s: float | None
+    restore_step: int | None
+    restore_wait_s: float
     _request: dict[str, Any] | None = None
     _request_read_at: float = float("-inf")
     _answered: str | None = None
@@ -124,6 +132,24 @@ class HandOverMixin(CheckpointerState):
                     raise SystemExit(EXIT_HANDED_OVER)
                 return
             time.sleep(self._poll_s() if self.location.is_local else 1.0)
+
+    def _await_handover(self) -> None:
+        """Before a restore: wait for the handed-over step to be complete here (rank 0)."""
+        want = self.restore_step
+        if want is None or self._ranks.rank != 0:
+            return
+        deadline, said = time.monotonic() + self.restore_wait_s, False
+        while not any(s >= want and self.location.has_manifest(s) for s in self.location.steps()):
+            if time.monotonic() > deadline:
+                raise CheckpointError(
+                    f"the handed-over checkpoint of step {want} did not arrive under {self.url} "
+                    f"within {self.restore_wait_s:.0f} s (SPOTROUTE_RESTORE_WAIT) — the router "
+                    "copies it there during `route migrate`; see its journal"
+                )
+            if not said:
+                log.info("spotroute: waiting for the handed-over checkpoint of step %d", want)
+                said = True
+            time.sleep(self._poll_s() if self.location.is_local else 2.0)
 
     def _resumed(self, resume: Resume) -> Resume:
         """Write the resume record (rank 0) after a restore, whatever it found."""

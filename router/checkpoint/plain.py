@@ -77,6 +77,7 @@ class PlainDirectoryMixin(CheckpointerState):
 
     def restore_files(self, directory: str | Path) -> Resume:
         """Download the newest verified `save_files` checkpoint into `directory`."""
+        self._await_handover()
         resume = Resume()
         manifest = self._choose_checkpoint(resume.messages)
         if manifest is None:

@@ -42,6 +42,7 @@ LEASE_TTL_S = 300.0
 CHECKPOINT_TIMEOUT_S = 120.0  # the job must answer a save request within this
 RESUME_TIMEOUT_S = 120.0  # the new placement must say it restored within this
 POLL_S = 0.1
+RESTORE_STEP_ENV = "SPOTROUTE_RESTORE_STEP"  # the library's restore waits for this step
 REMOTE_POLL_S = 1.0  # on an object store: one listing a second while waiting, not ten
 
 
@@ -224,9 +225,14 @@ class Mover:
             candidates = same + [
                 p for p in ranked if p not in same and not _same_zone(placement_record(p), lost)
             ]
+        job = report.job
+        step = journal.data("checkpoint-complete").get("step")
+        if step is not None:  # a new job on other storage waits for the copy of this step
+            env = {**job.run.env, RESTORE_STEP_ENV: str(step)}
+            job = job.model_copy(update={"run": job.run.model_copy(update={"env": env})})
         try:
             outcome, proposal, tries = launch(
-                report.job,
+                job,
                 report.org,
                 candidates,
                 project=self.project,
@@ -278,7 +284,7 @@ class Mover:
             said = ckpt.resumed(directory)
             if (
                 said is not None
-                and said.get("placement") == journal.to_stack
+                and _written_by_new_job(said, journal)
                 and (want is None or int(said.get("step", -1)) >= int(want))
             ):
                 break
@@ -422,6 +428,20 @@ def _ckpt_data(info: ckpt.CheckpointInfo | None) -> dict[str, Any]:
     if info is None:
         return {"step": None, "path": None, "bytes": 0}
     return {"step": info.step, "path": info.path, "bytes": info.total_bytes}
+
+
+def _written_by_new_job(said: dict[str, Any], journal: Journal) -> bool:
+    """The resume record names the new stack; or names none (a cloud node need not know its
+    stack) and was written after the new stack was begun."""
+    if said.get("placement"):
+        return said.get("placement") == journal.to_stack
+    record = journal.steps.get("new-stack-up")
+    try:
+        written = datetime.fromisoformat(str(said.get("time")))
+        begun = datetime.fromisoformat(record.begun_at) if record else None
+        return begun is not None and written >= begun.replace(microsecond=0)
+    except (ValueError, TypeError):  # no time, or one without a zone
+        return False
 
 
 def _poll_s(store: ckpt.CheckpointStore) -> float:

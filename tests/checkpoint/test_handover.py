@@ -9,12 +9,14 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
 from servers import Store
 from training import reference, run, same
 
-from router.checkpoint import Checkpointer, Notice
+from router.checkpoint import Checkpointer, CheckpointError, Notice
 from router.config import checkpoints as router_files
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -86,3 +88,27 @@ def test_a_save_request_is_answered_held_released_and_the_new_placement_confirms
     thread.join(30)
     assert ended == {"exit": 0} and progress[-1] == handed.step - 1
     assert router_files.marker(router) is None, "a handed-over job is not an interruption"
+
+
+def test_a_new_placement_on_other_storage_waits_for_the_copy_of_the_handed_over_step(
+    local_store: Store, tmp_path: Path
+) -> None:
+    from router.config.checkpoint_copy import copy_checkpoint
+
+    source = Store("file", f"file://{tmp_path}/old", {}, {})
+    with checkpointer(source, "train") as old:
+        run(old, seed=5, steps=6)
+        old.save(6, blocking=True)
+    new = Checkpointer(local_store.url, interval_s=None, handle_sigterm=False, notice_sources=[],
+                       placement="train.2", restore_step=6, restore_wait_s=60)  # fmt: skip
+    copier = threading.Timer(0.5, copy_checkpoint, (source.url, local_store.url, 6))
+    copier.start()  # the router's checkpoint-copied step, after the new job started
+    final, restored = run(new, seed=5, steps=8)
+    new.close()
+    assert restored == 6 and same(final, reference(seed=5, steps=8))
+
+    late = Checkpointer(f"file://{tmp_path}/empty", interval_s=None, handle_sigterm=False,
+                        notice_sources=[], restore_step=6, restore_wait_s=0.3)  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"step 6 did not arrive .* within 0 s"):
+        late.restore_files(tmp_path / "out")
+    late.close()

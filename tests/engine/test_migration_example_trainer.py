@@ -61,6 +61,8 @@ def test_the_example_trainer_hands_over_to_a_new_placement_and_ends_as_if_it_nev
     record = placement(route, JOB)
     assert (record["region"], record["stack"]) == ("local-b", f"{JOB}.2")
     assert backend_stacks(route) == [f"{JOB}.2"]
+    # the new stack's job waits for that step (a copy to other storage lands after it starts)
+    assert route.stack_config(f"{JOB}.2")["job"]["env"]["SPOTROUTE_RESTORE_STEP"] == str(handed)
     assert route.job_leaders() == [group_pid(record["outputs"])] != [old_pid]
 
     # the library answered the request in the manifest, held, and stopped quietly when let go

@@ -134,3 +134,16 @@ def test_checkpoints_the_library_writes_count_for_the_router(tmp_path: Path) -> 
     assert latest is not None and latest.step == 5 and latest.total_bytes >= 4096
     (url / "step-000000000005" / "weights.bin").write_bytes(b"\x02" * 4096)
     assert ckpt.latest_checkpoint(url) is None, "a changed file must not count"
+
+
+def test_a_resume_record_counts_when_it_names_the_new_stack_or_none_and_is_newer() -> None:
+    from router.flows.migrate import _written_by_new_job
+
+    j = _journal().begin("new-stack-up", NOW)
+    later, earlier = "2026-12-01T10:00:05+00:00", "2026-12-01T09:59:00+00:00"
+    assert _written_by_new_job({"placement": "train.2", "time": earlier}, j)
+    assert not _written_by_new_job({"placement": "train", "time": later}, j)  # the old job
+    # a cloud node that does not know its stack: only a record written since the stack began
+    assert _written_by_new_job({"placement": "", "time": later}, j)
+    assert not _written_by_new_job({"placement": "", "time": earlier}, j)
+    assert not _written_by_new_job({"placement": "", "time": "2026-12-01T10:00:05"}, j)
