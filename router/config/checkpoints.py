@@ -52,6 +52,10 @@ AZURE_BLOB_SUFFIX = ".blob.core.windows.net"
 BLOCK = 8 << 20  # bytes per read while checksumming
 
 
+class CheckpointStorageError(OperationFailed):
+    """The checkpoint storage cannot be opened, read or written (no driver, no access, down)."""
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointInfo:
     """One complete, verified checkpoint."""
@@ -81,7 +85,7 @@ def storage_fs(url: str, options: dict[str, dict[str, Any]] | None = None) -> tu
             url, skip_instance_cache=True, **{**extra, **(options or {}).get(scheme, {})}
         )
     except (ImportError, ValueError) as exc:
-        raise OperationFailed(
+        raise CheckpointStorageError(
             f"checkpoint URL {url}: no storage driver for {scheme}:// ({exc}) — pip install "
             "s3fs / gcsfs / adlfs"
         ) from None
@@ -150,8 +154,9 @@ class CheckpointStore:
             raise self._failed(f"cannot remove {name}", exc) from None
         self.fs.invalidate_cache(self.root)
 
-    def _failed(self, what: str, exc: Exception) -> OperationFailed:
-        return OperationFailed(f"checkpoints at {self.url}: {what}: {type(exc).__name__}: {exc}")
+    def _failed(self, what: str, exc: Exception) -> CheckpointStorageError:
+        kind = type(exc).__name__
+        return CheckpointStorageError(f"checkpoints at {self.url}: {what}: {kind}: {exc}")
 
     def step_dirs(self) -> list[str]:
         """Step directory names under the root, newest (highest step) first."""
@@ -173,7 +178,7 @@ def checkpoint_store(
     """The store of a checkpoint URL (file://, s3://, gs://, az://, Azure https, a plain path)."""
     text = str(url)
     if not text:
-        raise OperationFailed("the placement has no checkpointUrl output: nothing to hand over")
+        raise CheckpointStorageError("the placement has no checkpointUrl output: nothing to read")
     fs, root = storage_fs(text, options)
     return CheckpointStore(text, fs, root.rstrip("/") or "/")
 

@@ -152,9 +152,7 @@ class Mover:
         self.records.write_journal(journal)
         try:
             data = getattr(self, "_" + step.replace("-", "_"))(journal)
-        except (StepFailed, LeaseLost):
-            raise
-        except OperationFailed as exc:  # e.g. the checkpoint storage refused a read or write
+        except ckpt.CheckpointStorageError as exc:  # refused a read or write: a failed step
             raise StepFailed(exc.message) from None
         kill_point(f"after:{step}")
         journal = journal.finish(step, _now(), data)
