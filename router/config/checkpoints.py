@@ -132,14 +132,11 @@ class CheckpointStore:
         blob = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
         path = self.path(name)
         try:
-            if self.is_local:
-                os.makedirs(self.root, exist_ok=True)
+            if self.is_local:  # a rename within the directory replaces the file at once
                 tmp = posixpath.join(self.root, f".{name}.tmp-{os.getpid()}")
-                with open(tmp, "wb") as handle:
-                    handle.write(blob)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, path)
+                self.fs.makedirs(self.root, exist_ok=True)
+                self.fs.pipe_file(tmp, blob)
+                self.fs.mv(tmp, path)
             else:
                 self.fs.pipe_file(path, blob)
         except Exception as exc:

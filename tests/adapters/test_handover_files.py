@@ -1,11 +1,13 @@
 """The router's side of the hand-over files (router/config/checkpoints.py) on every storage a
 checkpoint URL can name: a local directory, S3 (moto's server), GCS (fake-gcs-server) and Azure
-Blob (Azurite). The router finds each server as it would a cloud: through the environment the
+Blob (Azurite), ending with a real Mover's checkpoint steps against the checkpoint library. The
+router finds each server as it would a cloud: through the environment the
 drivers read (AWS_ENDPOINT_URL, STORAGE_EMULATOR_HOST, AZURE_STORAGE_CONNECTION_STRING)."""
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 import zlib
 from collections.abc import Iterator
@@ -103,3 +105,45 @@ def test_a_url_no_driver_can_read_is_one_clean_error() -> None:
         ckpt.checkpoint_store("nosuch://bucket/job")
     with pytest.raises(OperationFailed, match="no checkpointUrl"):
         ckpt.checkpoint_store("")
+
+
+def test_the_movers_checkpoint_steps_run_on_this_storage_with_the_library_answering(
+    url: str, tmp_path: Path
+) -> None:
+    """checkpoint-requested and checkpoint-complete of a real Mover against a job that uses the
+    checkpoint library on this storage (plain-directory mode, found through the environment)."""
+    import threading
+
+    from router.checkpoint import Checkpointer, Notice
+    from router.core.journal import Journal
+    from router.flows.migrate import Mover
+
+    job = Checkpointer(url, interval_s=None, every_steps=50, handle_sigterm=False,
+                       notice_sources=[], placement="train", request_poll_s=0.05)  # fmt: skip
+    ended: dict[str, object] = {}
+
+    def train() -> None:
+        state = tmp_path / "state"
+        state.mkdir()
+        try:
+            for step in range(1, 100_000):
+                (state / "w.txt").write_text(str(step))
+                if job.due(step):
+                    job.save_files(step, state)
+                time.sleep(0.005)
+        except SystemExit as stop:
+            ended["exit"] = stop.code
+
+    thread = threading.Thread(target=train, daemon=True)
+    thread.start()
+    journal = Journal("m-7", "train", "migrate", "train", "train.2", {"cloud": "aws"}, "test",
+                      NOW.isoformat()).finish("intent", NOW, {"checkpoint_url": url})  # fmt: skip
+    mover = Mover(None, None, "test", None, checkpoint_timeout_s=60)  # type: ignore[arg-type]
+    asked = mover._checkpoint_requested(journal)
+    assert asked == {"request": "m-7", "dir": url}
+    complete = mover._checkpoint_complete(journal)
+    assert complete["step"] > 0 and complete["bytes"] > 0, complete
+    job.watcher.record(Notice(cloud="aws", kind="terminate", notice_time=datetime.now(UTC)))
+    thread.join(30)
+    assert ended == {"exit": 0}, "the job stops quietly once handed over"
+    job.close()
