@@ -1,8 +1,8 @@
 """The router's side of the hand-over files (router/config/checkpoints.py) on every storage a
 checkpoint URL can name: a local directory, S3 (moto's server), GCS (fake-gcs-server) and Azure
-Blob (Azurite), ending with a real Mover's checkpoint steps against the checkpoint library. The
-router finds each server as it would a cloud: through the environment the
-drivers read (AWS_ENDPOINT_URL, STORAGE_EMULATOR_HOST, AZURE_STORAGE_CONNECTION_STRING)."""
+Blob (Azurite), ending with a real Mover's checkpoint steps answered by the checkpoint library.
+The router finds each server as it would a cloud: through the environment the drivers read
+(AWS_ENDPOINT_URL, STORAGE_EMULATOR_HOST, AZURE_STORAGE_CONNECTION_STRING)."""
 
 from __future__ import annotations
 
