@@ -3,10 +3,13 @@
     SPOTROUTE_CHECKPOINT_URL=file:///tmp/train-ckpt python examples/train/train.py
 
 Deployed by spotroute (examples/train/job.yaml) the stack sets SPOTROUTE_CHECKPOINT_URL,
-SPOTROUTE_CHECKPOINT_INTERVAL, SPOTROUTE_JOB_ID and SPOTROUTE_NOTICE_SOURCE. Stop it (SIGTERM, or
-a spot notice on a cloud) and it saves, writes interruption.json next to its checkpoints and exits
-75; start it again and it resumes from that step. At the end it prints a digest of its parameters:
-an interrupted and resumed run prints the same digest as one that was never interrupted.
+SPOTROUTE_CHECKPOINT_INTERVAL, SPOTROUTE_JOB_ID, SPOTROUTE_PLACEMENT_ID and
+SPOTROUTE_NOTICE_SOURCE. Stop it (SIGTERM, or a spot notice on a cloud) and it saves, writes
+interruption.json next to its checkpoints and exits 75; start it again and it resumes from that
+step. It takes part in `route migrate`: the library answers the router's save request at the next
+step (in `maybe_save`) and holds, and `restore` writes the resume record the router waits for.
+At the end it prints a digest of its parameters: an interrupted, moved and resumed run prints the
+same digest as one that was never interrupted.
 
 Settings (environment): TRAIN_STEPS (default 300), TRAIN_STEP_S (sleep per step, default 0.02),
 TRAIN_SEED (0), TRAIN_RESULT (a path to write the final digest to).
@@ -69,10 +72,12 @@ def main() -> None:
             scheduler.step()
             if (step + 1) % 50 == 0:
                 print(f"train: step {step + 1} loss {loss.item():.5f}", flush=True)
-            # Saves when the interval has passed; on a notice saves now and exits 75.
+            # Saves when the interval has passed; on a notice saves now and exits 75; on the
+            # router's save request saves now and holds until the hand-over is done.
             ckpt.maybe_save(step + 1, epoch=epoch, data_position={"epoch": epoch, "batch": index})
             time.sleep(step_s)
         ckpt.save(steps, blocking=True)
+        ckpt.mark_finished(steps)
     digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
     print(f"train: done at step {steps}, parameters sha256 {digest.hexdigest()}", flush=True)
     if os.environ.get("TRAIN_RESULT"):

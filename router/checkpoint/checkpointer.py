@@ -38,6 +38,7 @@ from router.checkpoint.dcp import (
     without_zip_crc,
 )
 from router.checkpoint.environment import DEFAULT_INTERVAL_S, DEFAULT_KEEP, FromEnvMixin
+from router.checkpoint.handover import RESTORE_WAIT_S, HandOverMixin
 from router.checkpoint.manifest import (
     MANIFEST_NAME,
     FileEntry,
@@ -64,8 +65,9 @@ warnings.filterwarnings(
 STATE_DICT_KEYS = ("model", "optimizer", "scheduler", "scaler")
 
 
-class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin):
-    """Saves and restores checkpoints under one URL; acts on preemption notices."""
+class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandOverMixin):
+    """Saves and restores checkpoints under one URL; acts on preemption notices and on the
+    router's save requests (handover.py)."""
 
     def __init__(
         self,
@@ -81,6 +83,10 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin):
         storage_options: dict[str, Any] | None = None,
         exit_on_notice: bool = True,
         reuse_staging_memory: bool = True,
+        placement: str = "",
+        request_poll_s: float | None = None,
+        restore_step: int | None = None,
+        restore_wait_s: float = RESTORE_WAIT_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if keep < 1:
@@ -91,6 +97,9 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin):
         self.every_steps = every_steps
         self.keep = keep
         self.job_id = job_id
+        self.placement = placement  # the stack this process runs as (save requests name it)
+        self.request_poll_s = request_poll_s
+        self.restore_step, self.restore_wait_s = restore_step, restore_wait_s  # handover.py
         self.asynchronous = asynchronous
         self.exit_on_notice = exit_on_notice
         # Asynchronous saves keep their CPU staging copy between saves (see _async_stager).
@@ -127,6 +136,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin):
         damaged newest checkpoint is skipped, with a message, for the one before it.
         """
         self._remember(objects)
+        self._await_handover()
         resume = Resume()
         rejected: list[str] = []
         partial = False
@@ -168,7 +178,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin):
             )
             self.last_saved_step = manifest.step
             self._last_save_at = self._clock()
-            return self._say(resume)
+            return self._resumed(self._say(resume))
         resume.messages.extend(f"{note} — skipped" for note in rejected)
         if partial:
             # Damage found after some tensors were copied in: the objects are not fresh either.
@@ -179,7 +189,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin):
                 "step-* directories"
             )
         resume.messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
-        return self._say(resume)
+        return self._resumed(self._say(resume))
 
     def _candidates(self) -> list[tuple[int, Manifest | None, str | None]]:
         """Every step directory, newest first, with its manifest or why it has none (all ranks)."""
@@ -300,17 +310,20 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin):
 
         Call once per training step, on every rank, with the number of steps completed. On a
         preemption notice it saves synchronously, writes the interruption marker and raises
-        SystemExit(EXIT_PREEMPTED). Returns True when a save started.
+        SystemExit(EXIT_PREEMPTED). On the router's save request it saves synchronously and
+        holds while the request stands (handover.py). Returns True when a save started.
         """
         self._remember(objects)
         terminal = self._terminal_notice()
+        request = self._save_request()
         rebalance = self.watcher.take_rebalance()
         due = (
             (self.every_steps is not None and step > 0 and step % self.every_steps == 0)
             or (self.interval_s is not None and self._clock() - self._last_save_at
                 >= self.interval_s)
         )
-        flags = [int(terminal is not None), int(rebalance is not None), int(due), step, -step]
+        flags = [int(terminal is not None), int(rebalance is not None), int(due), step, -step,
+                 int(request is not None)]
         if self._ranks.distributed:
             flags = self._ranks.all_max(flags)
             if flags[3] != -flags[4]:
@@ -322,6 +335,9 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin):
             self._save_on_notice(step, terminal, epoch=epoch, data_position=data_position,
                                  user=user)
             return True
+        if flags[5]:
+            return self._answer_request(step, request, lambda: self.save(
+                step, blocking=True, epoch=epoch, data_position=data_position, user=user))
         if flags[1]:
             notice = rebalance or Notice(cloud="unknown", kind="rebalance",
                                          notice_time=datetime.now(UTC))

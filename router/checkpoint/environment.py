@@ -36,7 +36,9 @@ class FromEnvMixin(CheckpointerState):
         SPOTROUTE_NOTICE_SOURCE (aws | gcp | azure | local | none; default local = SIGTERM only),
         SPOTROUTE_METADATA_ENDPOINT (override the metadata base URL),
         SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS (JSON object passed to fsspec),
-        SPOTROUTE_CHECKPOINT_ASYNC (1 / 0).
+        SPOTROUTE_CHECKPOINT_ASYNC (1 / 0), SPOTROUTE_PLACEMENT_ID (the stack this process runs
+        as: the router's save requests name it), SPOTROUTE_RESTORE_STEP and
+        SPOTROUTE_RESTORE_WAIT (a migration's new placement: wait this long for that step).
         """
         env = dict(os.environ if environ is None else environ)
         url = env.get("SPOTROUTE_CHECKPOINT_URL") or env.get("SPOTROUTE_CHECKPOINT_DIR")
@@ -71,7 +73,17 @@ class FromEnvMixin(CheckpointerState):
             "handle_sigterm": source_name != "none",
             "asynchronous": env.get("SPOTROUTE_CHECKPOINT_ASYNC", "1") not in ("0", "false", "no"),
             "storage_options": storage_options,
+            "placement": env.get("SPOTROUTE_PLACEMENT_ID", ""),
         }
+        try:
+            if env.get("SPOTROUTE_RESTORE_STEP"):
+                settings["restore_step"] = int(env["SPOTROUTE_RESTORE_STEP"])
+            if env.get("SPOTROUTE_RESTORE_WAIT"):
+                settings["restore_wait_s"] = parse_interval_s(env["SPOTROUTE_RESTORE_WAIT"])
+        except ValueError as error:
+            raise CheckpointError(
+                f"SPOTROUTE_RESTORE_STEP / SPOTROUTE_RESTORE_WAIT: {error}"
+            ) from error
         settings.update(overrides)
         return cls(url, **settings)
 

@@ -22,7 +22,7 @@ class PlainDirectoryMixin(CheckpointerState):
 
     def due(self, step: int) -> bool:
         """True when a save is due (interval passed or a notice arrived): for save_files users."""
-        if self._terminal_notice() is not None:
+        if self._terminal_notice() is not None or self._save_request() is not None:
             return True
         if self.every_steps is not None and step > 0 and step % self.every_steps == 0:
             return True
@@ -65,6 +65,8 @@ class PlainDirectoryMixin(CheckpointerState):
             saved = True
         self._last_save_at = self._clock()
         notice = self._terminal_notice()
+        if notice is None and self._answer_request(step, self._request, lambda: None):
+            return saved  # saved above for the router's request: marked, held, let go
         if notice is not None:
             self._write_marker(notice, step, exiting=True)
             self.watcher.acknowledge(notice)
@@ -75,10 +77,11 @@ class PlainDirectoryMixin(CheckpointerState):
 
     def restore_files(self, directory: str | Path) -> Resume:
         """Download the newest verified `save_files` checkpoint into `directory`."""
+        self._await_handover()
         resume = Resume()
         manifest = self._choose_checkpoint(resume.messages)
         if manifest is None:
-            return self._say(resume)
+            return self._resumed(self._say(resume))
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
         fs, step_dir = self.location.fs, self.location.step_path(manifest.step)
@@ -97,4 +100,4 @@ class PlainDirectoryMixin(CheckpointerState):
                                f"into {target}")
         self.last_saved_step = manifest.step
         self._last_save_at = self._clock()
-        return self._say(resume)
+        return self._resumed(self._say(resume))

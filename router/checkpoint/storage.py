@@ -128,17 +128,24 @@ class Location:
                                 f"{entry.checksum}")
         return problems
 
-    # --- the interruption marker --------------------------------------------------------------
+    # --- small JSON files beside the checkpoints (marker, hand-over) -------------------------
 
-    def write_marker(self, marker: dict[str, Any]) -> None:
-        self.write_text(self.path(MARKER_NAME), json.dumps(marker, indent=1, sort_keys=True) + "\n")
+    def write_json(self, name: str, data: dict[str, Any]) -> None:
+        self.write_text(self.path(name), json.dumps(data, indent=1, sort_keys=True) + "\n")
 
-    def read_marker(self) -> dict[str, Any] | None:
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """A JSON object beside the checkpoints; None when it is missing (or not an object)."""
         try:
-            data = json.loads(self.fs.cat_file(self.path(MARKER_NAME)))
+            data = json.loads(self.fs.cat_file(self.path(name)))
         except FileNotFoundError:
             return None
         return data if isinstance(data, dict) else None
+
+    def write_marker(self, marker: dict[str, Any]) -> None:
+        self.write_json(MARKER_NAME, marker)
+
+    def read_marker(self) -> dict[str, Any] | None:
+        return self.read_json(MARKER_NAME)
 
 
 def normalise_url(url: str, storage_options: dict[str, Any]) -> tuple[str, dict[str, Any]]:

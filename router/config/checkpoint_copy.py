@@ -18,7 +18,14 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from router.config.checkpoints import FORMAT, MANIFEST_NAME, STEP_PREFIX, Checksum, entry_checksum
+from router.config.checkpoints import (
+    FORMAT,
+    MANIFEST_NAME,
+    STEP_PREFIX,
+    Checksum,
+    entry_checksum,
+    storage_fs,
+)
 from router.core.errors import OperationFailed
 
 BLOCK = 8 << 20  # bytes per read while copying
@@ -58,8 +65,8 @@ def copy_checkpoint(
     without it each driver reads the environment. OperationFailed names what is wrong.
     """
     started = time.monotonic()
-    src_fs, src_dir = _fs(step_url(source_url, step), options)
-    dst_fs, dst_dir = _fs(step_url(target_url, step), options)
+    src_fs, src_dir = storage_fs(step_url(source_url, step), options)
+    dst_fs, dst_dir = storage_fs(step_url(target_url, step), options)
     manifest_blob = _read(src_fs, f"{src_dir}/{MANIFEST_NAME}", source_url)
     manifest = _manifest(manifest_blob, step, source_url)
     entries = manifest["files"]
@@ -103,7 +110,7 @@ def latest_complete_step(
     url: str, *, options: dict[str, dict[str, Any]] | None = None
 ) -> int | None:
     """The highest step under `url` whose manifest and files all check out (None: none)."""
-    fs, root = _fs(url.rstrip("/"), options)
+    fs, root = storage_fs(url.rstrip("/"), options)
     try:
         names = [str(n).rstrip("/").rsplit("/", 1)[-1] for n in fs.ls(root, detail=False)]
     except FileNotFoundError:
@@ -125,20 +132,6 @@ def latest_complete_step(
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def _fs(url: str, options: dict[str, dict[str, Any]] | None) -> tuple[Any, str]:
-    import fsspec.core
-
-    scheme = url.split("://", 1)[0] if "://" in url else "file"
-    try:
-        fs, path = fsspec.core.url_to_fs(url, **(options or {}).get(scheme, {}))
-    except (ImportError, ValueError) as exc:
-        raise OperationFailed(
-            f"checkpoint URL {url}: no storage driver for {scheme}:// ({exc}) — pip install "
-            "s3fs / gcsfs / adlfs"
-        ) from None
-    return fs, str(path)
 
 
 def _read(fs: Any, path: str, url: str) -> bytes:

@@ -8,7 +8,7 @@ The layout is the checkpoint library's (router/checkpoint/manifest.py, issue 8):
                                          router.checkpoint writes; or `crc32`, the example's)
   <url>/interruption.json                the library's marker after a preemption notice
 
-and two files of the hand-over protocol the router adds (docs/migration.md):
+and the files of the hand-over protocol (docs/migration.md):
 
   <url>/save-request.json   written by the router: {"id", "placement", "requested_at"}. The job
                             running as that placement (SPOTROUTE_PLACEMENT_ID) saves now, puts
@@ -16,17 +16,24 @@ and two files of the hand-over protocol the router adds (docs/migration.md):
                             progress) while the request stands; removing it lets the job go on.
   <url>/resumed.json        written by the job when it starts: {"step", "placement", "time"},
                             the step it restored — how the router confirms a new placement.
+  <url>/finished.json       written by the job at the end: {"step", "time"}.
 
-This reader is deliberately small; it handles file:// URLs (the local target). Copying a
-checkpoint between storages (file, s3, gs, az) is router.config.checkpoint_copy, with fsspec.
+Every URL the checkpoints use works here, through fsspec: file:// (or a plain path), s3:// (s3fs),
+gs:// (gcsfs), az:// / abfs:// and the Azure stack's https://<account>.blob.core.windows.net/...
+(adlfs); credentials and endpoints as those drivers read them (AWS_* / AWS_ENDPOINT_URL,
+Application Default Credentials / STORAGE_EMULATOR_HOST, AZURE_STORAGE_*). Small files are
+written whole: a temp name then a rename on a disk, one PUT on an object store, so a reader never
+sees half of one. Copying a checkpoint between storages is router.config.checkpoint_copy.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import posixpath
 import zlib
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +48,12 @@ REQUEST_NAME = "save-request.json"
 RESUMED_NAME = "resumed.json"
 FINISHED_NAME = "finished.json"
 STEP_PREFIX = "step-"
+AZURE_BLOB_SUFFIX = ".blob.core.windows.net"
+BLOCK = 8 << 20  # bytes per read while checksumming
+
+
+class CheckpointStorageError(OperationFailed):
+    """The checkpoint storage cannot be opened, read or written (no driver, no access, down)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,54 +62,126 @@ class CheckpointInfo:
 
     step: int
     time: datetime | None
-    path: Path
+    path: str  # its step directory: a local path, or the storage's path (bucket/prefix/step-…)
     total_bytes: int
     request: str | None  # the save request it answered, if any
     placement: str  # the placement (stack) that wrote it, if the job said
 
 
-def checkpoint_dir(url: str) -> Path:
-    """The directory of a file:// checkpoint URL; OperationFailed for other schemes (for now)."""
+def storage_fs(url: str, options: dict[str, dict[str, Any]] | None = None) -> tuple[Any, str]:
+    """(fsspec filesystem, path) for a checkpoint URL; `options` maps a scheme to fsspec storage
+    options (tests: the servers' endpoints), else each driver reads the environment."""
+    import fsspec.core
+
     parsed = urlparse(url)
-    if parsed.scheme != "file":
-        raise OperationFailed(
-            f"checkpoint URL {url}: only file:// checkpoints can be read by the router yet — "
-            "migration between clouds needs the checkpoint library's storage (issue 8)"
+    extra: dict[str, Any] = {}
+    if parsed.scheme == "https" and parsed.netloc.lower().endswith(AZURE_BLOB_SUFFIX):
+        # The Azure stack's blob URL: the container and prefix under the account's endpoint.
+        extra = {"account_name": parsed.netloc.lower().removesuffix(AZURE_BLOB_SUFFIX)}
+        url = f"abfs://{parsed.path.lstrip('/')}"
+    scheme = url.split("://", 1)[0] if "://" in url else "file"
+    try:
+        fs, path = fsspec.core.url_to_fs(
+            url, skip_instance_cache=True, **{**extra, **(options or {}).get(scheme, {})}
         )
-    return Path(parsed.path)
+    except (ImportError, ValueError) as exc:
+        raise CheckpointStorageError(
+            f"checkpoint URL {url}: no storage driver for {scheme}:// ({exc}) — pip install "
+            "s3fs / gcsfs / adlfs"
+        ) from None
+    return fs, str(path)
 
 
-def _verify(step_dir: Path) -> CheckpointInfo | None:
-    try:
-        data = json.loads((step_dir / MANIFEST_NAME).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        return None
-    total = 0
-    try:
-        for entry in data["files"]:
-            algorithm, want = entry_checksum(data, entry)
-            blob = (step_dir / str(entry["path"])).read_bytes()
-            if len(blob) != int(entry["size"]) or checksum(blob, algorithm) != want:
-                return None
-            total += len(blob)
-        step = int(data["step"])
-    except (OSError, KeyError, TypeError, ValueError):
-        return None
-    extra = data.get("extra") or {}
-    try:
-        at = datetime.fromisoformat(str(data.get("time")))
-    except ValueError:
-        at = None
-    return CheckpointInfo(
-        step=step,
-        time=at,
-        path=step_dir,
-        total_bytes=total,
-        request=extra.get("request") if isinstance(extra, dict) else None,
-        placement=str(extra.get("placement", "")) if isinstance(extra, dict) else "",
-    )
+@dataclass(frozen=True)
+class CheckpointStore:
+    """A job's checkpoint root on some storage: the URL, its fsspec filesystem and root path."""
+
+    url: str
+    fs: Any = field(repr=False)  # fsspec.AbstractFileSystem (fsspec ships no type information)
+    root: str
+
+    @property
+    def is_local(self) -> bool:
+        protocol = self.fs.protocol
+        return bool({"file", "local"} & set((protocol,) if isinstance(protocol, str) else protocol))
+
+    def path(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """A small JSON file under the root; None when it is missing or not a JSON object."""
+        try:
+            data = json.loads(self.read_bytes(self.path(name)))
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def read_bytes(self, path: str) -> bytes:
+        """The file at `path`; FileNotFoundError when missing, OperationFailed when unreadable."""
+        try:
+            return bytes(self.fs.cat_file(path))
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # drivers raise their SDK's own errors (no credentials, 403)
+            raise self._failed(f"cannot read {path}", exc) from None
+
+    def write_json(self, name: str, data: dict[str, Any]) -> None:
+        """Write a small file whole: temp name + rename on a disk, one PUT on an object store."""
+        blob = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+        path = self.path(name)
+        try:
+            if self.is_local:  # a rename within the directory replaces the file at once
+                tmp = posixpath.join(self.root, f".{name}.tmp-{os.getpid()}")
+                self.fs.makedirs(self.root, exist_ok=True)
+                self.fs.pipe_file(tmp, blob)
+                self.fs.mv(tmp, path)
+            else:
+                self.fs.pipe_file(path, blob)
+        except Exception as exc:
+            raise self._failed(f"cannot write {name}", exc) from None
+
+    def remove(self, name: str) -> None:
+        try:
+            self.fs.rm_file(self.path(name))
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise self._failed(f"cannot remove {name}", exc) from None
+        self.fs.invalidate_cache(self.root)
+
+    def _failed(self, what: str, exc: Exception) -> CheckpointStorageError:
+        kind = type(exc).__name__
+        return CheckpointStorageError(f"checkpoints at {self.url}: {what}: {kind}: {exc}")
+
+    def step_dirs(self) -> list[str]:
+        """Step directory names under the root, newest (highest step) first."""
+        self.fs.invalidate_cache(self.root)  # the job writes here: never trust a cached listing
+        try:
+            names = self.fs.ls(self.root, detail=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except Exception as exc:
+            raise self._failed("cannot list", exc) from None
+        found = {posixpath.basename(str(n).rstrip("/")) for n in names}
+        steps = [n for n in found if n.startswith(STEP_PREFIX) and n[len(STEP_PREFIX) :].isdigit()]
+        return sorted(steps, reverse=True)
+
+
+def checkpoint_store(
+    url: str | Path, options: dict[str, dict[str, Any]] | None = None
+) -> CheckpointStore:
+    """The store of a checkpoint URL (file://, s3://, gs://, az://, Azure https, a plain path)."""
+    text = str(url)
+    if not text:
+        raise CheckpointStorageError("the placement has no checkpointUrl output: nothing to read")
+    fs, root = storage_fs(text, options)
+    return CheckpointStore(text, fs, root.rstrip("/") or "/")
+
+
+def _store(where: CheckpointStore | Path | str) -> CheckpointStore:
+    return where if isinstance(where, CheckpointStore) else checkpoint_store(where)
 
 
 def entry_checksum(manifest: dict[str, Any], entry: dict[str, Any]) -> tuple[str, str]:
@@ -138,75 +223,128 @@ def checksum(data: bytes, algorithm: str) -> str:
     return c.hexdigest()
 
 
-def complete_checkpoints(directory: Path) -> list[CheckpointInfo]:
-    """Every complete checkpoint in the directory, newest (highest step) first."""
-    if not directory.is_dir():
-        return []
-    found = []
-    for entry in sorted(directory.iterdir(), reverse=True):
-        if entry.is_dir() and entry.name.startswith(STEP_PREFIX):
-            info = _verify(entry)
-            if info is not None:
-                found.append(info)
-    return found
-
-
-def latest_checkpoint(directory: Path) -> CheckpointInfo | None:
-    found = complete_checkpoints(directory)
-    return found[0] if found else None
-
-
-def _read(path: Path) -> dict[str, Any] | None:
+def _verify(store: CheckpointStore, name: str, checksums: bool) -> CheckpointInfo | None:
+    """The checkpoint in step directory `name` if complete: every listed file there with its
+    size, and (with `checksums`) its checksum."""
+    step_dir = store.path(name)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(store.read_bytes(posixpath.join(step_dir, MANIFEST_NAME)))
+    except (FileNotFoundError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-def request_save(directory: Path, request_id: str, placement: str, at: datetime) -> None:
-    """Ask the job running as `placement` to save now and hold (idempotent for one id)."""
-    current = _read(directory / REQUEST_NAME)
-    if current and current.get("id") == request_id:
-        return
-    _write(
-        directory / REQUEST_NAME,
-        {"id": request_id, "placement": placement, "requested_at": at.isoformat()},
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return None
+    try:
+        sizes = None if checksums else _sizes(store, step_dir)
+        total = 0
+        for entry in data["files"]:
+            algorithm, want = entry_checksum(data, entry)
+            path = posixpath.join(step_dir, str(entry["path"]))
+            if sizes is not None:
+                size = sizes.get(path.rstrip("/"))
+                if size != int(entry["size"]):
+                    return None
+                total += size
+                continue
+            check, size = Checksum(algorithm), 0
+            with store.fs.open(path, "rb") as reader:
+                while block := reader.read(BLOCK):
+                    check.update(block)
+                    size += len(block)
+            if size != int(entry["size"]) or check.hexdigest() != want:
+                return None
+            total += size
+        step = int(data["step"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+    extra = data.get("extra") or {}
+    try:
+        at = datetime.fromisoformat(str(data.get("time")))
+    except ValueError:
+        at = None
+    return CheckpointInfo(
+        step=step,
+        time=at,
+        path=step_dir,
+        total_bytes=total,
+        request=extra.get("request") if isinstance(extra, dict) else None,
+        placement=str(extra.get("placement", "")) if isinstance(extra, dict) else "",
     )
 
 
-def withdraw_request(directory: Path, request_id: str | None = None) -> None:
+def _sizes(store: CheckpointStore, step_dir: str) -> dict[str, int]:
+    """Path → size of every file under a step directory, from one recursive listing."""
+    found = store.fs.find(step_dir, detail=True)
+    return {str(p).rstrip("/"): int(info.get("size") or 0) for p, info in found.items()}
+
+
+def checkpoints(
+    where: CheckpointStore | Path | str, *, checksums: bool | None = None
+) -> Iterator[CheckpointInfo]:
+    """Every complete checkpoint, newest (highest step) first, verified as it is reached.
+
+    `checksums`: read every file back and check its checksum (default: on a local disk; on an
+    object store the sizes from one listing per checkpoint — the copy to another storage and the
+    library's restore check the checksums as they read)."""
+    store = _store(where)
+    deep = store.is_local if checksums is None else checksums
+    for name in store.step_dirs():
+        info = _verify(store, name, deep)
+        if info is not None:
+            yield info
+
+
+def complete_checkpoints(
+    where: CheckpointStore | Path | str, *, checksums: bool | None = None
+) -> list[CheckpointInfo]:
+    """Every complete checkpoint in the directory, newest (highest step) first."""
+    return list(checkpoints(where, checksums=checksums))
+
+
+def latest_checkpoint(
+    where: CheckpointStore | Path | str, *, checksums: bool | None = None
+) -> CheckpointInfo | None:
+    return next(checkpoints(where, checksums=checksums), None)
+
+
+def request_save(
+    where: CheckpointStore | Path | str, request_id: str, placement: str, at: datetime
+) -> None:
+    """Ask the job running as `placement` to save now and hold (idempotent for one id)."""
+    store = _store(where)
+    current = store.read_json(REQUEST_NAME)
+    if current and current.get("id") == request_id:
+        return
+    store.write_json(
+        REQUEST_NAME, {"id": request_id, "placement": placement, "requested_at": at.isoformat()}
+    )
+
+
+def withdraw_request(where: CheckpointStore | Path | str, request_id: str | None = None) -> None:
     """Let the job go on (rollback) or clean up after the hand-over; only our own request."""
-    current = _read(directory / REQUEST_NAME)
+    store = _store(where)
+    current = store.read_json(REQUEST_NAME)
     if current is not None and (request_id is None or current.get("id") == request_id):
-        (directory / REQUEST_NAME).unlink(missing_ok=True)
+        store.remove(REQUEST_NAME)
 
 
-def answered(directory: Path, request_id: str) -> CheckpointInfo | None:
+def answered(where: CheckpointStore | Path | str, request_id: str) -> CheckpointInfo | None:
     """The complete checkpoint that answers the save request, if written yet."""
-    for info in complete_checkpoints(directory):
+    for info in checkpoints(where):
         if info.request == request_id:
             return info
     return None
 
 
-def resumed(directory: Path) -> dict[str, Any] | None:
+def resumed(where: CheckpointStore | Path | str) -> dict[str, Any] | None:
     """The job's last resume record: {"step", "placement", "time"}."""
-    return _read(directory / RESUMED_NAME)
+    return _store(where).read_json(RESUMED_NAME)
 
 
-def marker(directory: Path) -> dict[str, Any] | None:
+def marker(where: CheckpointStore | Path | str) -> dict[str, Any] | None:
     """The library's interruption marker: {"cloud", "kind", "notice_time", "last_step", ...}."""
-    return _read(directory / MARKER_NAME)
+    return _store(where).read_json(MARKER_NAME)
 
 
-def finished(directory: Path) -> dict[str, Any] | None:
+def finished(where: CheckpointStore | Path | str) -> dict[str, Any] | None:
     """The job's record that it ran to the end: {"step", "time"}."""
-    return _read(directory / FINISHED_NAME)
+    return _store(where).read_json(FINISHED_NAME)

@@ -42,6 +42,8 @@ LEASE_TTL_S = 300.0
 CHECKPOINT_TIMEOUT_S = 120.0  # the job must answer a save request within this
 RESUME_TIMEOUT_S = 120.0  # the new placement must say it restored within this
 POLL_S = 0.1
+RESTORE_STEP_ENV = "SPOTROUTE_RESTORE_STEP"  # the library's restore waits for this step
+REMOTE_POLL_S = 1.0  # on an object store: one listing a second while waiting, not ten
 
 
 class StepFailed(OperationFailed):
@@ -148,7 +150,10 @@ class Mover:
         kill_point(f"before:{step}")
         journal = journal.begin(step, _now())
         self.records.write_journal(journal)
-        data = getattr(self, "_" + step.replace("-", "_"))(journal)
+        try:
+            data = getattr(self, "_" + step.replace("-", "_"))(journal)
+        except ckpt.CheckpointStorageError as exc:  # refused a read or write: a failed step
+            raise StepFailed(exc.message) from None
         kill_point(f"after:{step}")
         journal = journal.finish(step, _now(), data)
         self.records.write_journal(journal)
@@ -172,7 +177,7 @@ class Mover:
             return {"skipped": "the old placement is gone: nothing to ask"}
         directory = self._old_checkpoint_dir(journal)
         ckpt.request_save(directory, journal.id, journal.from_stack, _now())
-        return {"request": journal.id, "dir": str(directory)}
+        return {"request": journal.id, "dir": directory.url}
 
     def _checkpoint_complete(self, journal: Journal) -> dict[str, Any]:
         directory = self._old_checkpoint_dir(journal)
@@ -195,7 +200,7 @@ class Mover:
                     f"the job did not answer the save request within "
                     f"{self.checkpoint_timeout_s:.0f} s (does it use the checkpoint library?)"
                 )
-            time.sleep(POLL_S)
+            time.sleep(_poll_s(directory))
 
     def _new_stack_up(self, journal: Journal) -> dict[str, Any]:
         from router.flows.launch import LaunchFailed, launch
@@ -218,9 +223,14 @@ class Mover:
             candidates = same + [
                 p for p in ranked if p not in same and not _same_zone(placement_record(p), lost)
             ]
+        job = report.job
+        step = journal.data("checkpoint-complete").get("step")
+        if step is not None:  # a new job on other storage waits for the copy of this step
+            env = {**job.run.env, RESTORE_STEP_ENV: str(step)}
+            job = job.model_copy(update={"run": job.run.model_copy(update={"env": env})})
         try:
             outcome, proposal, tries = launch(
-                report.job,
+                job,
                 report.org,
                 candidates,
                 project=self.project,
@@ -264,17 +274,15 @@ class Mover:
     def _resume_confirmed(self, journal: Journal) -> dict[str, Any]:
         up = journal.data("new-stack-up")
         outputs = up.get("outputs") or {}
-        try:
-            directory = ckpt.checkpoint_dir(str(outputs.get("checkpointUrl", "")))
-        except OperationFailed as exc:  # cannot confirm there: the new stack must not linger
-            raise StepFailed(exc.message) from None
+        # Unreadable there (no driver, no access): StepFailed → rollback, the new stack goes.
+        directory = ckpt.checkpoint_store(str(outputs.get("checkpointUrl", "")))
         want = journal.data("checkpoint-complete").get("step")
         deadline = time.monotonic() + self.resume_timeout_s
         while True:
             said = ckpt.resumed(directory)
             if (
                 said is not None
-                and said.get("placement") == journal.to_stack
+                and _written_by_new_job(said, journal)
                 and (want is None or int(said.get("step", -1)) >= int(want))
             ):
                 break
@@ -285,7 +293,7 @@ class Mover:
                     f"the job on {journal.to_stack} did not confirm it resumed within "
                     f"{self.resume_timeout_s:.0f} s"
                 )
-            time.sleep(POLL_S)
+            time.sleep(_poll_s(directory))
         self._switch_record(journal, up)
         return {"step": said.get("step"), "placement": journal.to_stack}
 
@@ -346,10 +354,10 @@ class Mover:
     def _record_place(record: dict[str, Any]) -> dict[str, Any]:
         return {k: record.get(k) for k in ("cloud", "region", "zone", "instance_type", "market")}
 
-    def _old_checkpoint_dir(self, journal: Journal) -> Path:
+    def _old_checkpoint_dir(self, journal: Journal) -> ckpt.CheckpointStore:
         try:
-            return ckpt.checkpoint_dir(str(journal.data("intent").get("checkpoint_url", "")))
-        except OperationFailed as exc:  # not readable here (yet): roll back, the job stays
+            return ckpt.checkpoint_store(str(journal.data("intent").get("checkpoint_url", "")))
+        except OperationFailed as exc:  # not readable here: roll back, the job stays
             raise StepFailed(exc.message) from None
 
     def _old_alive(self, journal: Journal) -> bool:
@@ -417,7 +425,25 @@ def placement_record(p: Placement) -> dict[str, Any]:
 def _ckpt_data(info: ckpt.CheckpointInfo | None) -> dict[str, Any]:
     if info is None:
         return {"step": None, "path": None, "bytes": 0}
-    return {"step": info.step, "path": str(info.path), "bytes": info.total_bytes}
+    return {"step": info.step, "path": info.path, "bytes": info.total_bytes}
+
+
+def _written_by_new_job(said: dict[str, Any], journal: Journal) -> bool:
+    """The resume record names the new stack; or names none (a cloud node need not know its
+    stack) and was written after the new stack was begun."""
+    if said.get("placement"):
+        return said.get("placement") == journal.to_stack
+    record = journal.steps.get("new-stack-up")
+    try:
+        written = datetime.fromisoformat(str(said.get("time")))
+        begun = datetime.fromisoformat(record.begun_at) if record else None
+        return begun is not None and written >= begun.replace(microsecond=0)
+    except (ValueError, TypeError):  # no time, or one without a zone
+        return False
+
+
+def _poll_s(store: ckpt.CheckpointStore) -> float:
+    return POLL_S if store.is_local else REMOTE_POLL_S
 
 
 def _group_alive(outputs: dict[str, Any]) -> bool:

@@ -313,7 +313,7 @@ def observe(
     job = report.job
     outputs = record.get("outputs") or {}
     url = str(outputs.get("checkpointUrl", ""))
-    directory = ckpt.checkpoint_dir(url) if url.startswith("file://") else None
+    directory = ckpt.checkpoint_store(url) if url.startswith("file://") else None
     latest = ckpt.latest_checkpoint(directory) if directory else None
     done = ckpt.finished(directory) if directory else None
     alive = _group_alive(outputs)

@@ -72,7 +72,7 @@ def latest_state(route: Route, job: str) -> tuple[int, int]:
 
     info = latest_checkpoint(checkpoints(route, job))
     assert info is not None, "no complete checkpoint"
-    state = json.loads((info.path / "state.json").read_text())
+    state = json.loads((Path(info.path) / "state.json").read_text())
     return info.step, int(state["w"])
 
 

@@ -75,8 +75,8 @@ def test_only_verified_checkpoints_count_and_requests_are_answered(tmp_path: Pat
     assert json.loads((tmp_path / ckpt.REQUEST_NAME).read_text())["id"] == "m-2"
     ckpt.withdraw_request(tmp_path, "m-2")
     assert not (tmp_path / ckpt.REQUEST_NAME).exists()
-    with pytest.raises(OperationFailed, match="only file://"):
-        ckpt.checkpoint_dir("s3://b/k/")
+    with pytest.raises(OperationFailed, match="no storage driver for nosuch://"):
+        ckpt.checkpoint_store("nosuch://b/k/")
 
 
 def _trainer(directory: Path, placement: str, steps: int) -> subprocess.Popen[bytes]:
@@ -134,3 +134,16 @@ def test_checkpoints_the_library_writes_count_for_the_router(tmp_path: Path) -> 
     assert latest is not None and latest.step == 5 and latest.total_bytes >= 4096
     (url / "step-000000000005" / "weights.bin").write_bytes(b"\x02" * 4096)
     assert ckpt.latest_checkpoint(url) is None, "a changed file must not count"
+
+
+def test_a_resume_record_counts_when_it_names_the_new_stack_or_none_and_is_newer() -> None:
+    from router.flows.migrate import _written_by_new_job
+
+    j = _journal().begin("new-stack-up", NOW)
+    later, earlier = "2026-12-01T10:00:05+00:00", "2026-12-01T09:59:00+00:00"
+    assert _written_by_new_job({"placement": "train.2", "time": earlier}, j)
+    assert not _written_by_new_job({"placement": "train", "time": later}, j)  # the old job
+    # a cloud node that does not know its stack: only a record written since the stack began
+    assert _written_by_new_job({"placement": "", "time": later}, j)
+    assert not _written_by_new_job({"placement": "", "time": earlier}, j)
+    assert not _written_by_new_job({"placement": "", "time": "2026-12-01T10:00:05"}, j)
