@@ -91,9 +91,14 @@ def save(step, state, request=None):
     write(os.path.join(path, "manifest.json"), json.dumps(manifest, indent=1).encode())
     done = sorted(n for n in os.listdir(DIR) if n.startswith("step-") and complete(n))
     for old in done[:-KEEP]:  # keep the newest KEEP complete ones, never the only one
-        for f in os.listdir(os.path.join(DIR, old)):
-            os.unlink(os.path.join(DIR, old, f))
-        os.rmdir(os.path.join(DIR, old))
+        # The old and the new placement share this directory during a hand-over, so the other
+        # one may be pruning the same step: what it removed first is simply gone.
+        try:
+            for f in os.listdir(os.path.join(DIR, old)):
+                os.unlink(os.path.join(DIR, old, f))
+            os.rmdir(os.path.join(DIR, old))
+        except FileNotFoundError:
+            pass
 
 
 def main():
