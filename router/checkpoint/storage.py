@@ -9,6 +9,7 @@ with `account_name=<account>`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
@@ -97,12 +98,16 @@ class Location:
 
     def remove_step(self, step: int) -> None:
         """Delete a checkpoint directory, its manifest first so it never looks complete."""
+        # Another writer of the same directory (the other placement during a hand-over) may be
+        # removing the same step: what it removed first is simply gone.
         manifest = self.step_path(step, MANIFEST_NAME)
-        if self.fs.exists(manifest):
-            self.fs.rm_file(manifest)
+        with contextlib.suppress(FileNotFoundError):
+            if self.fs.exists(manifest):
+                self.fs.rm_file(manifest)
         directory = self.step_path(step)
-        if self.fs.exists(directory):
-            self.fs.rm(directory, recursive=True)
+        with contextlib.suppress(FileNotFoundError):
+            if self.fs.exists(directory):
+                self.fs.rm(directory, recursive=True)
         self.fs.invalidate_cache(self.root)
 
     # --- verification -------------------------------------------------------------------------
