@@ -373,6 +373,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                     args.job,
                     node_count=args.node_count,
                     notice_source="aws",
+                    placement=pulumi.get_stack(),
                     secrets=values[1],
                 ).encode()
             ).decode()

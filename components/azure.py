@@ -280,6 +280,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 finish=SELF_DELETE,
                 node_count=args.node_count,
                 notice_source="azure",
+                placement=pulumi.get_stack(),
                 secrets=azure_secret_channel(secret_url, client_id) if secrets else None,
             )
             return base64.b64encode(script.encode()).decode()

@@ -320,6 +320,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 args.job,
                 node_count=args.node_count,
                 notice_source="gcp",
+                placement=pulumi.get_stack(),
                 secrets=gcp_secret_channel(values[1]) if secrets else None,
             )
         )

@@ -134,6 +134,7 @@ def render_startup_script(
     node_count: int = 1,
     notice_source: str | None = None,
     secrets: SecretChannel | None = None,
+    placement: str = "",
 ) -> str:
     """Bash start-up script that runs the job (its container with all GPUs, or its bare command).
 
@@ -143,7 +144,9 @@ def render_startup_script(
     `set -e` stopping at an early failure (docker missing, pull failed). The default powers the
     node off SHUTDOWN_GRACE_MIN minutes later (`shutdown -c` on the node cancels it).
     `notice_source` (aws, gcp, azure) becomes SPOTROUTE_NOTICE_SOURCE, which router.checkpoint
-    reads to watch the cloud's preemption notices. `secrets` is how the node reads the job's
+    reads to watch the cloud's preemption notices. `placement` (the stack's name) becomes
+    SPOTROUTE_PLACEMENT_ID: the job answers only the hand-over requests addressed to it and names
+    it in its resume record (docs/migration.md). `secrets` is how the node reads the job's
     secret env (`job.secret_names`) at boot; a job with secrets and no channel is refused.
     """
     if not job.image and not job.command:
@@ -177,6 +180,8 @@ def render_startup_script(
     }
     if notice_source:
         env["SPOTROUTE_NOTICE_SOURCE"] = notice_source
+    if placement:
+        env["SPOTROUTE_PLACEMENT_ID"] = placement
     if job.checkpoint_interval_s:
         env["SPOTROUTE_CHECKPOINT_INTERVAL"] = checkpoint_interval_text(job.checkpoint_interval_s)
     env.update(job.env)

@@ -511,3 +511,11 @@ def test_nodes_learn_the_group_size(aws_config: dict[str, Any]) -> None:
 def test_nodes_watch_aws_preemption_notices(aws_config: dict[str, Any]) -> None:
     # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
     assert "export SPOTROUTE_NOTICE_SOURCE=aws" in user_data(placement(aws_config))
+
+
+def test_nodes_know_their_placement_for_the_hand_over(
+    aws_config: dict[str, Any],
+) -> None:
+    # The job answers only save requests addressed to its stack (docs/migration.md).
+    script = user_data(placement({**aws_config, "jobName": "moved-job-2"}))
+    assert "export SPOTROUTE_PLACEMENT_ID=moved-job-2" in script

@@ -728,3 +728,11 @@ def test_a_changed_job_size_or_node_count_replaces_the_scale_set(
 def test_nodes_watch_azure_preemption_notices(azure_config: dict[str, Any]) -> None:
     # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
     assert "export SPOTROUTE_NOTICE_SOURCE=azure" in custom_data(placement(azure_config))
+
+
+def test_nodes_know_their_placement_for_the_hand_over(
+    azure_config: dict[str, Any],
+) -> None:
+    # The job answers only save requests addressed to its stack (docs/migration.md).
+    script = custom_data(placement({**azure_config, "jobName": "moved-job-2"}))
+    assert "export SPOTROUTE_PLACEMENT_ID=moved-job-2" in script

@@ -633,3 +633,11 @@ def test_program_pins_the_gcp_provider_to_the_configured_project() -> None:
 def test_nodes_watch_gcp_preemption_notices(gcp_config: dict[str, Any]) -> None:
     # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
     assert "export SPOTROUTE_NOTICE_SOURCE=gcp" in startup_script(placement(gcp_config))
+
+
+def test_nodes_know_their_placement_for_the_hand_over(
+    gcp_config: dict[str, Any],
+) -> None:
+    # The job answers only save requests addressed to its stack (docs/migration.md).
+    script = startup_script(placement({**gcp_config, "jobName": "moved-job-2"}))
+    assert "export SPOTROUTE_PLACEMENT_ID=moved-job-2" in script
