@@ -224,6 +224,11 @@ class Watcher:
                 "done_h": observed.progress.done_h,
                 "checkpointed_h": observed.progress.checkpointed_h,
                 "total_h": observed.progress.total_h,
+                **(
+                    {"checkpoint_error": observed.checkpoint_error}
+                    if observed.checkpoint_error
+                    else {}
+                ),
             },
             "considered": decision.considered,
         }
@@ -288,6 +293,7 @@ class Observation:
     finished: bool = False
     finished_step: int | None = None
     nodes: dict[str, Any] | None = None  # what the cloud said of the nodes (router.nodes)
+    checkpoint_error: str | None = None  # why the checkpoint storage could not be read
 
     def placement_for(self, decision: Decision) -> Any:
         t = decision.target
@@ -312,10 +318,7 @@ def observe(
     report = plan_job(job_file, project=project, now=now)
     job = report.job
     outputs = record.get("outputs") or {}
-    url = str(outputs.get("checkpointUrl", ""))
-    directory = ckpt.checkpoint_store(url) if url.startswith("file://") else None
-    latest = ckpt.latest_checkpoint(directory) if directory else None
-    done = ckpt.finished(directory) if directory else None
+    latest, done, storage_error = checkpoint_progress(str(outputs.get("checkpointUrl", "")))
     alive = _group_alive(outputs)
     seen_nodes = _poll_nodes(record, nodes) if record.get("cloud") != "local" else None
     if seen_nodes is not None and seen_nodes.get("interrupted"):
@@ -360,8 +363,24 @@ def observe(
     )
     return Observation(
         rules, progress, Current(_placed(record, candidates), deployed_at, not alive), candidates,
-        nodes=seen_nodes,
+        nodes=seen_nodes, checkpoint_error=storage_error,
     )  # fmt: skip
+
+
+def checkpoint_progress(
+    url: str,
+) -> tuple[ckpt.CheckpointInfo | None, dict[str, Any] | None, str | None]:
+    """(newest complete checkpoint, finished record, storage error) at the job's checkpoint URL,
+    on any storage the URL names (file://, s3://, gs://, Azure Blob) through the drivers'
+    own credentials. Storage that cannot be read is noted, never fatal: the job is then judged
+    as if it had no checkpoint yet (the most recompute, so the least eager to move)."""
+    if not url:
+        return None, None, None
+    try:
+        store = ckpt.checkpoint_store(url)
+        return ckpt.latest_checkpoint(store), ckpt.finished(store), None
+    except ckpt.CheckpointStorageError as exc:
+        return None, None, exc.message
 
 
 def _poll_nodes(record: dict[str, Any], nodes: NodePoll | None) -> dict[str, Any] | None:

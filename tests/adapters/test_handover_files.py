@@ -100,6 +100,32 @@ def test_only_complete_checkpoints_count_and_the_answer_to_a_request_is_found(ur
     assert [c.step for c in ckpt.complete_checkpoints(store)] == [8, 4]
 
 
+def test_route_watch_reads_progress_from_this_storage(url: str) -> None:
+    from router.flows.watch import checkpoint_progress
+
+    _checkpoint(url, 4)
+    _checkpoint(url, 8)
+    latest, done, error = checkpoint_progress(url)
+    assert latest is not None and latest.step == 8 and done is None and error is None
+    _put(url, "finished.json", b'{"step": 9}')
+    assert checkpoint_progress(url)[1] == {"step": 9}
+
+
+def test_storage_route_watch_cannot_read_is_noted_not_fatal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from router.flows.watch import checkpoint_progress
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    latest, done, error = checkpoint_progress("s3://no-such-bucket/job")
+    assert latest is None and done is None
+    assert error is not None and error.startswith("checkpoints at s3://no-such-bucket/job: ")
+    assert checkpoint_progress("") == (None, None, None)
+
+
 def test_a_url_no_driver_can_read_is_one_clean_error() -> None:
     with pytest.raises(OperationFailed, match="no storage driver for nosuch://"):
         ckpt.checkpoint_store("nosuch://bucket/job")
