@@ -6,11 +6,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
-
+from typing import Any
 
 PACK_NAME = "spotroute"
 ENFORCEMENT_LEVELS = ("advisory", "mandatory", "remediate", "disabled")

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 from policies.rules.model import (
     Settings,

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
 
 # --- resource types ------------------------------------------------------------------------------
 
