@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from router.checkpoint import staging
 from router.checkpoint.staging import ParallelStager
 
 
-def state() -> dict[str, object]:
+def state() -> dict[str, Any]:
     shared = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     big = torch.randn(staging.CHUNK_BYTES // 4 * 2 + 7)  # three pieces, the last one short
     return {
@@ -23,13 +25,13 @@ def test_the_staged_copy_is_untouched_by_later_training() -> None:
     original = state()
     with_stager = ParallelStager(threads=2)
     staged = with_stager.stage(original)
-    expected = {name: value.clone() for name, value in original["model"].items()}  # type: ignore[union-attr]
-    for value in original["model"].values():  # type: ignore[union-attr]
+    expected = {name: value.clone() for name, value in original["model"].items()}
+    for value in original["model"].values():
         value.add_(1)
-    original["optimizer"]["param_groups"][0]["lr"] = 0.2  # type: ignore[index]
+    original["optimizer"]["param_groups"][0]["lr"] = 0.2
     for name, value in staged["model"].items():
         assert torch.equal(value, expected[name])
-        assert value.data_ptr() != original["model"][name].data_ptr()  # type: ignore[index]
+        assert value.data_ptr() != original["model"][name].data_ptr()
     assert staged["model"]["w"] is staged["model"]["tied"]  # tied weights stay one tensor
     assert staged["optimizer"]["param_groups"][0]["lr"] == 0.1
     assert torch.equal(staged["optimizer"]["state"]["w"]["step"], torch.tensor(3.0))
@@ -44,5 +46,5 @@ def test_later_saves_copy_into_the_memory_of_the_first() -> None:
     second = stager.stage(fresh)
     assert {name: value.data_ptr() for name, value in second["model"].items()} == pointers
     for name, value in second["model"].items():
-        assert torch.equal(value, fresh["model"][name])  # type: ignore[index]
+        assert torch.equal(value, fresh["model"][name])
     stager.close()
