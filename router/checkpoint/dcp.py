@@ -14,7 +14,7 @@ import posixpath
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import IO, Any
 
 from router.checkpoint.manifest import ChecksumWriter, Manifest, checksum_bytes, checksum_stream
@@ -153,24 +153,15 @@ def verifying_reader(location: Location, manifest: Manifest) -> Any:
         return local_reader(location, manifest)
     url = location.url_of(posixpath.basename(location.step_path(manifest.step)))
     reader = dcp_fsspec_module().FsspecReader(url, **location.storage_options)
-    base = type(reader.fs)
     prefix = url.rstrip("/") + "/"
 
-    class VerifyingFileSystem(base):  # type: ignore[misc, valid-type]
-        served = 0
+    @contextmanager
+    def open_checked(path: Any) -> Iterator[IO[bytes]]:
+        text = str(os.fspath(path))
+        relative = text[len(prefix):] if text.startswith(prefix) else posixpath.basename(text)
+        yield io.BytesIO(read_verified(location, manifest, relative))
 
-        @contextmanager
-        def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
-            if "r" not in mode:
-                with super().create_stream(path, mode) as stream:
-                    yield stream
-                return
-            text = str(os.fspath(path))
-            relative = text[len(prefix):] if text.startswith(prefix) else posixpath.basename(text)
-            self.served += 1
-            yield io.BytesIO(read_verified(location, manifest, relative))
-
-    verifying = VerifyingFileSystem()
+    verifying = verifying_filesystem(type(reader.fs), open_checked)
     reader.fs = verifying
     reader.path = verifying.init_path(url, **location.storage_options)
     return reader
@@ -190,19 +181,11 @@ def local_reader(location: Location, manifest: Manifest) -> Any:
 
     directory = location.step_path(manifest.step)
 
-    class VerifiedFileSystem(FileSystem):
-        served = 0
-
-        @contextmanager
-        def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
-            if "r" not in mode:
-                with super().create_stream(path, mode) as stream:
-                    yield stream
-                return
-            self.served += 1
-            relative = os.path.relpath(os.fspath(path), directory).replace(os.sep, "/")
-            with open_verified_local(location, manifest, relative) as stream:
-                yield stream
+    @contextmanager
+    def open_checked(path: Any) -> Iterator[IO[bytes]]:
+        relative = os.path.relpath(os.fspath(path), directory).replace(os.sep, "/")
+        with open_verified_local(location, manifest, relative) as stream:
+            yield stream
 
     class InPlaceReader(FileSystemReader):
         def read_data(self, plan: Any, planner: Any) -> Any:
@@ -222,8 +205,29 @@ def local_reader(location: Location, manifest: Manifest) -> Any:
             return done
 
     reader = InPlaceReader(directory)
-    reader.fs = VerifiedFileSystem()
+    reader.fs = verifying_filesystem(FileSystem, open_checked)
     return reader
+
+
+def verifying_filesystem(base: type,
+                         open_checked: Callable[[Any], AbstractContextManager[IO[bytes]]]) -> Any:
+    """An instance of DCP filesystem class `base` whose read streams are `open_checked(path)`
+    (a file checked against the manifest); writes pass through. Counts the files it served."""
+
+    class VerifyingFileSystem(base):  # type: ignore[misc]
+        served = 0
+
+        @contextmanager
+        def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
+            if "r" not in mode:
+                with super().create_stream(path, mode) as stream:
+                    yield stream
+                return
+            self.served += 1
+            with open_checked(path) as stream:
+                yield stream
+
+    return VerifyingFileSystem()
 
 
 def _read_item(reader: Any, stream: Any, item: Any, planner: Any) -> None:

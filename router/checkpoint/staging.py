@@ -72,7 +72,7 @@ class ParallelStager:
         if isinstance(value, torch.Tensor):
             if id(value) in memo:
                 return memo[id(value)]
-            if (type(value) is not torch.Tensor or value.device.type != "cpu"
+            if (type(value) not in (torch.Tensor, torch.nn.Parameter) or value.device.type != "cpu"
                     or value.layout != torch.strided or value.is_quantized):
                 raise NotPlainCpu
             key = (path, value.dtype, tuple(value.shape))
@@ -108,8 +108,7 @@ class ParallelStager:
             for start in range(0, flat.numel(), step):
                 pieces.append((flat_buffer[start:start + step], flat[start:start + step]))
         if self.threads == 1 or len(pieces) < 2:
-            for buffer, tensor in pieces:
-                buffer.copy_(tensor)
+            _copy_lane(pieces)
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="spotroute-stage")

@@ -48,3 +48,12 @@ def test_later_saves_copy_into_the_memory_of_the_first() -> None:
     for name, value in second["model"].items():
         assert torch.equal(value, fresh["model"][name])
     stager.close()
+
+
+def test_parameters_are_staged_as_plain_tensors_without_autograd_history() -> None:
+    layer = torch.nn.Linear(3, 2)
+    for threads in (1, 2):
+        staged = ParallelStager(threads=threads).stage({"extra": {"weight": layer.weight}})
+        copy = staged["extra"]["weight"]
+        assert torch.equal(copy, layer.weight.detach())
+        assert not copy.requires_grad and copy.grad_fn is None
