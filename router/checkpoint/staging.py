@@ -50,6 +50,9 @@ class ParallelStager:
         except NotPlainCpu:
             return self._default_stager().stage(state_dict)  # type: ignore[no-any-return]
         self._copy_all(copies)
+        # Buffers this state no longer has (a tensor gone or reshaped) are not kept for ever.
+        in_use = {id(buffer) for buffer, _ in copies}
+        self._buffers = {k: b for k, b in self._buffers.items() if id(b) in in_use}
         return staged  # type: ignore[no-any-return]
 
     def close(self) -> None:

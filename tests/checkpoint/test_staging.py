@@ -57,3 +57,11 @@ def test_parameters_are_staged_as_plain_tensors_without_autograd_history() -> No
         copy = staged["extra"]["weight"]
         assert torch.equal(copy, layer.weight.detach())
         assert not copy.requires_grad and copy.grad_fn is None
+
+
+def test_buffers_of_tensors_the_state_no_longer_has_are_dropped() -> None:
+    stager = ParallelStager(threads=1)
+    stager.stage({"a": torch.zeros(4), "b": torch.zeros(8)})
+    stager.stage({"a": torch.zeros(4), "b": torch.zeros(16)})  # b reshaped
+    assert sorted(key[0] for key in stager._buffers) == [("a",), ("b",)]
+    assert {tuple(b.shape) for b in stager._buffers.values()} == {(4,), (16,)}
