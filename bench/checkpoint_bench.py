@@ -12,8 +12,9 @@ For a model whose parameters total --size-gb (fp32 4096×4096 layers), per backe
            the disk after dropping the file's cached pages (raw_read_cold)
 Medians of --reps repetitions (minimum in brackets); and the stall of an asynchronous save
 (time the training loop waited, over --stall-reps saves; saves after the first reuse the
-staging copy) against a synchronous save of the same state. S3 is moto's server mode
-on 127.0.0.1.
+staging copy) against a synchronous save of the same state. --contention N (file://): the
+steps of a small CPU model during N background writes, against the same steps before. S3 is
+moto's server mode on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -174,6 +175,47 @@ def bench_stall(kind: str, url: str, options: dict[str, Any], model: torch.nn.Mo
           "background")
 
 
+def bench_contention(kind: str, url: str, options: dict[str, Any], model: torch.nn.Module,
+                     saves: int) -> None:
+    """Training steps of a small CPU model while an asynchronous save writes in the background.
+
+    What `blocked_s` does not show: the writer thread (DCP's torch.save, checksums, fsync)
+    shares the cores and the GIL with the steps that follow save().
+    """
+    small = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 512))
+    optimizer = torch.optim.SGD(small.parameters(), lr=1e-3)
+
+    def step_s() -> float:
+        t0 = time.perf_counter()
+        loss = small(torch.randn(64, 512)).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return time.perf_counter() - t0
+
+    with Checkpointer(f"{url}/contention", interval_s=None, handle_sigterm=False, keep=1,
+                      storage_options=options) as ckpt:
+        ckpt.save(1, model=model)
+        ckpt.wait()  # the staging copy exists from here on
+        for step in range(2, saves + 2):
+            end = time.perf_counter() + 2.0
+            idle = []
+            while time.perf_counter() < end:
+                idle.append(step_s())
+            ckpt.save(step, model=model)
+            busy = []
+            while ckpt._pending is not None and ckpt._pending.is_alive():
+                busy.append(step_s())
+            report = ckpt.wait()
+            assert report is not None and report.error is None, report
+            usual = statistics.mean(idle)
+            print(f"{kind} contention, save {step}: blocked {report.blocked_s:.2f} s, written in "
+                  f"{report.save_s:.2f} s; mean step {1e3 * usual:.2f} ms before, "
+                  f"{1e3 * statistics.mean(busy):.2f} ms during the write ({len(busy)} steps): "
+                  f"{sum(busy) - len(busy) * usual:.2f} s of steps lost")
+
+
 def warm_up() -> None:
     """Import DCP and what get_model_state_dict pulls in (seconds, once) outside the timings."""
     work = tempfile.mkdtemp(prefix="ckpt-warm-")
@@ -189,6 +231,8 @@ def main() -> None:
     parser.add_argument("--backends", default="file,s3")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--stall-reps", type=int, default=5)
+    parser.add_argument("--contention", type=int, default=0, metavar="SAVES",
+                        help="file:// only: also time training steps during SAVES background saves")
     args = parser.parse_args()
     torch.manual_seed(0)
     warm_up()
@@ -200,6 +244,8 @@ def main() -> None:
             try:
                 bench_backend("file", f"file://{work}", {}, model, args.reps)
                 bench_stall("file", f"file://{work}", {}, model, args.stall_reps)
+                if args.contention:
+                    bench_contention("file", f"file://{work}", {}, model, args.contention)
             finally:
                 shutil.rmtree(work, ignore_errors=True)  # gigabytes: never leave them behind
         else:
