@@ -220,9 +220,12 @@ def warm_up() -> None:
     """Import DCP and what get_model_state_dict pulls in (seconds, once) outside the timings."""
     work = tempfile.mkdtemp(prefix="ckpt-warm-")
     small = torch.nn.Sequential(torch.nn.Linear(4, 4))
-    with Checkpointer(f"file://{work}", interval_s=None, handle_sigterm=False) as ckpt:
-        ckpt.save(1, blocking=True, model=small)
-        ckpt.restore(model=small)
+    try:
+        with Checkpointer(f"file://{work}", interval_s=None, handle_sigterm=False) as ckpt:
+            ckpt.save(1, blocking=True, model=small)
+            ckpt.restore(model=small)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
