@@ -6,17 +6,23 @@ For a model whose parameters total --size-gb (fp32 4096×4096 layers), per backe
   save     Checkpointer.save(blocking=True): DCP write + checksums + rank files + manifest
   restore  Checkpointer.restore: verify every file's CRC-32, then DCP load into the model
   raw      fsspec writing / reading the same tensor bytes as one object (the ceiling): the write
-           is fsync'ed on file:// (as a save is); the read comes from the page cache, and on
-           file:// once more from the disk after dropping the file's cached pages (cold)
-and the stall of an asynchronous save (time the training loop waited; saves after the first
-reuse the staging copy) against a synchronous save of the same state. S3 is moto's server mode
-on 127.0.0.1.
+           is fsync'ed on file:// (as a save is); the read comes from the page cache in 8 MiB
+           blocks (raw_read), into the tensors of a model like the restored one (raw_read_into:
+           the same bytes to the same place a restore puts them), and on file:// once more from
+           the disk after dropping the file's cached pages (raw_read_cold)
+Medians of --reps repetitions (minimum in brackets); and the stall of an asynchronous save
+(time the training loop waited, over --stall-reps saves; saves after the first reuse the
+staging copy) against a synchronous save of the same state. --contention N (file://): the
+steps of a small CPU model during N background writes, against the same steps before. S3 is
+moto's server mode on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -50,7 +56,7 @@ def raw_write(fs: Any, path: str, model: torch.nn.Module, fsync: bool) -> float:
     t0 = time.perf_counter()
     with fs.open(path, "wb") as handle:
         for p in model.parameters():
-            handle.write(memoryview(p.detach().numpy()).cast("B"))
+            handle.write(p.detach().numpy().data.cast("B"))
         if fsync:
             handle.flush()
             os.fsync(handle.fileno())
@@ -77,6 +83,24 @@ def raw_read(fs: Any, path: str, cold: bool = False) -> float:
     return time.perf_counter() - t0
 
 
+def raw_read_into(fs: Any, path: str, target: torch.nn.Module) -> float:
+    """Read the raw object straight into the parameters of `target`, as a restore must."""
+    t0 = time.perf_counter()
+    with fs.open(path, "rb") as handle:
+        for p in target.parameters():
+            view = p.detach().numpy().data.cast("B")
+            done = 0
+            while done < view.nbytes:
+                count = handle.readinto(view[done:])
+                assert count, "raw object ended early"
+                done += count
+    return time.perf_counter() - t0
+
+
+def median_and_min(values: list[float]) -> str:
+    return f"{statistics.median(values):7.2f} s ({min(values):.2f})"
+
+
 def bench_backend(kind: str, url: str, options: dict[str, Any], model: torch.nn.Module,
                   reps: int) -> dict[str, float]:
     import fsspec.core
@@ -85,10 +109,12 @@ def bench_backend(kind: str, url: str, options: dict[str, Any], model: torch.nn.
     fs, root = fsspec.core.url_to_fs(url, **options)
     fs.makedirs(root, exist_ok=True)
     results: dict[str, list[float]] = {"save": [], "restore": [], "raw_write": [], "raw_read": [],
-                                       "raw_read_cold": []}
+                                       "raw_read_into": [], "raw_read_cold": []}
+    target = build_model(size / (1 << 30))
     for rep in range(reps):
         results["raw_write"].append(raw_write(fs, f"{root}/raw-{rep}.bin", model, kind == "file"))
         results["raw_read"].append(raw_read(fs, f"{root}/raw-{rep}.bin"))
+        results["raw_read_into"].append(raw_read_into(fs, f"{root}/raw-{rep}.bin", target))
         if kind == "file":  # the same bytes from the disk, not from memory
             results["raw_read_cold"].append(raw_read(fs, f"{root}/raw-{rep}.bin", cold=True))
         fs.rm(f"{root}/raw-{rep}.bin")
@@ -98,26 +124,29 @@ def bench_backend(kind: str, url: str, options: dict[str, Any], model: torch.nn.
             t0 = time.perf_counter()
             ckpt.save(1, blocking=True, model=model)
             results["save"].append(time.perf_counter() - t0)
-        target = build_model(size / (1 << 30))
         with Checkpointer(ckpt_url, interval_s=None, handle_sigterm=False,
                           storage_options=options) as ckpt:
             t0 = time.perf_counter()
             assert ckpt.restore(model=target).step == 1
             results["restore"].append(time.perf_counter() - t0)
-        del target
+        assert all(torch.equal(a, b) for a, b in zip(model.parameters(), target.parameters(),
+                                                      strict=True))
         fs.rm(fs._strip_protocol(ckpt_url), recursive=True)
-    best = {name: min(values) for name, values in results.items() if values}
+    del target
+    mid = {name: statistics.median(values) for name, values in results.items() if values}
     mb = size / 1e6
-    print(f"{kind}: {size / (1 << 30):.2f} GiB, best of {reps}")
-    for name in ("save", "raw_write", "restore", "raw_read", "raw_read_cold"):
-        if name in best:
-            print(f"  {name:13s} {best[name]:7.2f} s  {mb / best[name]:8.0f} MB/s")
-    print(f"  save    = {100 * best['raw_write'] / best['save']:.0f} % of raw write throughput")
-    print(f"  restore = {100 * best['raw_read'] / best['restore']:.0f} % of raw read throughput")
-    if "raw_read_cold" in best:
-        print(f"  restore = {100 * best['raw_read_cold'] / best['restore']:.0f} % of a raw read "
+    print(f"{kind}: {size / (1 << 30):.2f} GiB, median of {reps} (min)")
+    for name in ("save", "raw_write", "restore", "raw_read", "raw_read_into", "raw_read_cold"):
+        if name in mid:
+            print(f"  {name:13s} {median_and_min(results[name])}  {mb / mid[name]:8.0f} MB/s")
+    print(f"  save    = {100 * mid['raw_write'] / mid['save']:.0f} % of raw write throughput")
+    print(f"  restore = {100 * mid['raw_read'] / mid['restore']:.0f} % of raw read throughput "
+          f"(8 MiB blocks), {100 * mid['raw_read_into'] / mid['restore']:.0f} % of a raw read "
+          "into the model's tensors")
+    if "raw_read_cold" in mid:
+        print(f"  restore = {100 * mid['raw_read_cold'] / mid['restore']:.0f} % of a raw read "
               "from the disk (page cache dropped)")
-    return best
+    return mid
 
 
 def bench_stall(kind: str, url: str, options: dict[str, Any], model: torch.nn.Module,
@@ -139,25 +168,74 @@ def bench_stall(kind: str, url: str, options: dict[str, Any], model: torch.nn.Mo
             blocked_s.append(report.blocked_s)
             total_s.append(report.save_s or 0.0)
     later = blocked_s[1:] or blocked_s  # the first save also allocates the staging copy
-    print(f"{kind} stall: sync save {min(sync_s):.2f} s; async save blocks {min(later):.3f} s "
-          f"({100 * min(later) / min(sync_s):.1f} % of sync; the first save {blocked_s[0]:.3f} s),"
-          f" finishes in {min(total_s):.2f} s in the background")
+    sync, blocked = statistics.median(sync_s), statistics.median(later)
+    print(f"{kind} stall: sync save {median_and_min(sync_s)}; async save blocks "
+          f"{median_and_min(later)} = {100 * blocked / sync:.1f} % of sync (medians; the first "
+          f"save {blocked_s[0]:.3f} s), finishes in {statistics.median(total_s):.2f} s in the "
+          "background")
+
+
+def bench_contention(kind: str, url: str, options: dict[str, Any], model: torch.nn.Module,
+                     saves: int) -> None:
+    """Training steps of a small CPU model while an asynchronous save writes in the background.
+
+    What `blocked_s` does not show: the writer thread (DCP's torch.save, checksums, fsync)
+    shares the cores and the GIL with the steps that follow save().
+    """
+    small = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 512))
+    optimizer = torch.optim.SGD(small.parameters(), lr=1e-3)
+
+    def step_s() -> float:
+        t0 = time.perf_counter()
+        loss = small(torch.randn(64, 512)).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return time.perf_counter() - t0
+
+    with Checkpointer(f"{url}/contention", interval_s=None, handle_sigterm=False, keep=1,
+                      storage_options=options) as ckpt:
+        ckpt.save(1, model=model)
+        ckpt.wait()  # the staging copy exists from here on
+        for step in range(2, saves + 2):
+            end = time.perf_counter() + 2.0
+            idle = []
+            while time.perf_counter() < end:
+                idle.append(step_s())
+            ckpt.save(step, model=model)
+            busy = []
+            while ckpt._pending is not None and ckpt._pending.is_alive():
+                busy.append(step_s())
+            report = ckpt.wait()
+            assert report is not None and report.error is None, report
+            usual = statistics.mean(idle)
+            print(f"{kind} contention, save {step}: blocked {report.blocked_s:.2f} s, written in "
+                  f"{report.save_s:.2f} s; mean step {1e3 * usual:.2f} ms before, "
+                  f"{1e3 * statistics.mean(busy):.2f} ms during the write ({len(busy)} steps): "
+                  f"{sum(busy) - len(busy) * usual:.2f} s of steps lost")
 
 
 def warm_up() -> None:
     """Import DCP and what get_model_state_dict pulls in (seconds, once) outside the timings."""
     work = tempfile.mkdtemp(prefix="ckpt-warm-")
     small = torch.nn.Sequential(torch.nn.Linear(4, 4))
-    with Checkpointer(f"file://{work}", interval_s=None, handle_sigterm=False) as ckpt:
-        ckpt.save(1, blocking=True, model=small)
-        ckpt.restore(model=small)
+    try:
+        with Checkpointer(f"file://{work}", interval_s=None, handle_sigterm=False) as ckpt:
+            ckpt.save(1, blocking=True, model=small)
+            ckpt.restore(model=small)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-gb", type=float, default=1.0)
     parser.add_argument("--backends", default="file,s3")
-    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--stall-reps", type=int, default=5)
+    parser.add_argument("--contention", type=int, default=0, metavar="SAVES",
+                        help="file:// only: also time training steps during SAVES background saves")
     args = parser.parse_args()
     torch.manual_seed(0)
     warm_up()
@@ -166,8 +244,13 @@ def main() -> None:
     for kind in args.backends.split(","):
         if kind == "file":
             work = tempfile.mkdtemp(prefix="ckpt-bench-")
-            bench_backend("file", f"file://{work}", {}, model, args.reps)
-            bench_stall("file", f"file://{work}", {}, model, args.reps)
+            try:
+                bench_backend("file", f"file://{work}", {}, model, args.reps)
+                bench_stall("file", f"file://{work}", {}, model, args.stall_reps)
+                if args.contention:
+                    bench_contention("file", f"file://{work}", {}, model, args.contention)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)  # gigabytes: never leave them behind
         else:
             from servers import STARTERS
 

@@ -460,20 +460,19 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                               no_dist=no_dist, async_stager=self._async_stager())
 
     def _async_stager(self) -> Any:
-        """DCP's stager, one per Checkpointer so its CPU copy of the state is reused.
+        """The stager, one per Checkpointer so its CPU copy of the state is reused.
 
         A fresh stager (DCP's default) allocates the whole staging copy on every save; keeping
-        it turns every save after the first into a plain copy into memory already mapped. Safe
-        because a save waits for the one before it. Costs one resident copy of the state.
+        it turns every save after the first into a plain copy into memory already mapped, made
+        by several threads (staging.ParallelStager). Safe because a save waits for the one
+        before it. Costs one resident copy of the state.
         """
         if not self.reuse_staging_memory:
             return None
         if self._stager is None:
-            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+            from router.checkpoint.staging import ParallelStager
 
-            self._stager = DefaultStager(StagingOptions(
-                use_pinned_memory=False, use_shared_memory=False, use_async_staging=False,
-                use_non_blocking_copy=False))
+            self._stager = ParallelStager()
         return self._stager
 
     def _finish_in_background(self, future: Any, step: int, epoch: int | None, writer: Any,

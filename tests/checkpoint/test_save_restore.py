@@ -188,3 +188,52 @@ def test_async_save_blocks_for_less_than_the_whole_save(local_store: Store) -> N
     fs, path = local_store.fs_path("step-000000000001", "manifest.json")
     written = json.loads(fs.cat_file(path))
     assert written["blocked_s"] == pytest.approx(report.blocked_s, abs=1e-3)
+
+
+class Mixed:
+    """State with a strided tensor (DCP's generic read path) and bfloat16 (read in place)."""
+
+    def __init__(self, seed: int) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        self.grid = torch.randn(6, 4, generator=generator)
+        self.half = torch.randn(5, generator=generator).to(torch.bfloat16)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"grid_t": self.grid.t(), "half": self.half}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.grid.t().copy_(state["grid_t"])
+        self.half.copy_(state["half"])
+
+
+def test_a_local_restore_reads_tensors_into_the_models_own_memory(
+    local_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, optimizer, scheduler = build(12, 32)
+    train_step(model, optimizer, scheduler, 32)
+    mixed = Mixed(1)
+    with checkpointer(local_store) as ckpt:
+        ckpt.save(1, blocking=True, model=model, optimizer=optimizer, mixed=mixed)
+    loads: list[object] = []
+    real_load = torch.load
+
+    def counting_load(*args: object, **kwargs: object) -> object:
+        loads.append(kwargs.get("map_location"))
+        return real_load(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch, "load", counting_load)
+    fresh, fresh_optimizer, _ = build(13, 32)
+    pointers = [p.data_ptr() for p in fresh.parameters()]
+    fresh_mixed = Mixed(2)
+    with checkpointer(local_store) as ckpt:
+        start = ckpt.restore(model=fresh, optimizer=fresh_optimizer, mixed=fresh_mixed)
+    assert start.step == 1
+    assert [p.data_ptr() for p in fresh.parameters()] == pointers
+    assert same(params(fresh), params(model))
+    assert torch.equal(fresh_mixed.grid, mixed.grid)
+    assert torch.equal(fresh_mixed.half, mixed.half)
+    fresh_optimizer.step()  # the restored moments and step count are usable
+    # Every record was opened on the meta device only (its offset, not its data), except the
+    # strided target, which took DCP's path: one record loaded into a new tensor.
+    assert loads.count("cpu") == 1
+    assert loads.count("meta") >= len(pointers)
