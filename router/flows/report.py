@@ -22,8 +22,9 @@ recovery or migration, with the same fields plus `started_at`, `ended_at` and `r
 
 The baseline of a placement is the on-demand price of the same instance type in the same
 cloud (same region first, else the cheapest region), from the record, else the price cache,
-else the bundled snapshot; a placement with no known on-demand price counts at its own price
-(no saving claimed) and the report says so.
+the bundled snapshot or, for the local target, the project's local market in force now; a
+placement with no known on-demand price counts at its own price (no saving claimed) and the
+report says so.
 """
 
 from __future__ import annotations
@@ -345,6 +346,8 @@ def report(
     if cache.exists():
         with QuoteCache(cache) as qc:
             quotes.extend(qc.latest())
+    if project is not None:
+        quotes.extend(local_market_on_demand(project, now))
     result = summarise(segments, now=now, days=days, on_demand=on_demand_lookup(quotes))
     if not segments:
         return SpendReport(
@@ -358,6 +361,31 @@ def report(
             (f"no placements recorded in {store.where} — deploy a job first",),
         )
     return result
+
+
+def local_market_on_demand(project: Project, now: datetime) -> list[Any]:
+    """The on-demand rows of the project's local market (spotroute.yaml `local_market:`) in
+    force at `now`, as quotes: the baseline of the local target's placements."""
+    from types import SimpleNamespace
+
+    from router.config.local_market import load_local_market
+    from router.config.org_file import org_config_for
+    from router.prices.local import LOCAL_INSTANCE_TYPE
+
+    market = load_local_market(org_config_for(project), project.root)
+    if market is None:
+        return []
+    return [
+        SimpleNamespace(
+            cloud="local",
+            region=region,
+            instance_type=LOCAL_INSTANCE_TYPE,
+            market=kind,
+            price_per_hour=row.price_per_hour,
+        )
+        for (region, kind), row in market.at(now).items()
+        if kind == "on-demand"
+    ]
 
 
 def records_of(project: Project | None) -> RecordStore:

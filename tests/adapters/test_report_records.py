@@ -82,3 +82,30 @@ def test_report_of_a_project_reads_the_org_configs_s3_backend(
 
     r = report(now=NOW, project=find_project(override=tmp_path))
     assert [(j.job, round(j.cost, 6)) for j in r.by_job] == [("sweep", 40.0)]
+
+
+def test_local_market_placements_are_measured_against_its_on_demand_price(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from router.config.project import Project
+
+    monkeypatch.setenv("SPOTROUTE_HOME", str(tmp_path / "home"))
+    (tmp_path / "Pulumi.yaml").write_text("name: spotroute\nruntime: python\n")
+    (tmp_path / "spotroute.yaml").write_text(
+        "clouds: [local]\nlocal_market: {start: '2026-12-01T00:00:00Z', offers: ["
+        "{region: local-a, market: spot, price_per_hour: 1.0, capacity: 1},"
+        "{region: local-a, market: on-demand, price_per_hour: 4.0, capacity: 1}]}\n"
+    )
+    project = Project(tmp_path)
+    store = records_for(f"file://{tmp_path / 'shared'}", tmp_path / "home", is_default=False)
+    local = {**placement("train", "local", "spot", 1.0, 2), "region": "local-a",
+             "zone": None, "instance_type": "local-process"}  # fmt: skip
+    store.put("placements/train", local)
+
+    r = report(now=NOW, records=store, project=project)
+    assert r.total_cost == pytest.approx(2.0) and r.total_baseline == pytest.approx(8.0)
+    assert not any("no on-demand price known" in n for n in r.notes)
+    # Without the project's market the local target has no on-demand price: no saving claimed.
+    bare = report(now=NOW, records=store)
+    assert bare.total_baseline == pytest.approx(2.0)
+    assert any("no on-demand price known for local local-process" in n for n in bare.notes)
