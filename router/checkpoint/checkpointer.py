@@ -152,11 +152,12 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 saved = set(states["rank0"].get("components", []))
                 to_load = {k: v for k, v in self._objects.items() if k in saved}
                 if to_load:
-                    served = self._load_state_dicts(manifest, to_load)
-                    partial = partial or served > 0
+                    self._load_state_dicts(manifest, to_load)
             except BaseException as error:  # DCP raises CheckpointException, a BaseException
                 if isinstance(error, KeyboardInterrupt | SystemExit):
                     raise
+                if isinstance(error, _PartlyLoaded):
+                    partial, error = True, error.cause
                 rejected.append(f"step {step}: damaged ({_damage(error)})")
                 continue
             for note in rejected:
@@ -274,8 +275,9 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             raise CheckpointError("; ".join(problems))
         return states
 
-    def _load_state_dicts(self, manifest: Manifest, objects: dict[str, Any]) -> int:
-        """Load through DCP, each file read once and checked; returns how many files it used."""
+    def _load_state_dicts(self, manifest: Manifest, objects: dict[str, Any]) -> None:
+        """Load through DCP, each file checked before DCP reads it. A failure after a checked
+        data file was read into `objects` raises _PartlyLoaded (they are no longer as they were)."""
         from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
         from torch.distributed.checkpoint.state_dict_loader import load
 
@@ -290,10 +292,11 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                     process_group=self._ranks.control_group,
                     no_dist=not self._ranks.distributed,
                 )
-        finally:
-            served = int(reader.fs.served)
+        except BaseException as error:
+            if reader.fs.served and not isinstance(error, KeyboardInterrupt | SystemExit):
+                raise _PartlyLoaded(error) from error
+            raise
         apply(state)
-        return served
 
     # --- save ---------------------------------------------------------------------------------
 
@@ -560,6 +563,14 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _PartlyLoaded(Exception):
+    """A load failed after some of a checkpoint's data was read into the objects."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 def _damage(error: BaseException) -> str:

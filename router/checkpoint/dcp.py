@@ -212,7 +212,8 @@ def local_reader(location: Location, manifest: Manifest) -> Any:
 def verifying_filesystem(base: type,
                          open_checked: Callable[[Any], AbstractContextManager[IO[bytes]]]) -> Any:
     """An instance of DCP filesystem class `base` whose read streams are `open_checked(path)`
-    (a file checked against the manifest); writes pass through. Counts the files it served."""
+    (a file checked against the manifest); writes pass through. `served` counts the data files
+    it handed to DCP once checked: a failure after that may have left objects partly loaded."""
 
     class VerifyingFileSystem(base):  # type: ignore[misc]
         served = 0
@@ -223,8 +224,9 @@ def verifying_filesystem(base: type,
                 with super().create_stream(path, mode) as stream:
                     yield stream
                 return
-            self.served += 1
             with open_checked(path) as stream:
+                if posixpath.basename(str(os.fspath(path))) != ".metadata":
+                    self.served += 1
                 yield stream
 
     return VerifyingFileSystem()

@@ -1,0 +1,69 @@
+"""A checkpoint whose data is in two files per rank (DCP's writer with two threads), damaged in
+the file read second: the first file is already in the model when the damage is found. Restore
+then loads the previous checkpoint over it, or, with none left, refuses to go on with a
+half-loaded model instead of "starting from scratch"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from training import build, params, same, train_step
+
+import router.checkpoint.checkpointer as checkpointer_module
+from router.checkpoint import Checkpointer, CheckpointError, Manifest
+
+
+@pytest.fixture(autouse=True)
+def two_files_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = checkpointer_module.recording_writer
+
+    def writer(*args: Any, **kwargs: Any) -> Any:
+        made = original(*args, **kwargs)
+        made.thread_count = 2  # DCP splits a rank's data over this many files
+        return made
+
+    monkeypatch.setattr(checkpointer_module, "recording_writer", writer)
+
+
+def _save(url: str, step: int, seed: int) -> list[Any]:
+    model, optimizer, scheduler = build(seed)
+    for _ in range(step):
+        train_step(model, optimizer, scheduler)
+    with Checkpointer(url, interval_s=None, handle_sigterm=False) as ckpt:
+        ckpt.save(step, blocking=True, model=model, optimizer=optimizer, scheduler=scheduler)
+    return params(model)
+
+
+def _damage_the_file_read_second(root: Path, step: int) -> None:
+    directory = root / f"step-{step:012d}"
+    manifest = Manifest.from_json((directory / "manifest.json").read_bytes())
+    data_files = sorted(e.path for e in manifest.files if e.path.endswith(".distcp"))
+    assert data_files == ["__0_0.distcp", "__0_1.distcp"]
+    target = directory / data_files[1]
+    blob = bytearray(target.read_bytes())
+    blob[len(blob) // 2] ^= 0x01
+    target.write_bytes(bytes(blob))
+
+
+def test_a_partly_loaded_damaged_newest_is_overwritten_by_the_previous(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}"
+    older = _save(url, 2, seed=5)
+    _save(url, 4, seed=5)
+    _damage_the_file_read_second(tmp_path, 4)
+    model, optimizer, scheduler = build(9)
+    with Checkpointer(url, interval_s=None, handle_sigterm=False) as ckpt:
+        start = ckpt.restore(model=model, optimizer=optimizer, scheduler=scheduler)
+    assert start.step == 2 and "step 4: damaged (__0_1.distcp checksum" in start.messages[0]
+    assert same(params(model), older)
+
+
+def test_with_no_checkpoint_left_a_partly_loaded_model_is_refused(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}"
+    _save(url, 3, seed=6)
+    _damage_the_file_read_second(tmp_path, 3)
+    model, optimizer, scheduler = build(9)
+    with Checkpointer(url, interval_s=None, handle_sigterm=False) as ckpt:
+        with pytest.raises(CheckpointError, match="partly loaded from one — restart the process"):
+            ckpt.restore(model=model, optimizer=optimizer, scheduler=scheduler)
