@@ -122,8 +122,7 @@ def _held(name: str, holder: object) -> Held:
 
 
 def read_each(store: RecordStore, prefix: str) -> dict[str, dict[str, Any]]:
-    """`store.list(prefix)` for a store that reads one key at a time (a record deleted between
-    listing and reading is left out)."""
+    """`store.list(prefix)`, one key at a time (a record deleted meanwhile is left out)."""
     out = {}
     for key in store.keys(prefix):
         doc = store.get(key)
