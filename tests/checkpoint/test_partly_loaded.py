@@ -64,6 +64,6 @@ def test_with_no_checkpoint_left_a_partly_loaded_model_is_refused(tmp_path: Path
     _save(url, 3, seed=6)
     _damage_the_file_read_second(tmp_path, 3)
     model, optimizer, scheduler = build(9)
-    with Checkpointer(url, interval_s=None, handle_sigterm=False) as ckpt:
-        with pytest.raises(CheckpointError, match="partly loaded from one — restart the process"):
-            ckpt.restore(model=model, optimizer=optimizer, scheduler=scheduler)
+    refused = pytest.raises(CheckpointError, match="partly loaded from one — restart the process")
+    with Checkpointer(url, interval_s=None, handle_sigterm=False) as ckpt, refused:
+        ckpt.restore(model=model, optimizer=optimizer, scheduler=scheduler)
