@@ -35,6 +35,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from router.core.errors import BadInput
+from router.core.offers import Quote
 
 if TYPE_CHECKING:
     from router.config.project import Project
@@ -363,11 +364,9 @@ def report(
     return result
 
 
-def local_market_on_demand(project: Project, now: datetime) -> list[Any]:
+def local_market_on_demand(project: Project, now: datetime) -> list[Quote]:
     """The on-demand rows of the project's local market (spotroute.yaml `local_market:`) in
     force at `now`, as quotes: the baseline of the local target's placements."""
-    from types import SimpleNamespace
-
     from router.config.local_market import load_local_market
     from router.config.org_file import org_config_for
     from router.prices.local import LOCAL_INSTANCE_TYPE
@@ -376,13 +375,7 @@ def local_market_on_demand(project: Project, now: datetime) -> list[Any]:
     if market is None:
         return []
     return [
-        SimpleNamespace(
-            cloud="local",
-            region=region,
-            instance_type=LOCAL_INSTANCE_TYPE,
-            market=kind,
-            price_per_hour=row.price_per_hour,
-        )
+        Quote("local", region, None, LOCAL_INSTANCE_TYPE, kind, row.price_per_hour, "local", now)
         for (region, kind), row in market.at(now).items()
         if kind == "on-demand"
     ]
