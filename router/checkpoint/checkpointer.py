@@ -132,15 +132,19 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
 
         `objects` are what has state: model=, optimizer=, scheduler=, scaler= and any other
         object with state_dict() / load_state_dict(). They are remembered for later saves.
-        Every file is checked against the manifest's size and checksum as it is read (once); a
-        damaged newest checkpoint is skipped, with a message, for the one before it.
+        Every file is checked against the manifest's size and checksum; a damaged newest
+        checkpoint is skipped, with a message, for the one before it. While an older one is
+        left, a local file is checked as it is read into the objects (one pass); the oldest is
+        checked first, so with no complete checkpoint the objects are left as they were.
         """
         self._remember(objects)
         self._await_handover()
         resume = Resume()
         rejected: list[str] = []
-        partial = False
-        for step, manifest, problem in self._candidates():
+        touched: set[str] = set()  # objects a checkpoint was (maybe partly) read into
+        candidates = self._candidates()
+        loadable = [i for i, (_, m, _) in enumerate(candidates) if m and m.mode != "files"]
+        for index, (step, manifest, problem) in enumerate(candidates):
             if manifest is None:
                 rejected.append(f"step {step}: {problem}")
                 continue
@@ -152,14 +156,22 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 saved = set(states["rank0"].get("components", []))
                 to_load = {k: v for k, v in self._objects.items() if k in saved}
                 if to_load:
-                    self._load_state_dicts(manifest, to_load)
+                    # Checked while read into the objects, unless no older checkpoint is left
+                    # to load over a damaged one: then checked first.
+                    self._load_state_dicts(manifest, to_load, fused=index != loadable[-1])
             except BaseException as error:  # DCP raises CheckpointException, a BaseException
                 if isinstance(error, KeyboardInterrupt | SystemExit):
                     raise
                 if isinstance(error, _PartlyLoaded):
-                    partial, error = True, error.cause
+                    touched.update(to_load)
+                    error = error.cause
                 rejected.append(f"step {step}: damaged ({_damage(error)})")
                 continue
+            if touched - set(to_load):
+                raise CheckpointError(
+                    f"{', '.join(sorted(touched - set(to_load)))}: partly loaded from a damaged "
+                    f"checkpoint and not in step {step} — restart the process to resume from "
+                    f"step {step}, or delete the damaged step-* directories")
             for note in rejected:
                 resume.messages.append(f"{note} — skipped; using step {step}")
             for name in sorted(set(self._objects) - saved):
@@ -181,7 +193,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             self._last_save_at = self._clock()
             return self._resumed(self._say(resume))
         resume.messages.extend(f"{note} — skipped" for note in rejected)
-        if partial:
+        if touched:
             # Damage found after some tensors were copied in: the objects are not fresh either.
             self._say(resume)
             raise CheckpointError(
@@ -275,14 +287,16 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             raise CheckpointError("; ".join(problems))
         return states
 
-    def _load_state_dicts(self, manifest: Manifest, objects: dict[str, Any]) -> None:
-        """Load through DCP, each file checked before DCP reads it. A failure after a checked
-        data file was read into `objects` raises _PartlyLoaded (they are no longer as they were)."""
+    def _load_state_dicts(self, manifest: Manifest, objects: dict[str, Any], *,
+                          fused: bool = False) -> None:
+        """Load through DCP, each file checked: before DCP reads it, or (`fused`, local files)
+        while it is read into `objects`. A failure after a data file was read into `objects`
+        raises _PartlyLoaded (they are no longer as they were)."""
         from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
         from torch.distributed.checkpoint.state_dict_loader import load
 
         state, apply = state_dicts_for_load(objects)
-        reader = verifying_reader(self.location, manifest)
+        reader = verifying_reader(self.location, manifest, fused=fused)
         try:
             with quiet_dcp():
                 load(

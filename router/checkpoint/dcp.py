@@ -9,6 +9,7 @@ it is written, and the switches that quiet DCP and skip torch.save's own CRC whi
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import posixpath
 import threading
@@ -17,7 +18,13 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import IO, Any
 
-from router.checkpoint.manifest import ChecksumWriter, Manifest, checksum_bytes, checksum_stream
+from router.checkpoint.manifest import (
+    Checksum,
+    ChecksumWriter,
+    Manifest,
+    checksum_bytes,
+    checksum_stream,
+)
 from router.checkpoint.storage import Location
 
 
@@ -141,7 +148,7 @@ def open_verified_local(location: Location, manifest: Manifest,
         yield handle
 
 
-def verifying_reader(location: Location, manifest: Manifest) -> Any:
+def verifying_reader(location: Location, manifest: Manifest, *, fused: bool = False) -> Any:
     """A DCP storage reader that checks each file whole before DCP uses it.
 
     A rank's shard is usually one file, so damage is found before any tensor is copied into
@@ -150,7 +157,7 @@ def verifying_reader(location: Location, manifest: Manifest) -> Any:
     file, held in memory while DCP reads it.
     """
     if location.is_local:
-        return local_reader(location, manifest)
+        return local_reader(location, manifest, fused=fused)
     url = location.url_of(posixpath.basename(location.step_path(manifest.step)))
     reader = dcp_fsspec_module().FsspecReader(url, **location.storage_options)
     prefix = url.rstrip("/") + "/"
@@ -167,7 +174,7 @@ def verifying_reader(location: Location, manifest: Manifest) -> Any:
     return reader
 
 
-def local_reader(location: Location, manifest: Manifest) -> Any:
+def local_reader(location: Location, manifest: Manifest, *, fused: bool = False) -> Any:
     """DCP's FileSystemReader for a local checkpoint: each file checked, then read in place.
 
     Every file is checked against the manifest (size, checksum) before DCP reads any of it.
@@ -176,10 +183,16 @@ def local_reader(location: Location, manifest: Manifest) -> Any:
     offset): DCP's generic path torch.loads every record into a new tensor (1 GB of fresh
     pages per GB) and copies that into the model, two copies more. Anything else (a resharded
     or strided target, another dtype, an object record) takes DCP's generic path.
+
+    `fused`: a file whose tensors all map in place is read once, front to back, each piece
+    checksummed as it lands in the model (fused_read); damage is then found after the model
+    was written, so the caller passes it only where an older checkpoint can still be loaded
+    over it. `reader.fs.served` counts the files read into the objects.
     """
     from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemReader
 
     directory = location.step_path(manifest.step)
+    entries = {entry.path: entry for entry in manifest.files}
 
     @contextmanager
     def open_checked(path: Any) -> Iterator[IO[bytes]]:
@@ -196,6 +209,10 @@ def local_reader(location: Location, manifest: Manifest) -> Any:
                 per_file.setdefault(self.storage_data[item.storage_index].relative_path,
                                     []).append(item)
             for relative, items in per_file.items():
+                if fused and fused_read(self, os.path.join(directory, relative),
+                                        entries.get(relative), manifest.checksum_algorithm,
+                                        items, planner):
+                    continue
                 with self.fs.create_stream(self.fs.concat_path(self.path, relative),
                                            "rb") as stream:
                     for item in items:
@@ -269,6 +286,94 @@ def _read_item(reader: Any, stream: Any, item: Any, planner: Any) -> None:
                            f"differs from the model's {tuple(target.size())}")
     target.copy_(source)
     planner.commit_tensor(item, target)
+
+
+def fused_read(reader: Any, path: str, entry: Any, algorithm: str, items: list[Any],
+               planner: Any) -> bool:
+    """Read one local file in a single pass: every tensor straight into its target, the bytes
+    between (zip and pickle headers, object records) through a small buffer, all checksummed in
+    file order as they are read, compared with the manifest `entry` at the end.
+
+    False (nothing read into the objects) where a record does not map in place: the caller
+    takes the check-first path. CheckpointDamaged on a size or checksum mismatch, possibly after
+    targets were written. Object records go to DCP only after the file checked out.
+    """
+    import torch
+    from torch.distributed.checkpoint.planner import LoadItemType
+    from torch.distributed.checkpoint.utils import _create_file_view
+
+    if entry is None:
+        return False
+    pieces: list[tuple[int, memoryview, Any, Any]] = []  # (file offset, destination, item, target)
+    objects: list[Any] = []
+    try:
+        handle = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError as error:
+        raise CheckpointDamaged(f"{entry.path} is missing") from error
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size != entry.size:
+            raise CheckpointDamaged(f"{entry.path} has {size} bytes, the manifest says "
+                                    f"{entry.size}")
+        for item in items:
+            info = reader.storage_data[item.storage_index]
+            if item.type == LoadItemType.BYTE_IO:
+                objects.append(item)
+                continue
+            if info.transform_descriptors:
+                return False
+            view: Any = _create_file_view(handle, info.offset, info.length)
+            try:
+                source = torch.load(view, map_location="meta", weights_only=True)
+            except Exception:  # a damaged header: the check-first path names the damage
+                return False
+            target = planner.resolve_tensor(item).detach()
+            destination = _in_place_destination(source, target, item) if source.is_meta else None
+            if destination is None:
+                return False
+            start = (info.offset + source.untyped_storage()._checkpoint_offset
+                     + source.storage_offset() * source.element_size())
+            pieces.append((start, destination, item, target))
+        pieces.sort(key=lambda piece: piece[0])
+        if any(a[0] + a[1].nbytes > b[0] for a, b in itertools.pairwise(pieces)):
+            return False
+        reader.fs.served += 1  # from here on the targets change
+        checksum = Checksum(algorithm)
+        scratch = memoryview(bytearray(_CHUNK))
+        with open(path, "rb", buffering=0) as raw:
+            position = 0
+            for start, destination, _, _ in pieces:
+                position = _checksummed_read(raw, position, start, scratch, checksum, None)
+                position = _checksummed_read(raw, position, start + destination.nbytes,
+                                             destination, checksum, start)
+            _checksummed_read(raw, position, size, scratch, checksum, None)
+        if checksum.hexdigest() != entry.checksum:
+            raise CheckpointDamaged(f"{entry.path} checksum {checksum.hexdigest()} differs from "
+                                    f"the manifest's {entry.checksum}")
+        for _, _, item, target in pieces:
+            planner.commit_tensor(item, target)
+        for item in objects:
+            info = reader.storage_data[item.storage_index]
+            planner.load_bytes(item, io.BytesIO(_create_file_view(handle, info.offset,
+                                                                  info.length).read(-1)))
+    return True
+
+
+_CHUNK = 4 << 20  # checksummed while still in the CPU cache
+
+
+def _checksummed_read(raw: Any, position: int, end: int, buffer: memoryview, checksum: Any,
+                      base: int | None) -> int:
+    """Read file bytes [position, end) into `buffer` (at position - base; or over and over from
+    its start when base is None), checksumming each piece; the new position."""
+    while position < end:
+        at = 0 if base is None else position - base
+        count = raw.readinto(buffer[at:at + min(_CHUNK, end - position)])
+        if not count:
+            raise CheckpointDamaged(f"a record ends early at byte {position}")
+        checksum.update(buffer[at:at + count])
+        position += count
+    return position
 
 
 def _in_place_destination(source: Any, target: Any, item: Any) -> memoryview | None:

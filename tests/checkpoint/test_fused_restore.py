@@ -1,0 +1,134 @@
+"""A local restore that checks each file while reading it into the model (dcp.fused_read), and
+the guarantees around it: a damaged newest checkpoint gives way to the previous one, bit-exact;
+with no older one left the model is left exactly as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from router.checkpoint import Checkpointer, CheckpointError, dcp
+
+
+def checkpointer(root: Path) -> Checkpointer:
+    return Checkpointer(root.as_uri(), interval_s=None, handle_sigterm=False)
+
+
+def model(seed: int) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 32))
+
+
+def snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: value.detach().clone() for name, value in module.state_dict().items()}
+
+
+def bit_equal(module: torch.nn.Module, expected: dict[str, torch.Tensor]) -> bool:
+    got = module.state_dict()
+    return got.keys() == expected.keys() and all(
+        torch.equal(got[k].view(torch.uint8), expected[k].view(torch.uint8)) for k in expected)
+
+
+def flip_in_tensor(root: Path, step: int, tensor: torch.Tensor) -> None:
+    """Flip one bit inside the stored bytes of `tensor` (not a header)."""
+    path = root / f"step-{step:012d}" / "__0_0.distcp"
+    data = bytearray(path.read_bytes())
+    at = data.find(tensor.detach().numpy().tobytes())
+    assert at > 0, "the tensor's bytes are stored as they are"
+    data[at + 37] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def fused_calls(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """What each fused_read call returned (True: the file was read in the single pass)."""
+    calls: list[bool] = []
+    original = dcp.fused_read
+
+    def spy(*args: Any, **kwargs: Any) -> bool:
+        try:
+            result = original(*args, **kwargs)
+        except dcp.CheckpointDamaged:
+            calls.append(True)
+            raise
+        calls.append(result)
+        return result
+
+    monkeypatch.setattr(dcp, "fused_read", spy)
+    return calls
+
+
+def test_the_newest_checkpoint_is_read_in_one_checked_pass(tmp_path: Path,
+                                                           fused_calls: list[bool]) -> None:
+    saved = model(1)
+    with checkpointer(tmp_path) as ckpt:
+        ckpt.save(2, blocking=True, model=model(0))
+        ckpt.save(4, blocking=True, model=saved)
+    target = model(2)
+    with checkpointer(tmp_path) as again:
+        assert again.restore(model=target).step == 4
+    assert fused_calls == [True]
+    assert bit_equal(target, snapshot(saved))
+
+
+def test_a_flipped_tensor_byte_in_the_newest_falls_back_to_the_previous_bit_exactly(
+        tmp_path: Path, fused_calls: list[bool]) -> None:
+    older, newer = model(1), model(2)
+    with checkpointer(tmp_path) as ckpt:
+        ckpt.save(2, blocking=True, model=older)
+        ckpt.save(4, blocking=True, model=newer)
+    flip_in_tensor(tmp_path, 4, newer.state_dict()["0.weight"])
+    target = model(3)
+    with checkpointer(tmp_path) as again:
+        start = again.restore(model=target)
+    assert start.step == 2
+    assert "step 4: damaged (__0_0.distcp checksum" in start.messages[0]
+    assert fused_calls == [True]  # step 4 was read into the model, step 2 checked first
+    assert bit_equal(target, snapshot(older))
+
+
+def test_the_only_checkpoint_damaged_leaves_the_model_exactly_as_it_was(
+        tmp_path: Path, fused_calls: list[bool]) -> None:
+    saved = model(1)
+    with checkpointer(tmp_path) as ckpt:
+        ckpt.save(4, blocking=True, model=saved)
+    flip_in_tensor(tmp_path, 4, saved.state_dict()["1.weight"])
+    target = model(3)
+    before = snapshot(target)
+    with checkpointer(tmp_path) as again:
+        start = again.restore(model=target)
+    assert start.step == 0
+    assert "starting from scratch" in start.messages[-1]
+    assert fused_calls == []  # the last candidate is checked before anything is read into it
+    assert bit_equal(target, before)
+
+
+def test_every_checkpoint_damaged_after_a_partial_read_is_an_error(tmp_path: Path) -> None:
+    older, newer = model(1), model(2)
+    with checkpointer(tmp_path) as ckpt:
+        ckpt.save(2, blocking=True, model=older)
+        ckpt.save(4, blocking=True, model=newer)
+    flip_in_tensor(tmp_path, 4, newer.state_dict()["0.weight"])
+    flip_in_tensor(tmp_path, 2, older.state_dict()["0.weight"])
+    with checkpointer(tmp_path) as again, pytest.raises(CheckpointError, match="partly loaded"):
+        again.restore(model=model(3))
+
+
+def test_an_object_the_previous_checkpoint_lacks_is_not_left_half_loaded(
+        tmp_path: Path) -> None:
+    older, newer = model(1), model(2)
+    optimizer = torch.optim.SGD(newer.parameters(), lr=0.1, momentum=0.9)
+    newer(torch.randn(2, 64)).sum().backward()
+    optimizer.step()
+    with checkpointer(tmp_path) as ckpt:
+        ckpt.save(2, blocking=True, model=older)
+        ckpt.save(4, blocking=True, model=newer, optimizer=optimizer)
+    flip_in_tensor(tmp_path, 4, newer.state_dict()["0.weight"])
+    target = model(3)
+    with checkpointer(tmp_path) as again, pytest.raises(CheckpointError,
+                                                        match="optimizer: partly loaded"):
+        again.restore(model=target, optimizer=torch.optim.SGD(target.parameters(), lr=0.1,
+                                                              momentum=0.9))
