@@ -99,6 +99,20 @@ def raw_read_into(fs: Any, path: str, target: torch.nn.Module) -> float:
     return time.perf_counter() - t0
 
 
+def timed_restore(url: str, options: dict[str, Any], model: torch.nn.Module,
+                  target: torch.nn.Module, step: int) -> float:
+    """Seconds to restore `step` into `target` (zeroed first), checked equal to `model`."""
+    for p in target.parameters():
+        p.zero_()
+    with Checkpointer(url, interval_s=None, handle_sigterm=False, storage_options=options) as ckpt:
+        t0 = time.perf_counter()
+        assert ckpt.restore(model=target).step == step
+        seconds = time.perf_counter() - t0
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), target.parameters(),
+                                                  strict=True))
+    return seconds
+
+
 def median_and_min(values: list[float]) -> str:
     return f"{statistics.median(values):7.2f} s ({min(values):.2f})"
 
@@ -127,27 +141,13 @@ def bench_backend(kind: str, url: str, options: dict[str, Any], model: torch.nn.
             t0 = time.perf_counter()
             ckpt.save(1, blocking=True, model=model)
             results["save"].append(time.perf_counter() - t0)
-        with Checkpointer(ckpt_url, interval_s=None, handle_sigterm=False,
-                          storage_options=options) as ckpt:
-            t0 = time.perf_counter()
-            assert ckpt.restore(model=target).step == 1
-            results["restore"].append(time.perf_counter() - t0)
-        assert all(torch.equal(a, b) for a, b in zip(model.parameters(), target.parameters(),
-                                                      strict=True))
+        results["restore"].append(timed_restore(ckpt_url, options, model, target, 1))
         # The usual case of a job that kept several: the newest of two, checked while read
         # into the model on file:// (the only one, above, is checked before it is read).
         with Checkpointer(ckpt_url, interval_s=None, handle_sigterm=False,
                           storage_options=options) as ckpt:
             ckpt.save(2, blocking=True, model=model)
-        for p in target.parameters():
-            p.zero_()
-        with Checkpointer(ckpt_url, interval_s=None, handle_sigterm=False,
-                          storage_options=options) as ckpt:
-            t0 = time.perf_counter()
-            assert ckpt.restore(model=target).step == 2
-            results["restore_newest"].append(time.perf_counter() - t0)
-        assert all(torch.equal(a, b) for a, b in zip(model.parameters(), target.parameters(),
-                                                      strict=True))
+        results["restore_newest"].append(timed_restore(ckpt_url, options, model, target, 2))
         fs.rm(fs._strip_protocol(ckpt_url), recursive=True)
     del target
     mid = {name: statistics.median(values) for name, values in results.items() if values}
