@@ -132,3 +132,22 @@ def test_an_object_the_previous_checkpoint_lacks_is_not_left_half_loaded(
                                                         match="optimizer: partly loaded"):
         again.restore(model=target, optimizer=torch.optim.SGD(target.parameters(), lr=0.1,
                                                               momentum=0.9))
+
+
+@pytest.mark.parametrize("at", [0, 40, 200, -30])
+def test_a_flipped_header_byte_in_the_newest_falls_back_to_the_previous(tmp_path: Path,
+                                                                        at: int) -> None:
+    older, newer = model(1), model(2)
+    with checkpointer(tmp_path) as ckpt:
+        ckpt.save(2, blocking=True, model=older)
+        ckpt.save(4, blocking=True, model=newer)
+    path = tmp_path / "step-000000000004" / "__0_0.distcp"
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01  # a zip or pickle header, not tensor bytes
+    path.write_bytes(bytes(data))
+    target = model(3)
+    with checkpointer(tmp_path) as again:
+        start = again.restore(model=target)
+    assert start.step == 2
+    assert "step 4: damaged (__0_0.distcp checksum" in start.messages[0]
+    assert bit_equal(target, snapshot(older))
