@@ -4,8 +4,9 @@ The layout is the checkpoint library's (router/checkpoint/manifest.py, issue 8):
 
   <url>/step-<12 digits>/manifest.json   written last; counts only when every file it lists
                                          has its size and checksum ("spotroute-checkpoint/1":
-                                         `checksum` + `checksum_algorithm` crc32c|crc32, as
-                                         router.checkpoint writes; or `crc32`, the example's)
+                                         `checksum` + `checksum_algorithm` xxh3-64|crc32|
+                                         crc32c, as router.checkpoint writes; or `crc32`, the
+                                         example's)
   <url>/interruption.json                the library's marker after a preemption notice
 
 and the files of the hand-over protocol (docs/migration.md):
@@ -31,7 +32,6 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -193,27 +193,23 @@ def entry_checksum(manifest: dict[str, Any], entry: dict[str, Any]) -> tuple[str
 
 
 class Checksum:
-    """An incremental CRC-32C (google-crc32c) or CRC-32 (zlib), as 8 hex digits."""
+    """The checkpoint library's checksum of one algorithm (router.checkpoint.manifest: xxh3-64,
+    crc32, crc32c); a package missing to compute it is an OperationFailed naming it."""
 
     def __init__(self, algorithm: str) -> None:
-        if algorithm not in ("crc32", "crc32c"):
-            raise ValueError(f"unknown checksum algorithm {algorithm!r}")
-        self.algorithm, self.value = algorithm, 0
+        from router.checkpoint.manifest import Checksum as LibraryChecksum
+
+        try:
+            self._checksum = LibraryChecksum(algorithm)
+        except ImportError as error:
+            raise OperationFailed(str(error)) from None
+        self.algorithm = algorithm
 
     def update(self, data: bytes) -> None:
-        if self.algorithm == "crc32":
-            self.value = zlib.crc32(data, self.value)
-        else:
-            try:
-                import google_crc32c
-            except ImportError:
-                raise OperationFailed(
-                    "this checkpoint uses crc32c checksums — pip install google-crc32c"
-                ) from None
-            self.value = int(google_crc32c.extend(self.value, data))
+        self._checksum.update(data)
 
     def hexdigest(self) -> str:
-        return f"{self.value & 0xFFFFFFFF:08x}"
+        return self._checksum.hexdigest()
 
 
 def checksum(data: bytes, algorithm: str) -> str:

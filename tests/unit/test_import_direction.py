@@ -56,6 +56,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     # The Young/Daly formulas the training library checkpoints by, shown per placement by
     # `route plan --explain`: one copy of them (math and re only; the package loads lazily).
     ("router.flows.plan", "router.checkpoint.interval"): "checkpoint interval formulas",
+    # The checksums the router checks a job's checkpoints with (route watch, route migrate's
+    # copy): the library's own, so both sides know the same algorithms (json and zlib only;
+    # xxhash and google-crc32c imported when used).
+    ("router.config.checkpoints", "router.checkpoint.manifest"): "manifest checksum algorithms",
     # components → router: H-components removed components/gcp.py → router.catalog and
     # components/local.py → router.home (the router now writes gcpAcceleratorType and the local
     # directories into the stack config). Add nothing here: use router.contract.
