@@ -28,7 +28,8 @@ from typing import Any
 from router.checkpoint import rng
 from router.checkpoint.dcp import (
     ZIP_CRC,
-    CheckpointDamaged,
+    PartlyLoaded,
+    damage_reason,
     quiet_dcp,
     read_verified,
     recording_writer,
@@ -134,8 +135,9 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         object with state_dict() / load_state_dict(). They are remembered for later saves.
         Every file is checked against the manifest's size and checksum; a damaged newest
         checkpoint is skipped, with a message, for the one before it. While an older one is
-        left, a local file is checked as it is read into the objects (one pass); the oldest is
-        checked first, so with no complete checkpoint the objects are left as they were.
+        left, a local file is checked as it is read into the objects (one pass); of the oldest,
+        every file of the rank is checked before any is read, so with no complete checkpoint
+        the objects are left as they were.
         """
         self._remember(objects)
         self._await_handover()
@@ -162,10 +164,10 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             except BaseException as error:  # DCP raises CheckpointException, a BaseException
                 if isinstance(error, KeyboardInterrupt | SystemExit):
                     raise
-                if isinstance(error, _PartlyLoaded):
+                if isinstance(error, PartlyLoaded):
                     touched.update(to_load)
                     error = error.cause
-                rejected.append(f"step {step}: damaged ({_damage(error)})")
+                rejected.append(f"step {step}: damaged ({damage_reason(error)})")
                 continue
             if touched - set(to_load):
                 raise CheckpointError(
@@ -291,7 +293,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                           fused: bool = False) -> None:
         """Load through DCP, each file checked: before DCP reads it, or (`fused`, local files)
         while it is read into `objects`. A failure after a data file was read into `objects`
-        raises _PartlyLoaded (they are no longer as they were)."""
+        raises PartlyLoaded (they are no longer as they were)."""
         from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
         from torch.distributed.checkpoint.state_dict_loader import load
 
@@ -308,7 +310,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 )
         except BaseException as error:
             if reader.fs.served and not isinstance(error, KeyboardInterrupt | SystemExit):
-                raise _PartlyLoaded(error) from error
+                raise PartlyLoaded(error) from error
             raise
         apply(state)
 
@@ -577,27 +579,3 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _PartlyLoaded(Exception):
-    """A load failed after some of a checkpoint's data was read into the objects."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-
-
-def _damage(error: BaseException) -> str:
-    """The reason a load failed, from our own error or the one DCP wrapped per rank."""
-    if isinstance(error, CheckpointDamaged | CheckpointError):
-        return str(error)
-    failures = getattr(error, "failures", None)
-    if isinstance(failures, dict):
-        reasons = []
-        for failure in failures.values():
-            inner = failure[0] if isinstance(failure, tuple) else failure
-            reasons.append(str(inner) if isinstance(inner, CheckpointDamaged)
-                           else f"{type(inner).__name__}: {inner}")
-        if reasons:
-            return "; ".join(dict.fromkeys(reasons))
-    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"

@@ -15,16 +15,19 @@ import posixpath
 import threading
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from typing import IO, Any
 
 from router.checkpoint.manifest import (
+    PIECE,
     Checksum,
     ChecksumWriter,
     Manifest,
     checksum_bytes,
     checksum_stream,
 )
+from router.checkpoint.results import CheckpointError
 from router.checkpoint.storage import Location
 
 
@@ -93,6 +96,22 @@ def state_dicts_for_load(
     return state, apply
 
 
+MAX_IO_THREADS = 4
+
+
+def io_threads() -> int:
+    """How many files each rank writes at once (DCP's thread_count), and reads back at once: one
+    per CPU this rank has (cores / LOCAL_WORLD_SIZE), at most MAX_IO_THREADS."""
+    per_node = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+    return max(1, min(MAX_IO_THREADS, (os.cpu_count() or 1) // per_node))
+
+
+def io_pool(files: int, name: str) -> ThreadPoolExecutor:
+    """Threads for reading `files` files at once (at most MAX_IO_THREADS)."""
+    return ThreadPoolExecutor(max_workers=max(1, min(MAX_IO_THREADS, files)),
+                              thread_name_prefix=name)
+
+
 def dcp_fsspec_module() -> Any:
     import importlib
 
@@ -104,6 +123,30 @@ def dcp_fsspec_module() -> Any:
 
 class CheckpointDamaged(OSError):
     """A stored file does not match its manifest entry."""
+
+
+class PartlyLoaded(Exception):
+    """A load failed after some of a checkpoint's data was read into the objects."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def damage_reason(error: BaseException) -> str:
+    """The reason a load failed, from our own error or the one DCP wrapped per rank."""
+    if isinstance(error, CheckpointDamaged | CheckpointError):
+        return str(error)
+    failures = getattr(error, "failures", None)
+    if isinstance(failures, dict):
+        reasons = []
+        for failure in failures.values():
+            inner = failure[0] if isinstance(failure, tuple) else failure
+            reasons.append(str(inner) if isinstance(inner, CheckpointDamaged)
+                           else f"{type(inner).__name__}: {inner}")
+        if reasons:
+            return "; ".join(dict.fromkeys(reasons))
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
 def read_verified(location: Location, manifest: Manifest, relative: str) -> bytes:
@@ -149,25 +192,39 @@ def open_verified_local(location: Location, manifest: Manifest,
 
 
 def verifying_reader(location: Location, manifest: Manifest, *, fused: bool = False) -> Any:
-    """A DCP storage reader that checks each file whole before DCP uses it.
+    """A DCP storage reader that checks every file a rank reads before DCP loads any of them
+    (`fused`: local files may be checked while read, see local_reader).
 
-    A rank's shard is usually one file, so damage is found before any tensor is copied into
-    the model. A local checkpoint is read by DCP's own FileSystemReader, tensors straight into
-    the model's memory (local_reader); object stores through DCP's FsspecReader, one GET per
-    file, held in memory while DCP reads it.
+    A local checkpoint is read by DCP's own FileSystemReader, tensors straight into the model's
+    memory (local_reader); object stores through DCP's FsspecReader, the rank's files fetched
+    at once (one GET each), checked, and held in memory while DCP reads them.
     """
     if location.is_local:
         return local_reader(location, manifest, fused=fused)
     url = location.url_of(posixpath.basename(location.step_path(manifest.step)))
-    reader = dcp_fsspec_module().FsspecReader(url, **location.storage_options)
     prefix = url.rstrip("/") + "/"
+    fetched: dict[str, bytes] = {}
+
+    class FetchFirstReader(dcp_fsspec_module().FsspecReader):  # type: ignore[misc]
+        def read_data(self, plan: Any, planner: Any) -> Any:
+            # Every file this rank reads, fetched at once and checked before DCP loads any.
+            files = sorted({self.storage_data[i.storage_index].relative_path for i in plan.items})
+            with io_pool(len(files), "checkpoint-fetch") as pool:
+                data = pool.map(lambda relative: read_verified(location, manifest, relative), files)
+                fetched.update(zip(files, data, strict=True))
+            try:
+                return super().read_data(plan, planner)
+            finally:
+                fetched.clear()
 
     @contextmanager
     def open_checked(path: Any) -> Iterator[IO[bytes]]:
         text = str(os.fspath(path))
         relative = text[len(prefix):] if text.startswith(prefix) else posixpath.basename(text)
-        yield io.BytesIO(read_verified(location, manifest, relative))
+        data = fetched.get(relative)
+        yield io.BytesIO(data if data is not None else read_verified(location, manifest, relative))
 
+    reader = FetchFirstReader(url, **location.storage_options)
     verifying = verifying_filesystem(type(reader.fs), open_checked)
     reader.fs = verifying
     reader.path = verifying.init_path(url, **location.storage_options)
@@ -175,12 +232,13 @@ def verifying_reader(location: Location, manifest: Manifest, *, fused: bool = Fa
 
 
 def local_reader(location: Location, manifest: Manifest, *, fused: bool = False) -> Any:
-    """DCP's FileSystemReader for a local checkpoint: each file checked, then read in place.
+    """DCP's FileSystemReader for a local checkpoint: the files checked, then read in place.
 
-    Every file is checked against the manifest (size, checksum) before DCP reads any of it.
-    A tensor is then read from the file straight into the tensor it restores, the way DCP's
-    own experimental CheckpointReader does (torch.load on the meta device gives the record's
-    offset): DCP's generic path torch.loads every record into a new tensor (1 GB of fresh
+    Every file of the rank is checked against the manifest (size, checksum) before any of them
+    is read into the objects; the files are checked, and then read, at once (one thread each,
+    io_pool). A tensor is then read from the file straight into the tensor it restores, the way
+    DCP's own experimental CheckpointReader does (torch.load on the meta device gives the
+    record's offset): DCP's generic path torch.loads every record into a new tensor (1 GB of fresh
     pages per GB) and copies that into the model, two copies more. Anything else (a resharded
     or strided target, another dtype, an object record) takes DCP's generic path.
 
@@ -208,15 +266,30 @@ def local_reader(location: Location, manifest: Manifest, *, fused: bool = False)
             for item in plan.items:
                 per_file.setdefault(self.storage_data[item.storage_index].relative_path,
                                     []).append(item)
-            for relative, items in per_file.items():
-                if fused and fused_read(self, os.path.join(directory, relative),
-                                        entries.get(relative), manifest.checksum_algorithm,
-                                        items, planner):
-                    continue
-                with self.fs.create_stream(self.fs.concat_path(self.path, relative),
-                                           "rb") as stream:
-                    for item in items:
+
+            def one_pass(relative: str) -> bool:
+                return fused and fused_read(self, os.path.join(directory, relative),
+                                            entries.get(relative), manifest.checksum_algorithm,
+                                            per_file[relative], planner)
+
+            def check(relative: str) -> None:
+                with open_verified_local(location, manifest, relative):
+                    pass
+
+            def read(relative: str) -> None:
+                with open(os.path.join(directory, relative), "rb") as stream:
+                    for item in per_file[relative]:
                         _read_item(self, stream, item, planner)
+
+            # A rank's files (io_threads() of them) are read at once, one thread each. Files
+            # not read in one pass are all checked before any of them is read into the objects.
+            with io_pool(len(per_file), "checkpoint-read") as pool:
+                passed = dict(zip(per_file, pool.map(one_pass, per_file), strict=True))
+                rest = [relative for relative, done in passed.items() if not done]
+                list(pool.map(check, rest))
+                counted: Any = self.fs
+                counted.served += len(rest)
+                list(pool.map(read, rest))
             done: Future[None] = Future()
             done.set_result(None)
             return done
@@ -339,17 +412,17 @@ def fused_read(reader: Any, path: str, entry: Any, algorithm: str, items: list[A
             return False
         reader.fs.served += 1  # from here on the targets change
         checksum = Checksum(algorithm)
-        scratch = memoryview(bytearray(_CHUNK))
         with open(path, "rb", buffering=0) as raw:
             position = 0
             for start, destination, _, _ in pieces:
-                position = _checksummed_read(raw, position, start, scratch, checksum, None)
-                position = _checksummed_read(raw, position, start + destination.nbytes,
-                                             destination, checksum, start)
-            _checksummed_read(raw, position, size, scratch, checksum, None)
-        if checksum.hexdigest() != entry.checksum:
-            raise CheckpointDamaged(f"{entry.path} checksum {checksum.hexdigest()} differs from "
-                                    f"the manifest's {entry.checksum}")
+                position = _summed_read(raw, position, start, checksum)
+                position = _summed_read(raw, position, start + destination.nbytes, checksum,
+                                        into=destination, base=start)
+            _summed_read(raw, position, size, checksum)
+            digest = checksum.hexdigest()
+        if digest != entry.checksum:
+            raise CheckpointDamaged(f"{entry.path} checksum {digest} differs from the manifest's "
+                                    f"{entry.checksum}")
         for _, _, item, target in pieces:
             planner.commit_tensor(item, target)
         for item in objects:
@@ -359,19 +432,23 @@ def fused_read(reader: Any, path: str, entry: Any, algorithm: str, items: list[A
     return True
 
 
-_CHUNK = 4 << 20  # checksummed while still in the CPU cache
-
-
-def _checksummed_read(raw: Any, position: int, end: int, buffer: memoryview, checksum: Any,
-                      base: int | None) -> int:
-    """Read file bytes [position, end) into `buffer` (at position - base; or over and over from
-    its start when base is None), checksumming each piece; the new position."""
+def _summed_read(raw: Any, position: int, end: int, checksum: Checksum, *,
+                 into: memoryview | None = None, base: int = 0) -> int:
+    """Read file bytes [position, end) in PIECE-sized pieces, each checksummed right after it
+    is read, while it is in the CPU cache: into `into` (at position - base), or as new bytes
+    (the headers between the tensors). Returns the new position."""
     while position < end:
-        at = 0 if base is None else position - base
-        count = raw.readinto(buffer[at:at + min(_CHUNK, end - position)])
+        length = min(PIECE, end - position)
+        if into is None:
+            piece: Any = raw.read(length)
+            count = len(piece)
+        else:
+            piece = into[position - base:position - base + length]
+            count = raw.readinto(piece)
+            piece = piece[:count]
         if not count:
             raise CheckpointDamaged(f"a record ends early at byte {position}")
-        checksum.update(buffer[at:at + count])
+        checksum.update(piece)
         position += count
     return position
 
@@ -410,7 +487,8 @@ def recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: b
                       algorithm: str) -> Any:
     """DCP's FsspecWriter whose streams record each file's size and CRC-32 as it is written."""
     module = dcp_fsspec_module()
-    writer = module.FsspecWriter(url, sync_files=sync_files, **storage_options)
+    writer = module.FsspecWriter(url, sync_files=sync_files, thread_count=io_threads(),
+                                 **storage_options)
     base = type(writer.fs)
     prefix = url.rstrip("/") + "/"
 

@@ -237,3 +237,36 @@ def test_a_local_restore_reads_tensors_into_the_models_own_memory(
     # strided target, which took DCP's path: one record loaded into a new tensor.
     assert loads.count("cpu") == 1
     assert loads.count("meta") >= len(pointers)
+
+
+def test_the_only_checkpoint_damaged_in_a_second_file_leaves_the_objects_as_they_were(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank's data in two files (DCP's writer with two threads), the second damaged: every
+    file is checked before any is loaded, so nothing of the damaged checkpoint reaches the
+    model (on object stores the rank's files are fetched at once, then checked)."""
+    import router.checkpoint.checkpointer as checkpointer_module
+
+    original = checkpointer_module.recording_writer
+
+    def two_files(*args: object, **kwargs: object) -> object:
+        made = original(*args, **kwargs)  # type: ignore[arg-type]
+        made.thread_count = 2
+        return made
+
+    monkeypatch.setattr(checkpointer_module, "recording_writer", two_files)
+    with checkpointer(store) as ckpt:
+        model, optimizer, scheduler = build(5, 8)
+        train_step(model, optimizer, scheduler, 8)
+        ckpt.save(1, blocking=True, model=model, optimizer=optimizer, scheduler=scheduler)
+    fs, path = store.fs_path("step-000000000001", "__0_1.distcp")
+    data = bytearray(fs.cat_file(path))
+    data[len(data) // 2] ^= 0x01
+    fs.pipe_file(path, bytes(data))
+    model, optimizer, scheduler = build(9, 8)
+    before = params(model)
+    with checkpointer(store) as again:
+        start = again.restore(model=model, optimizer=optimizer, scheduler=scheduler)
+    assert start.step == 0 and "starting from scratch" in start.messages[-1]
+    assert "step 1: damaged (__0_1.distcp checksum" in start.messages[0]
+    assert same(params(model), before)
