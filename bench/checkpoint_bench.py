@@ -3,10 +3,11 @@
     python bench/checkpoint_bench.py [--size-gb 1] [--backends file,s3]
 
 For a model whose parameters total --size-gb (fp32 4096×4096 layers), per backend:
-  save     Checkpointer.save(blocking=True): DCP write + checksums + rank files + manifest
-  restore  Checkpointer.restore of the only checkpoint: verify every file's CRC-32C, then DCP
-           load into the model; restore_newest: the newest of two (file://: each file checked
-           as it is read into the model, in one pass)
+  save     Checkpointer.save(blocking=True): DCP write (io_threads() files) + checksums +
+           rank files + manifest
+  restore  Checkpointer.restore of the only checkpoint: every file's checksum (xxh3-64) checked,
+           then DCP load into the model; restore_newest: the newest of two (file://: each file
+           checked as it is read into the model, in one pass); the files at once, one thread each
   raw      fsspec writing / reading the same tensor bytes as one object (the ceiling): the write
            is fsync'ed on file:// (as a save is); the read comes from the page cache in 8 MiB
            blocks (raw_read), into the tensors of a model like the restored one (raw_read_into:

@@ -102,7 +102,8 @@ MAX_IO_THREADS = 4
 def io_threads() -> int:
     """How many files each rank writes at once (DCP's thread_count), and reads back at once: one
     per CPU this rank has (cores / LOCAL_WORLD_SIZE), at most MAX_IO_THREADS."""
-    per_node = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+    text = os.environ.get("LOCAL_WORLD_SIZE", "")  # torchrun's ranks on this node
+    per_node = int(text) if text.isdigit() and int(text) > 0 else 1
     return max(1, min(MAX_IO_THREADS, (os.cpu_count() or 1) // per_node))
 
 
