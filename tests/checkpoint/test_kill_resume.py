@@ -44,7 +44,7 @@ def _context() -> Any:
     context.set_forkserver_preload([
         "torch", "numpy", "fsspec", "router.checkpoint", "training",
         "torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict", "torch._dynamo",
-        "fsspec.implementations.local", "google_crc32c",
+        "fsspec.implementations.local", "xxhash",
     ])
     return context
 
