@@ -38,6 +38,7 @@ from router.checkpoint.dcp import (
     verifying_reader,
     without_zip_crc,
 )
+from router.checkpoint.dcp import io_threads as default_io_threads
 from router.checkpoint.environment import DEFAULT_INTERVAL_S, DEFAULT_KEEP, FromEnvMixin
 from router.checkpoint.handover import RESTORE_WAIT_S, HandOverMixin
 from router.checkpoint.manifest import (
@@ -88,10 +89,14 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         request_poll_s: float | None = None,
         restore_step: int | None = None,
         restore_wait_s: float = RESTORE_WAIT_S,
+        io_threads: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if keep < 1:
             raise ValueError("keep must be at least 1: the newest complete checkpoint stays")
+        if io_threads is not None and io_threads < 1:
+            raise ValueError("io_threads must be at least 1 (files a rank writes at once)")
+        self.io_threads = io_threads or default_io_threads()  # files per rank and save
         self.location: Location = open_location(url, storage_options)
         self.url = url
         self.interval_s = interval_s
@@ -420,6 +425,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             # fsync on a local disk; an object store has the object once the upload closes.
             sync_files=self.location.is_local,
             algorithm=self.checksum_algorithm,
+            files=self.io_threads,
         )
         report = SaveReport(step=step, blocked_s=0.0)
         if blocking:

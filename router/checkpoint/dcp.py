@@ -100,8 +100,9 @@ MAX_IO_THREADS = 4
 
 
 def io_threads() -> int:
-    """How many files each rank writes at once (DCP's thread_count), and reads back at once: one
-    per CPU this rank has (cores / LOCAL_WORLD_SIZE), at most MAX_IO_THREADS."""
+    """How many files each rank writes at once (DCP's thread_count) unless
+    Checkpointer(io_threads=) says: one per CPU this rank has (cores / LOCAL_WORLD_SIZE), at
+    most MAX_IO_THREADS. Restore reads a rank's files at once, up to MAX_IO_THREADS."""
     text = os.environ.get("LOCAL_WORLD_SIZE", "")  # torchrun's ranks on this node
     per_node = int(text) if text.isdigit() and int(text) > 0 else 1
     return max(1, min(MAX_IO_THREADS, (os.cpu_count() or 1) // per_node))
@@ -485,10 +486,11 @@ def _read_exactly(stream: Any, offset: int, destination: memoryview) -> None:
 
 
 def recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: bool,
-                      algorithm: str) -> Any:
-    """DCP's FsspecWriter whose streams record each file's size and CRC-32 as it is written."""
+                      algorithm: str, files: int) -> Any:
+    """DCP's FsspecWriter whose streams record each file's size and checksum as it is written;
+    it writes a rank's state as `files` files, one thread each (DCP's thread_count)."""
     module = dcp_fsspec_module()
-    writer = module.FsspecWriter(url, sync_files=sync_files, thread_count=io_threads(),
+    writer = module.FsspecWriter(url, sync_files=sync_files, thread_count=files,
                                  **storage_options)
     base = type(writer.fs)
     prefix = url.rstrip("/") + "/"

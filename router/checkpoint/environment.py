@@ -36,8 +36,9 @@ class FromEnvMixin(CheckpointerState):
         SPOTROUTE_NOTICE_SOURCE (aws | gcp | azure | local | none; default local = SIGTERM only),
         SPOTROUTE_METADATA_ENDPOINT (override the metadata base URL),
         SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS (JSON object passed to fsspec),
-        SPOTROUTE_CHECKPOINT_ASYNC (1 / 0), SPOTROUTE_PLACEMENT_ID (the stack this process runs
-        as: the router's save requests name it), SPOTROUTE_RESTORE_STEP and
+        SPOTROUTE_CHECKPOINT_ASYNC (1 / 0), SPOTROUTE_CHECKPOINT_THREADS (files a rank writes
+        at once; default one per CPU of the rank, at most 4), SPOTROUTE_PLACEMENT_ID (the stack
+        this process runs as: the router's save requests name it), SPOTROUTE_RESTORE_STEP and
         SPOTROUTE_RESTORE_WAIT (a migration's new placement: wait this long for that step).
         """
         env = dict(os.environ if environ is None else environ)
@@ -67,7 +68,7 @@ class FromEnvMixin(CheckpointerState):
             raise CheckpointError(str(error)) from error
         settings: dict[str, Any] = {
             "interval_s": interval_s,
-            "keep": int(env.get("SPOTROUTE_CHECKPOINT_KEEP", DEFAULT_KEEP)),
+            "keep": _count(env, "SPOTROUTE_CHECKPOINT_KEEP", DEFAULT_KEEP),
             "job_id": env.get("SPOTROUTE_JOB_ID", ""),
             "notice_sources": [source] if source else [],
             "handle_sigterm": source_name != "none",
@@ -75,6 +76,8 @@ class FromEnvMixin(CheckpointerState):
             "storage_options": storage_options,
             "placement": env.get("SPOTROUTE_PLACEMENT_ID", ""),
         }
+        if env.get("SPOTROUTE_CHECKPOINT_THREADS"):
+            settings["io_threads"] = _count(env, "SPOTROUTE_CHECKPOINT_THREADS", 1)
         try:
             if env.get("SPOTROUTE_RESTORE_STEP"):
                 settings["restore_step"] = int(env["SPOTROUTE_RESTORE_STEP"])
@@ -86,6 +89,17 @@ class FromEnvMixin(CheckpointerState):
             ) from error
         settings.update(overrides)
         return cls(url, **settings)
+
+
+def _count(env: dict[str, str], name: str, default: int) -> int:
+    """A whole number of at least 1 from variable `name`; CheckpointError names it if not."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise CheckpointError(f"{name}={text!r} is not a whole number of at least 1 — set it "
+                              f"to e.g. {default}, or unset it for the default")
+    return int(text)
 
 
 def _ensure_log_handler() -> None:

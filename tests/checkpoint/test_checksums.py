@@ -1,8 +1,7 @@
 """The manifest's checksum algorithms: xxh3-64 (written where xxhash is installed), crc32 (zlib,
 written without it) and crc32c (written by earlier versions, still read). Each gives its
 published check value, saves and restores through the library, and catches a flipped byte; the
-router checks a job's checkpoints with the same algorithms. And how many files a rank writes
-(and reads at once): dcp.io_threads()."""
+router checks a job's checkpoints with the same algorithms."""
 
 from __future__ import annotations
 
@@ -79,17 +78,3 @@ def test_save_restore_and_damage_with_each_algorithm(tmp_path: Path, algorithm: 
     assert start.step == 2 and "step 4: damaged (__0_0.distcp" in start.messages[0]
     assert same(params(model), saved[0])
 
-
-@pytest.mark.parametrize(("local_world_size", "cpus", "threads"),
-                         [(None, 2, 2), ("1", 16, 4), ("8", 16, 2), ("4", 2, 1), ("x", 2, 2)])
-def test_io_threads_is_a_thread_per_cpu_of_the_rank_at_most_four(
-        monkeypatch: pytest.MonkeyPatch, local_world_size: str | None, cpus: int,
-        threads: int) -> None:
-    from router.checkpoint import dcp
-
-    if local_world_size is None:
-        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
-    else:
-        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_world_size)
-    monkeypatch.setattr(dcp.os, "cpu_count", lambda: cpus)
-    assert dcp.io_threads() == threads

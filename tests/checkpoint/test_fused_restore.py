@@ -94,8 +94,10 @@ def test_a_flipped_tensor_byte_in_the_newest_falls_back_to_the_previous_bit_exac
         start = again.restore(model=target)
     assert start.step == 2
     assert f"step 4: damaged ({damaged} checksum" in start.messages[0]
-    # step 4 was read into the model (each file in one pass), step 2 checked first
-    assert fused_calls == [True] * len(data_files(tmp_path, 4))
+    # step 4 was read into the model (in one pass; once a file is found damaged the rank's
+    # files not yet started are not read), step 2 checked first
+    assert fused_calls and set(fused_calls) == {True}
+    assert len(fused_calls) <= len(data_files(tmp_path, 4))
     assert bit_equal(target, snapshot(older))
 
 

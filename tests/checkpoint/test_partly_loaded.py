@@ -1,4 +1,4 @@
-"""A checkpoint whose data is in two files per rank (DCP's writer with two threads), damaged in
+"""A checkpoint whose data is in two files per rank (io_threads=2), damaged in
 the second file. The newest of two is read in one pass, so the first file may already be in the
 model when the damage is found: the previous checkpoint loads over it. With no older one left,
 every file of the rank is checked before any is read: the model is left exactly as it was and
@@ -9,30 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from training import build, params, same, train_step
 
-import router.checkpoint.checkpointer as checkpointer_module
 from router.checkpoint import Checkpointer, Manifest
-
-
-@pytest.fixture(autouse=True)
-def two_files_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = checkpointer_module.recording_writer
-
-    def writer(*args: Any, **kwargs: Any) -> Any:
-        made = original(*args, **kwargs)
-        made.thread_count = 2  # DCP splits a rank's data over this many files
-        return made
-
-    monkeypatch.setattr(checkpointer_module, "recording_writer", writer)
 
 
 def _save(url: str, step: int, seed: int) -> list[Any]:
     model, optimizer, scheduler = build(seed)
     for _ in range(step):
         train_step(model, optimizer, scheduler)
-    with Checkpointer(url, interval_s=None, handle_sigterm=False) as ckpt:
+    with Checkpointer(url, interval_s=None, handle_sigterm=False, io_threads=2) as ckpt:
         ckpt.save(step, blocking=True, model=model, optimizer=optimizer, scheduler=scheduler)
     return params(model)
 

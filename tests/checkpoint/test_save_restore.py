@@ -240,22 +240,12 @@ def test_a_local_restore_reads_tensors_into_the_models_own_memory(
 
 
 def test_the_only_checkpoint_damaged_in_a_second_file_leaves_the_objects_as_they_were(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store,
 ) -> None:
-    """A rank's data in two files (DCP's writer with two threads), the second damaged: every
+    """A rank's data in two files (io_threads=2), the second damaged: every
     file is checked before any is loaded, so nothing of the damaged checkpoint reaches the
     model (on object stores the rank's files are fetched at once, then checked)."""
-    import router.checkpoint.checkpointer as checkpointer_module
-
-    original = checkpointer_module.recording_writer
-
-    def two_files(*args: object, **kwargs: object) -> object:
-        made = original(*args, **kwargs)  # type: ignore[arg-type]
-        made.thread_count = 2
-        return made
-
-    monkeypatch.setattr(checkpointer_module, "recording_writer", two_files)
-    with checkpointer(store) as ckpt:
+    with checkpointer(store, io_threads=2) as ckpt:
         model, optimizer, scheduler = build(5, 8)
         train_step(model, optimizer, scheduler, 8)
         ckpt.save(1, blocking=True, model=model, optimizer=optimizer, scheduler=scheduler)
