@@ -366,7 +366,7 @@ def _read_item(reader: Any, stream: Any, item: Any, planner: Any) -> None:
 def fused_read(reader: Any, path: str, entry: Any, algorithm: str, items: list[Any],
                planner: Any) -> bool:
     """Read one local file in a single pass: every tensor straight into its target, the bytes
-    between (zip and pickle headers, object records) through a small buffer, all checksummed in
+    between (zip and pickle headers, object records) as new bytes, all checksummed in
     file order as they are read, compared with the manifest `entry` at the end.
 
     False (nothing read into the objects) where a record does not map in place: the caller
