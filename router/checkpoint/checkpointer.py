@@ -71,6 +71,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
     """Saves and restores checkpoints under one URL; acts on preemption notices and on the
     router's save requests (handover.py)."""
 
+    @rng.leaves_rng_alone
     def __init__(
         self,
         url: str,
@@ -133,6 +134,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
 
     # --- restore ------------------------------------------------------------------------------
 
+    @rng.leaves_rng_alone
     def restore(self, **objects: Any) -> Resume:
         """Load the newest complete, verified checkpoint into `objects`; Resume(step=0) if none.
 
@@ -321,6 +323,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
 
     # --- save ---------------------------------------------------------------------------------
 
+    @rng.leaves_rng_alone
     def maybe_save(
         self,
         step: int,
@@ -372,6 +375,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             return self.save(step, epoch=epoch, data_position=data_position, user=user)
         return False
 
+    @rng.leaves_rng_alone
     def save(
         self,
         step: int,

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from router.checkpoint import rng
 from router.checkpoint.results import CheckpointError, Resume, now_iso
 from router.checkpoint.state import CheckpointerState
 
@@ -162,6 +163,7 @@ class HandOverMixin(CheckpointerState):
                 log.warning("spotroute: cannot write %s: %s", RESUMED_NAME, error)
         return resume
 
+    @rng.leaves_rng_alone
     def mark_finished(self, step: int) -> None:
         """Record that training ran to the end (finished.json): the router stops watching it."""
         if self._ranks.rank == 0:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from router.checkpoint import rng
 from router.checkpoint.manifest import FileEntry, Manifest, checksum_bytes, checksum_stream
 from router.checkpoint.results import EXIT_PREEMPTED, CheckpointError, Resume, now_iso, rank_file
 from router.checkpoint.state import CheckpointerState
@@ -28,6 +29,7 @@ class PlainDirectoryMixin(CheckpointerState):
             return True
         return self.interval_s is not None and self._clock() - self._last_save_at >= self.interval_s
 
+    @rng.leaves_rng_alone
     def save_files(self, step: int, directory: str | Path, *,
                    epoch: int | None = None, user: dict[str, Any] | None = None) -> bool:
         """Upload every file under `directory` as the checkpoint of `step` (rank 0, blocking).
@@ -75,6 +77,7 @@ class PlainDirectoryMixin(CheckpointerState):
                 raise SystemExit(EXIT_PREEMPTED)
         return saved
 
+    @rng.leaves_rng_alone
     def restore_files(self, directory: str | Path) -> Resume:
         """Download the newest verified `save_files` checkpoint into `directory`."""
         self._await_handover()
