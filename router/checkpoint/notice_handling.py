@@ -19,6 +19,11 @@ from router.checkpoint.state import CheckpointerState
 log = logging.getLogger("spotroute.checkpoint")
 
 
+def node_id() -> str:
+    """This node's name in a group: the rendezvous' SPOTROUTE_NODE_ID, else the host name."""
+    return os.environ.get("SPOTROUTE_NODE_ID") or os.uname().nodename
+
+
 class NoticeHandlingMixin(CheckpointerState):
     """The Checkpointer's notice handling: should_stop, notice, save on notice, the marker."""
 
@@ -51,7 +56,12 @@ class NoticeHandlingMixin(CheckpointerState):
         t0 = time.perf_counter()
         in_flight = self._pending_report
         self.wait()  # a background save cannot be cancelled; it finishes first, either way
-        gathered = [n for n in self._ranks.all_gather(notice) if n is not None]
+        # Which nodes saw a notice: in a group, the others stopped only for the group's sake and
+        # their start-up scripts wait for the lost node's replacement (docs/components.md).
+        pairs = [(n, node) for n, node in self._ranks.all_gather((notice, node_id()))
+                 if n is not None]
+        gathered = [n for n, _ in pairs]
+        noticed_on = sorted({node for _, node in pairs})
         first = gathered[0].to_json() if gathered else {
             "cloud": "unknown", "kind": "unknown", "notice_time": now_iso()}
         # A save the grace period cannot hold would leave nothing newer than the one that just
@@ -71,7 +81,7 @@ class NoticeHandlingMixin(CheckpointerState):
             log.warning("spotroute: not saving step %d: %s", step, skipped)
         if self._ranks.rank == 0:
             self._write_marker_json(first, step, exiting=True, save_s=time.perf_counter() - t0,
-                                    skipped_save=skipped)
+                                    skipped_save=skipped, noticed_on=noticed_on)
         if notice is not None:
             self.watcher.acknowledge(notice)  # Azure: go ahead now, the state is saved
         self._ranks.barrier()
@@ -84,7 +94,8 @@ class NoticeHandlingMixin(CheckpointerState):
             self._write_marker_json(notice.to_json(), step, exiting=exiting)
 
     def _write_marker_json(self, notice: dict[str, Any], step: int, *, exiting: bool,
-                           save_s: float | None = None, skipped_save: str | None = None) -> None:
+                           save_s: float | None = None, skipped_save: str | None = None,
+                           noticed_on: list[str] | None = None) -> None:
         now = datetime.now(UTC)
         try:
             latency_s: float | None = round(
@@ -103,6 +114,8 @@ class NoticeHandlingMixin(CheckpointerState):
             "notice_to_saved_s": latency_s,
             "skipped_save": skipped_save,
             "host": os.uname().nodename,
+            # The nodes (SPOTROUTE_NODE_ID, else host names) whose own notice stopped the group.
+            "noticed_on": noticed_on if noticed_on is not None else [node_id()],
         }
         self.location.write_marker(marker)
 
