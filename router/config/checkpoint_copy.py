@@ -24,6 +24,7 @@ from router.config.checkpoints import (
     STEP_PREFIX,
     Checksum,
     entry_checksum,
+    missing_ranks,
     storage_fs,
 )
 from router.core.errors import OperationFailed
@@ -126,7 +127,9 @@ def latest_complete_step(
             manifest = json.loads(fs.cat_file(f"{directory}/{MANIFEST_NAME}"))
         except (OSError, ValueError):
             continue
-        if isinstance(manifest, dict) and _complete(fs, directory, manifest):
+        if isinstance(manifest, dict) and not missing_ranks(manifest) and _complete(
+            fs, directory, manifest
+        ):
             return step
     return None
 
@@ -157,6 +160,11 @@ def _manifest(blob: bytes, step: int, url: str) -> dict[str, Any]:
             path = str(entry["path"])
             if not path or path.startswith("/") or ".." in path.split("/"):
                 raise ValueError(f"file path {path!r} leaves the checkpoint directory")
+        if missing := missing_ranks(data):
+            raise ValueError(
+                f"no part of rank(s) {', '.join(map(str, missing))} of {data.get('world_size')}: "
+                "not a checkpoint of the whole group"
+            )
     except (ValueError, KeyError, TypeError) as exc:
         raise OperationFailed(f"checkpoint copy: {url} step {step}: bad manifest ({exc})") from None
     return data

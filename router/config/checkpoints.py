@@ -219,6 +219,23 @@ def checksum(data: bytes, algorithm: str) -> str:
     return c.hexdigest()
 
 
+def missing_ranks(manifest: dict[str, Any]) -> list[int]:
+    """Ranks of a DCP (mode "torch") checkpoint whose part the manifest does not list.
+
+    The library writes the manifest only after every rank's files are in (a gather, then rank 0
+    writes); a manifest that names fewer ranks than its world size is not a checkpoint of the
+    whole group, so it is neither restored from nor handed over.
+    """
+    if manifest.get("mode", "torch") != "torch":
+        return []
+    try:
+        world_size = int(manifest.get("world_size") or 1)
+        listed = {str(entry["path"]) for entry in manifest["files"]}
+    except (KeyError, TypeError, ValueError):
+        return [0]
+    return [rank for rank in range(world_size) if f"rank-{rank:05d}.json" not in listed]
+
+
 def _verify(store: CheckpointStore, name: str, checksums: bool) -> CheckpointInfo | None:
     """The checkpoint in step directory `name` if complete: every listed file there with its
     size, and (with `checksums`) its checksum."""
@@ -227,7 +244,7 @@ def _verify(store: CheckpointStore, name: str, checksums: bool) -> CheckpointInf
         data = json.loads(store.read_bytes(posixpath.join(step_dir, MANIFEST_NAME)))
     except (FileNotFoundError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") != FORMAT or missing_ranks(data):
         return None
     try:
         sizes = None if checksums else _sizes(store, step_dir)
