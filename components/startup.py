@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from components.args import JobCommand
+from components.rendezvous import GROUP_ENV, GroupRendezvous, rendezvous_lines
 from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
 
 # POSIX shell variable names; anything else could not be exported and would break the script.
@@ -119,6 +120,26 @@ def _secret_lines(names: Sequence[str], channel: SecretChannel) -> list[str]:
     ]
 
 
+def _group_rounds(run: list[str], reform_rounds: int) -> list[str]:
+    """The job run as one group: form it, run, and form it again after a peer's notice."""
+    return [
+        "spotroute_round=0",
+        "while :; do",
+        '  spotroute_rendezvous || { echo "spotroute: the group did not form"; status=1; break; }',
+        "  spotroute_started=$EPOCHSECONDS",
+        "  status=0",
+        *(f"  {line}" for line in run),
+        '  [ "$status" = 0 ] && break',
+        # The library saved the group on one node's notice and every node stopped; this node
+        # waits for the lost one's replacement only where the cloud replaces single nodes.
+        f'  [ "$spotroute_round" -lt {reform_rounds} ] && spotroute_peer_lost "$spotroute_started"'
+        " || break",
+        "  spotroute_round=$((spotroute_round + 1))",
+        '  echo "spotroute: a peer node was preempted (status $status); forming the group again"',
+        "done",
+    ]
+
+
 def checkpoint_interval_text(interval_s: float) -> str:
     """SPOTROUTE_CHECKPOINT_INTERVAL's value: plain seconds, as router.checkpoint parses them."""
     return f"{interval_s:g}"
@@ -135,6 +156,9 @@ def render_startup_script(
     notice_source: str | None = None,
     secrets: SecretChannel | None = None,
     placement: str = "",
+    rendezvous: GroupRendezvous | None = None,
+    fabric: Sequence[str] = (),
+    fabric_env: Mapping[str, str] | None = None,
 ) -> str:
     """Bash start-up script that runs the job (its container with all GPUs, or its bare command).
 
@@ -148,6 +172,10 @@ def render_startup_script(
     SPOTROUTE_PLACEMENT_ID: the job answers only the hand-over requests addressed to it and names
     it in its resume record (docs/migration.md). `secrets` is how the node reads the job's
     secret env (`job.secret_names`) at boot; a job with secrets and no channel is refused.
+    A group (`node_count` > 1) forms through `rendezvous` (components/rendezvous.py) before the
+    job starts, and again after a peer's notice stopped it, up to `rendezvous.reform_rounds`
+    times. `fabric` are extra `docker run` options for the node's fabric (devices, mounts) and
+    `fabric_env` the NCCL settings the provider documents for it (the job's env wins).
     """
     if not job.image and not job.command:
         raise ValueError("job: set run.image or run.command — there is nothing to start")
@@ -167,13 +195,17 @@ def render_startup_script(
             )
     if job.secret_names and secrets is None:
         raise ValueError("job.secret_names: this target has no secret store to deliver them")
+    if node_count > 1 and rendezvous is None:
+        raise ValueError(
+            f"node_count: {node_count} nodes need a rendezvous to form one group — this target"
+            " has none; use node_count 1"
+        )
 
     env = {
         "SPOTROUTE_JOB_ID": job_name,
         "SPOTROUTE_CHECKPOINT_URL": checkpoint_url,
-        # Rendezvous (SkyPilot's names, which torchrun wrappers already read). The group size is
-        # known at boot; peers' addresses are not (every cloud assigns them as nodes launch), so
-        # rank and address list are set only for a single node. See docs/components.md.
+        # Rendezvous (torchrun's and SkyPilot's names). The group size is known at boot; a
+        # group's ranks and addresses come from its rendezvous (docs/components.md).
         "SPOTROUTE_NODE_COUNT": str(node_count),
         "SKYPILOT_NUM_NODES": str(node_count),
         **({"SKYPILOT_NODE_RANK": "0"} if node_count == 1 else {}),
@@ -184,6 +216,7 @@ def render_startup_script(
         env["SPOTROUTE_PLACEMENT_ID"] = placement
     if job.checkpoint_interval_s:
         env["SPOTROUTE_CHECKPOINT_INTERVAL"] = checkpoint_interval_text(job.checkpoint_interval_s)
+    env.update({k: v for k, v in (fabric_env or {}).items() if k not in job.env})
     env.update(job.env)
     command = " ".join(shlex.quote(part) for part in job.command)
     lines = [
@@ -212,27 +245,36 @@ def render_startup_script(
     if node_count == 1:
         lines.append('export SKYPILOT_NODE_IPS="$(hostname -I | cut -d" " -f1)"')
         passthrough_names.append("SKYPILOT_NODE_IPS")
+    elif rendezvous is not None:
+        lines += rendezvous_lines(rendezvous, checkpoint_url, placement or job_name, node_count)
+        passthrough_names += [name for name in GROUP_ENV if name not in passthrough_names]
+    run: list[str]
     if job.image:
         image = shlex.quote(job.image)
         # `-e NAME` without a value copies the variable from this shell, so values are quoted once.
         passthrough = " ".join(f"-e {key}" for key in passthrough_names)
+        extra = "".join(f" {option}" for option in fabric)
         lines += [
             "command -v docker >/dev/null || "
             "{ echo 'spotroute: docker is not installed on this image'; exit 1; }",
             # Registries throttle and networks blip at boot; a few retries beat a dead node.
             f"for attempt in 1 2 3 4 5; do docker pull {image} && break; "
             "[ $attempt = 5 ] && exit 1; sleep $((attempt * 10)); done",
-            # Host networking keeps the instance metadata service (preemption notices) reachable
-            # from the container with the default IMDSv2 hop limit of 1, and lets NCCL use the
-            # node's interfaces; host IPC gives data-loader workers and NCCL a real /dev/shm.
-            f"{DOCKER_RUN} --name spotroute-job {passthrough} "
-            f"{image}{' ' + command if command else ''} || status=$?",
+        ]
+        # Host networking keeps the instance metadata service (preemption notices) reachable
+        # from the container with the default IMDSv2 hop limit of 1, and lets NCCL use the
+        # node's interfaces; host IPC gives data-loader workers and NCCL a real /dev/shm.
+        run = [
+            f"{DOCKER_RUN}{extra} --name spotroute-job {passthrough} "
+            f"{image}{' ' + command if command else ''} || status=$?"
         ]
     else:
-        lines += [
-            "mkdir -p /opt/spotroute && cd /opt/spotroute",
-            f"{command} || status=$?",
-        ]
+        lines.append("mkdir -p /opt/spotroute && cd /opt/spotroute")
+        run = [f"{command} || status=$?"]
+    if node_count > 1 and rendezvous is not None:
+        lines += _group_rounds(run, rendezvous.reform_rounds)
+    else:
+        lines += run
     if not shutdown_when_done:
         lines.append('echo "spotroute: job exited with status $status"')
     lines.append('exit "$status"')

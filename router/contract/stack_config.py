@@ -37,6 +37,20 @@ JOB_NAME_RULE = (
     "lowercase letters, digits and dashes, starting with a letter, "
     f"at most {JOB_NAME_MAX} characters"
 )
+# What a multi-node group's rendezvous exports on each node (components/rendezvous.py).
+GROUP_ENV: tuple[str, ...] = (
+    "SPOTROUTE_NODE_ID",
+    "SPOTROUTE_NODE_ADDRESS",
+    "SPOTROUTE_NODE_RANK",
+    "SPOTROUTE_GROUP_GENERATION",
+    "SPOTROUTE_RDZV_ENDPOINT",
+    "NODE_RANK",
+    "NNODES",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SKYPILOT_NODE_RANK",
+    "SKYPILOT_NODE_IPS",
+)
 # Set by spotroute itself on every node (startup script, local target): a job env entry with one
 # of these names is refused at validate time, the same rule the components enforce.
 RESERVED_ENV: tuple[str, ...] = (
@@ -48,8 +62,7 @@ RESERVED_ENV: tuple[str, ...] = (
     "SPOTROUTE_NOTICE_SOURCE",
     "SPOTROUTE_PLACEMENT_ID",
     "SKYPILOT_NUM_NODES",
-    "SKYPILOT_NODE_RANK",
-    "SKYPILOT_NODE_IPS",
+    *GROUP_ENV,
 )
 # Keys of the `spotroute:job` object.
 JOB_KEYS: tuple[str, ...] = ("image", "command", "env")

@@ -16,6 +16,7 @@ from unittest import mock
 import pytest
 
 from components.args import JobCommand
+from components.rendezvous import GROUP_ENV, aws_rendezvous, gcp_rendezvous
 from components.startup import (
     LOG_PATH,
     NO_SECRET_STORE_YET,
@@ -169,12 +170,35 @@ def test_nodes_get_the_group_size_and_a_single_node_its_rank_and_address() -> No
     job = JobCommand(image="ghcr.io/acme/t:1", command=())
 
     single = render_startup_script("llm", "s3://b/", job)
-    multi = render_startup_script("llm", "s3://b/", job, node_count=4)
+    multi = render_startup_script("llm", "s3://b/", job, node_count=4,
+                                  rendezvous=aws_rendezvous("us-east-1"))
 
     assert run_exports(multi, "SPOTROUTE_NODE_COUNT", "SKYPILOT_NUM_NODES") == ["4", "4"]
-    assert "SKYPILOT_NODE_RANK" not in multi
     assert run_exports(single, "SKYPILOT_NODE_RANK") == ["0"]
     assert "-e SKYPILOT_NODE_IPS" in single
+    # A group's rank, peers and master come from its rendezvous (tests/components/
+    # test_rendezvous.py runs it) and reach the container by name.
+    run_line = next(line.strip() for line in multi.splitlines()
+                    if line.strip().startswith("docker run"))
+    for name in GROUP_ENV:
+        assert f"-e {name} " in run_line
+
+
+def test_a_group_without_a_rendezvous_is_refused_and_its_variables_are_reserved() -> None:
+    job = JobCommand(image="ghcr.io/acme/t:1", command=())
+    with pytest.raises(ValueError, match="node_count: 2 nodes need a rendezvous"):
+        render_startup_script("llm", "s3://b/", job, node_count=2)
+    for name in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "NNODES", "SPOTROUTE_NODE_ID"):
+        with pytest.raises(ValueError, match=f"job.env: {name} is set by spotroute"):
+            render_startup_script("llm", "s3://b/", JobCommand(image="i", command=(),
+                                                               env={name: "1"}))
+
+
+def test_a_rendezvous_cannot_use_another_clouds_storage() -> None:
+    job = JobCommand(image="i", command=())
+    with pytest.raises(ValueError, match="a gcs rendezvous cannot use checkpoint URL 's3://b/'"):
+        render_startup_script("llm", "s3://b/", job, node_count=2, rendezvous=gcp_rendezvous(),
+                              placement="llm")
 
 
 def test_checkpoint_interval_reaches_the_job_in_seconds_and_is_reserved() -> None:
