@@ -55,7 +55,9 @@ from components.aws_names import (
 )
 from components.aws_network import Network
 from components.bootstrap.aws_permissions import aws_job_boundary_arn
+from components.fabric import Fabric, group_fabric
 from components.registry import CloudComponents
+from components.rendezvous import aws_rendezvous
 from components.startup import (
     NO_SECRET_STORE_YET,
     SecretChannel,
@@ -365,6 +367,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
             name=GPU_AMI_PARAMETER, opts=pulumi.InvokeOutputOptions(parent=self)
         )
         channel, secret_grants = self._secret_store(name, args, identity)
+        fabric = group_fabric("aws", args.instance_types, args.node_count)
         user_data = pulumi.Output.all(identity.checkpoint_url, channel).apply(
             lambda values: base64.b64encode(
                 render_startup_script(
@@ -375,9 +378,27 @@ class SpotGpuGroup(pulumi.ComponentResource):
                     notice_source="aws",
                     placement=pulumi.get_stack(),
                     secrets=values[1],
+                    rendezvous=aws_rendezvous(args.region) if args.node_count > 1 else None,
+                    fabric=fabric.docker_options(),
+                    fabric_env=fabric.nccl_env,
                 ).encode()
             ).decode()
         )
+        # A group on EFA: all nodes in one cluster placement group (lowest latency between
+        # them), every EFA device of the type attached. The template then names the subnet and
+        # security group per interface and the fleet overrides name no subnet: with one there,
+        # EC2 Fleet ignores the template's interfaces (aws/karpenter-provider-aws#3819).
+        placement_group = (
+            aws.ec2.PlacementGroup(
+                f"{name}-placement",
+                strategy="cluster",
+                tags=aws_tags(job, labels, "placement"),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if fabric.cluster_placement
+            else None
+        )
+        efa = fabric.efa_interfaces > 0
         template = aws.ec2.LaunchTemplate(
             f"{name}-template",
             description=f"spotroute job {job}: {args.gpu_count}x {args.gpu}",
@@ -386,7 +407,13 @@ class SpotGpuGroup(pulumi.ComponentResource):
             iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(
                 name=identity.instance_profile_name
             ),
-            vpc_security_group_ids=[network.firewall_id],
+            vpc_security_group_ids=None if efa else [network.firewall_id],
+            network_interfaces=efa_interfaces(fabric, network.subnet_id, network.firewall_id)
+            if efa
+            else None,
+            placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name)
+            if placement_group is not None
+            else None,
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled",
                 http_tokens="required",  # IMDSv2 only
@@ -436,7 +463,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                     overrides=[
                         aws.ec2.FleetLaunchTemplateConfigOverrideArgs(
                             instance_type=instance_type,
-                            subnet_id=network.subnet_id,
+                            subnet_id=None if efa else network.subnet_id,
                             priority=float(rank),  # cheapest first, as the planner ranked them
                             max_price=price if spot else None,
                         )
@@ -519,6 +546,33 @@ class SpotGpuGroup(pulumi.ComponentResource):
             lambda version: aws_secret_channel(f"{parameter_name}:{version}", args.region)
         )
         return channel, [parameter, grant]
+
+
+def efa_interfaces(
+    fabric: Fabric, subnet_id: pulumi.Input[str], security_group_id: pulumi.Input[str]
+) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
+    """The primary ENA interface, then one EFA-only interface per network card.
+
+    AWS's layout for instances with several network cards: the primary (card 0, device 0) an ENA
+    interface, card 0 device 1 EFA-only, each further card device 0 EFA-only
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html).
+    """
+
+    def interface(card: int, device: int, kind: str) -> aws.ec2.LaunchTemplateNetworkInterfaceArgs:
+        return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            network_card_index=card,
+            device_index=device,
+            interface_type=kind,
+            subnet_id=subnet_id,
+            security_groups=[security_group_id],
+            delete_on_termination="true",
+        )
+
+    return [
+        interface(0, 0, "interface"),
+        interface(0, 1, "efa-only"),
+        *(interface(card, 0, "efa-only") for card in range(1, fabric.efa_interfaces)),
+    ]
 
 
 def _check_group_args(args: SpotGpuGroupArgs) -> None:

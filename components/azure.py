@@ -80,7 +80,9 @@ from components.bootstrap.azure_permissions import (
     azure_job_role_guid,
     azure_self_delete_role_guid,
 )
+from components.fabric import group_fabric
 from components.registry import CloudComponents
+from components.rendezvous import azure_rendezvous
 from components.startup import (
     NO_SECRET_STORE_YET,
     SHUTDOWN_GRACE_MIN,
@@ -268,6 +270,8 @@ class SpotGpuGroup(pulumi.ComponentResource):
         spot = args.market == "spot"
 
         secrets = _secret_store(name, args, network, identity, self)
+        # The scale set's ND VMs share its InfiniBand fabric; the containers need the devices.
+        fabric = group_fabric("azure", args.instance_types[:1], args.node_count)
 
         def custom_data(values: list[str]) -> str:
             url, client_id, secret_url = values
@@ -282,6 +286,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 notice_source="azure",
                 placement=pulumi.get_stack(),
                 secrets=azure_secret_channel(secret_url, client_id) if secrets else None,
+                rendezvous=azure_rendezvous(client_id) if args.node_count > 1 else None,
+                fabric=fabric.docker_options(),
+                fabric_env=fabric.nccl_env,
             )
             return base64.b64encode(script.encode()).decode()
 

@@ -42,6 +42,7 @@ from components.args import (
     secret_env_json,
 )
 from components.bootstrap.gcp_permissions import GCP_JOB_BUCKET_PREFIX
+from components.fabric import fabric_for, group_fabric
 from components.gcp_names import (
     AUTONAME_SUFFIX,
     BASE_INSTANCE_NAME_LIMIT,
@@ -58,6 +59,7 @@ from components.gcp_names import (
 )
 from components.gcp_network import Network
 from components.registry import CloudComponents
+from components.rendezvous import gcp_rendezvous
 from components.startup import (
     NO_SECRET_STORE_YET,
     gcp_secret_channel,
@@ -311,6 +313,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
         labels = gcp_labels(job, args.labels)
 
         secrets = self._secret_store(name, args, identity, labels)
+        fabric = group_fabric("gcp", args.instance_types[:1], args.node_count)
         startup_script = pulumi.Output.all(
             identity.checkpoint_url, secrets[0] if secrets else ""
         ).apply(
@@ -322,6 +325,8 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 notice_source="gcp",
                 placement=pulumi.get_stack(),
                 secrets=gcp_secret_channel(values[1]) if secrets else None,
+                rendezvous=gcp_rendezvous() if args.node_count > 1 else None,
+                fabric_env=fabric.nccl_env,
             )
         )
         template = gcp.compute.InstanceTemplate(
@@ -343,7 +348,12 @@ class SpotGpuGroup(pulumi.ComponentResource):
             ],
             # No access config: no external IP. Outbound goes through the network's Cloud NAT.
             network_interfaces=[
-                gcp.compute.InstanceTemplateNetworkInterfaceArgs(subnetwork=network.subnet_id)
+                gcp.compute.InstanceTemplateNetworkInterfaceArgs(
+                    subnetwork=network.subnet_id,
+                    # A3 machine types run only on gVNIC (components/fabric.csv); other types
+                    # keep the default (VIRTIO_NET).
+                    nic_type=fabric_for("gcp", machine_type).nic_type or None,
+                )
             ],
             service_account=gcp.compute.InstanceTemplateServiceAccountArgs(
                 email=identity.identity_id, scopes=SCOPES

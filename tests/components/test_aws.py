@@ -40,6 +40,7 @@ TAGGABLE = {
     "aws:iam/instanceProfile:InstanceProfile",
     TEMPLATE,
     FLEET,
+    "aws:ec2/placementGroup:PlacementGroup",
 }
 UNTAGGABLE = {
     "aws:ec2/routeTableAssociation:RouteTableAssociation",
@@ -127,7 +128,7 @@ def test_on_demand_placement_has_no_spot_options_anywhere(
 def test_fleet_overrides_list_every_instance_type_in_the_placement_zone(
     aws_config: dict[str, Any],
 ) -> None:
-    stack = placement(aws_config)
+    stack = placement(aws_config, nodeCount=1)  # a group on EFA: tests/components/test_fabric.py
     subnet = stack.named("llm-finetune-subnet")
     config = stack.one(FLEET).inputs["launchTemplateConfigs"][0]
     overrides = config["overrides"]
@@ -188,7 +189,7 @@ def test_security_group_admits_only_the_jobs_own_nodes(aws_config: dict[str, Any
 def test_nodes_have_no_public_address_and_reach_out_through_a_nat_gateway(
     aws_config: dict[str, Any],
 ) -> None:
-    stack = placement(aws_config)
+    stack = placement(aws_config, nodeCount=1)  # EFA groups: tests/components/test_fabric.py
     nodes = stack.named("llm-finetune-subnet")
     public = stack.named("llm-finetune-public")
     nat = stack.one("aws:ec2/natGateway:NatGateway")
@@ -390,7 +391,7 @@ def test_user_data_runs_the_job_container_with_job_id_and_checkpoint_url(
 def test_nodes_use_imdsv2_an_encrypted_gp3_boot_disk_and_the_job_profile(
     aws_config: dict[str, Any],
 ) -> None:
-    stack = placement(aws_config)
+    stack = placement(aws_config, nodeCount=1)  # EFA groups: tests/components/test_fabric.py
     template = stack.one(TEMPLATE).inputs
 
     assert template["metadataOptions"]["httpTokens"] == "required"

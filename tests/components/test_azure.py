@@ -622,7 +622,8 @@ def test_custom_data_runs_the_job_with_job_id_checkpoint_url_and_identity(
 
 def test_job_env_may_choose_its_own_azure_client_id(azure_config: dict[str, Any]) -> None:
     job = {**azure_config["job"], "env": {"AZURE_CLIENT_ID": "mine"}}
-    script = custom_data(placement(azure_config, job=job))
+    # One node: a group's rendezvous reads its storage with the node's identity (its client id).
+    script = custom_data(placement(azure_config, job=job, nodeCount=1))
 
     assert "export AZURE_CLIENT_ID=mine\n" in script
     assert CLIENT_ID not in script

@@ -1,0 +1,154 @@
+"""The fabric a group needs, under Pulumi mocks: EFA interfaces and a cluster placement group on
+p4d/p4de/p5 (AWS), gVNIC on A3 (GCP: A3 machine types run only on gVNIC, so a single node needs it
+too), InfiniBand devices in the containers of ND A100/H100 scale sets (Azure), and each provider's
+NCCL settings; a single node and other types stay as they were. Sources: components/fabric.csv."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from harness import CapturedStack, run_program
+from test_azure import AZURE_CALLS, AZURE_STATES
+from test_gcp import GCP_STATES
+from test_secret_env import STATES as SECRET_STATES
+
+from components.fabric import Fabric, fabric_for, parse_fabric_csv
+
+TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+FLEET = "aws:ec2/fleet:Fleet"
+PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
+GCP_TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+VMSS = "azure-native:compute:VirtualMachineScaleSet"
+USER_DATA_LIMIT = 16 * 1024  # EC2: user data is limited to 16 KB before base64 encoding
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html
+
+
+def aws_p5(aws_config: dict[str, Any], **changes: Any) -> CapturedStack:
+    return run_program({**aws_config, "instanceTypes": ["p5.48xlarge"], "gpu": "H100-80GB",
+                        **changes},
+                       states={**SECRET_STATES["aws"],
+                               PLACEMENT_GROUP: lambda name, inputs: {"name": f"{name}-pg"}})
+
+
+def user_data(stack: CapturedStack) -> str:
+    return base64.b64decode(stack.one(TEMPLATE).inputs["userData"]).decode()
+
+
+def test_every_fabric_row_parses_and_names_its_source() -> None:
+    assert fabric_for("aws", "p5.48xlarge").efa_interfaces == 32
+    assert fabric_for("aws", "p4d.24xlarge").efa_interfaces == 4
+    assert fabric_for("gcp", "a3-megagpu-8g").nic_type == "GVNIC"
+    assert fabric_for("azure", "Standard_ND96isr_H100_v5").infiniband
+    assert fabric_for("aws", "g4dn.xlarge") == Fabric()
+    with pytest.raises(ValueError, match="row 2: nccl_env"):
+        parse_fabric_csv("cloud,instance_type,efa_interfaces,placement,nic_type,infiniband,"
+                         "nccl_env,source\naws,x,1,,,,bad-name=1,https://example.com/\n")
+
+
+def test_a_p5_group_gets_every_efa_device_in_one_cluster_placement_group(
+    aws_config: dict[str, Any],
+) -> None:
+    stack = aws_p5(aws_config)
+    template = stack.one(TEMPLATE).inputs
+    group = stack.one(PLACEMENT_GROUP)
+    sg, subnet = stack.named("llm-finetune-sg"), stack.named("llm-finetune-subnet")
+
+    assert group.inputs["strategy"] == "cluster"
+    assert template["placement"] == {"groupName": f"{group.name}-pg"}
+    interfaces = template["networkInterfaces"]
+    # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html: the primary an
+    # ENA interface, card 0 device 1 EFA-only, every further card device 0 EFA-only.
+    assert [(i["networkCardIndex"], i["deviceIndex"], i["interfaceType"])
+            for i in interfaces[:3]] == [(0, 0, "interface"), (0, 1, "efa-only"),
+                                         (1, 0, "efa-only")]
+    assert len(interfaces) == 33 and interfaces[-1]["networkCardIndex"] == 31
+    for interface in interfaces:
+        assert interface["subnetId"] == f"{subnet.name}-id"
+        assert interface["securityGroups"] == [f"{sg.name}-id"]
+        assert "associatePublicIpAddress" not in interface  # private nodes, NAT outbound
+    assert "vpcSecurityGroupIds" not in template  # EC2 takes them per interface then
+    overrides = stack.one(FLEET).inputs["launchTemplateConfigs"][0]["overrides"]
+    assert all("subnetId" not in o for o in overrides)  # else the fleet ignores the interfaces
+    script = user_data(stack)
+    assert "export FI_PROVIDER=efa" in script and "export FI_EFA_USE_DEVICE_RDMA=1" in script
+    assert "--device=/dev/infiniband" in script and "--ulimit memlock=-1:-1" in script
+
+
+def test_a_single_node_and_other_types_keep_the_plain_network(
+    aws_config: dict[str, Any],
+) -> None:
+    for stack in (aws_p5(aws_config, nodeCount=1),
+                  run_program({**aws_config, "instanceTypes": ["g5.12xlarge"], "gpu": "A10G",
+                               "gpuCount": 4})):
+        template = stack.one(TEMPLATE).inputs
+        assert not stack.of_type(PLACEMENT_GROUP)
+        assert "networkInterfaces" not in template and template["vpcSecurityGroupIds"]
+        assert "FI_PROVIDER" not in user_data(stack)
+        assert "/dev/infiniband" not in user_data(stack)
+
+
+def test_a_p5_group_with_secrets_fits_in_ec2_user_data(aws_config: dict[str, Any]) -> None:
+    job = {**aws_config["job"], "env": {f"SETTING_{i}": "x" * 40 for i in range(20)}}
+    stack = aws_p5(aws_config, job=job, secretEnvNames=["HF_TOKEN", "WANDB_API_KEY"],
+                   secretEnv={"HF_TOKEN": "hf", "WANDB_API_KEY": "wb"})
+
+    assert len(user_data(stack).encode()) < USER_DATA_LIMIT
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*")
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a3_nodes_run_on_gvnic_even_alone(aws_config: dict[str, Any], nodes: int) -> None:
+    config = {**aws_config, "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
+              "instanceTypes": ["a3-highgpu-8g"], "gpu": "H100-80GB", "dataUrls": [],
+              "priceSource": "gcp-api", "nodeCount": nodes}
+    template = run_program(config, states=GCP_STATES).one(GCP_TEMPLATE).inputs
+
+    # https://cloud.google.com/compute/docs/accelerator-optimized-machines#a3-vms and
+    # https://cloud.google.com/compute/docs/networking/using-gvnic: A3 runs only on gVNIC; without
+    # nicType the template asks for VIRTIO_NET and every A3 placement fails.
+    assert [i.get("nicType") for i in template["networkInterfaces"]] == ["GVNIC"]
+    script = template["metadata"]["startup-script"]
+    assert ("export NCCL_SOCKET_IFNAME=eth0" in script) == (nodes > 1)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*")
+def test_other_gcp_machine_types_keep_the_default_vnic(aws_config: dict[str, Any]) -> None:
+    config = {**aws_config, "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
+              "instanceTypes": ["a2-ultragpu-8g"], "dataUrls": [], "priceSource": "gcp-api"}
+    template = run_program(config, states=GCP_STATES).one(GCP_TEMPLATE).inputs
+
+    assert "nicType" not in template["networkInterfaces"][0]
+
+
+def azure(aws_config: dict[str, Any], size: str, nodes: int) -> str:
+    config = {**aws_config, "cloud": "azure", "region": "eastus", "zone": "2",
+              "instanceTypes": [size], "dataUrls": [], "priceSource": "azure-api",
+              "nodeCount": nodes}
+    stack = run_program(config, calls=AZURE_CALLS, states=AZURE_STATES)
+    profile = stack.one(VMSS).inputs["virtualMachineProfile"]
+    return base64.b64decode(profile["osProfile"]["customData"]).decode()
+
+
+def test_an_nd_group_gets_infiniband_in_its_containers_and_microsofts_nccl_settings(
+    aws_config: dict[str, Any],
+) -> None:
+    script = azure(aws_config, "Standard_ND96asr_v4", 2)
+    run_line = next(line.strip() for line in script.splitlines()
+                    if line.strip().startswith("docker run"))
+
+    # https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nda100v4-series:
+    # InfiniBand is configured between the VMs of one scale set; the HPC image holds the topology.
+    for option in ("--device=/dev/infiniband", "--ulimit memlock=-1:-1", "--cap-add=IPC_LOCK",
+                   "-v /opt/microsoft:/opt/microsoft:ro"):
+        assert option in run_line
+    assert "export NCCL_TOPO_FILE=/opt/microsoft/ndv4-topo.xml" in script
+    assert "-e NCCL_TOPO_FILE " in run_line
+    assert "ndv5-topo.xml" in azure(aws_config, "Standard_ND96isr_H100_v5", 2)
+
+
+def test_nd_alone_and_nc_groups_get_no_infiniband(aws_config: dict[str, Any]) -> None:
+    for script in (azure(aws_config, "Standard_ND96asr_v4", 1),
+                   azure(aws_config, "Standard_NC96ads_A100_v4", 2)):
+        assert "/dev/infiniband" not in script and "NCCL_TOPO_FILE" not in script
