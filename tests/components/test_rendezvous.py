@@ -90,6 +90,17 @@ class Group:
     def seen(self, node: str, round_: int = 0) -> dict[str, str]:
         return dict(json.loads((self.out / f"{node}-{round_}.json").read_text()))
 
+    def form(self, *nodes: tuple[str, str, str]) -> None:
+        """Start (node, address, boot) each, and wait for every script to end with status 0."""
+        try:
+            for node in nodes:
+                self.start(*node)
+            for node, _, boot in nodes:
+                code, log = self.wait(node, boot)
+                assert code == 0, log
+        finally:
+            self.stop()
+
     def stop(self) -> None:
         for proc, _ in self.procs.values():
             if proc.poll() is None:
@@ -221,14 +232,7 @@ def test_nodes_form_the_group_through_s3_with_the_aws_cli(s3: StorageServer,
     url = f"{s3.url}/llm/"
     group = Group(tmp_path, group_script(url, replace(aws_rendezvous("us-west-2"), **FAST)),
                   s3.env, tmp_path / "ckpt")
-    try:
-        group.start("ip-10-0-0-5", "10.0.0.5", "b1")
-        group.start("ip-10-0-0-9", "10.0.0.9", "b2")
-        for node, boot in (("ip-10-0-0-5", "b1"), ("ip-10-0-0-9", "b2")):
-            code, log = group.wait(node, boot)
-            assert code == 0, log
-    finally:
-        group.stop()
+    group.form(("ip-10-0-0-5", "10.0.0.5", "b1"), ("ip-10-0-0-9", "10.0.0.9", "b2"))
 
     assert group.seen("ip-10-0-0-9")["SKYPILOT_NODE_IPS"] == "10.0.0.5\n10.0.0.9"
     import fsspec.core
@@ -253,14 +257,7 @@ def test_nodes_form_the_group_through_cloud_storage_with_the_metadata_token(
         rendezvous = replace(gcp_rendezvous(), storage_endpoint=gcs.storage_options["endpoint_url"],
                              metadata_endpoint=tokens.endpoint, **FAST)
         group = Group(tmp_path, group_script(f"{gcs.url}/llm/", rendezvous), {}, tmp_path / "c")
-        try:
-            group.start("llm-node-1x2k", "10.128.0.4", "b1")
-            group.start("llm-node-9zq7", "10.128.0.2", "b2")
-            for node, boot in (("llm-node-1x2k", "b1"), ("llm-node-9zq7", "b2")):
-                code, log = group.wait(node, boot)
-                assert code == 0, log
-        finally:
-            group.stop()
+        group.form(("llm-node-1x2k", "10.128.0.4", "b1"), ("llm-node-9zq7", "10.128.0.2", "b2"))
         assert group.seen("llm-node-9zq7")["MASTER_ADDR"] == "10.128.0.4"
         # https://cloud.google.com/compute/docs/access/authenticate-workloads#applications
         # (the token of the VM's service account, asked with Metadata-Flavor: Google).
@@ -286,14 +283,7 @@ def test_nodes_form_the_group_through_blob_storage_with_the_managed_identity(
         url = f"https://{AzuriteOAuth.ACCOUNT}.blob.core.windows.net/ckpt/llm/"
         env = {"SSL_CERT_FILE": str(azurite.cert)}
         group = Group(tmp_path, group_script(url, rendezvous), env, tmp_path / "c")
-        try:
-            group.start("llm00000A", "10.1.0.5", "b1")
-            group.start("llm00000B", "10.1.0.4", "b2")
-            for node, boot in (("llm00000A", "b1"), ("llm00000B", "b2")):
-                code, log = group.wait(node, boot)
-                assert code == 0, log
-        finally:
-            group.stop()
+        group.form(("llm00000A", "10.1.0.5", "b1"), ("llm00000B", "10.1.0.4", "b2"))
         assert group.seen("llm00000B")["SKYPILOT_NODE_IPS"] == "10.1.0.5\n10.1.0.4"
         assert azurite.blob_names("ckpt", "llm/rendezvous/llm-1/", tokens.azure_token()) == [
             "llm/rendezvous/llm-1/llm00000A.json", "llm/rendezvous/llm-1/llm00000B.json"]
