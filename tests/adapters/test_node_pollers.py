@@ -105,6 +105,44 @@ def test_aws_spot_reclaim_and_interruption_notice_read_as_reclaimed() -> None:
     assert notice.status == LOST and notice.reclaimed
 
 
+
+class _FleetListsAForgottenInstance:
+    """The moto client, except that DescribeFleets also lists `forgotten`: an instance of the
+    fleet that EC2 terminated over an hour ago and no longer knows (AWS keeps it in the instant
+    fleet's list; moto drops it at termination)."""
+
+    def __init__(self, ec2: Any, forgotten: str) -> None:
+        self._ec2, self._forgotten = ec2, forgotten
+
+    def describe_fleets(self, **kwargs: Any) -> Any:
+        answer = self._ec2.describe_fleets(**kwargs)
+        answer["Fleets"][0]["Instances"][0]["InstanceIds"].append(self._forgotten)
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ec2, name)
+
+
+def test_aws_fleet_whose_instance_ec2_no_longer_knows_is_lost_not_healthy(ec2: Any) -> None:
+    from botocore.exceptions import ClientError
+
+    fleet_id, ids = _fleet(ec2, 1)
+    forgotten = "i-0f0f0f0f0f0f0f0f0"
+    # What EC2 (here moto's server) answers for an id it no longer knows: the real botocore
+    # error, InvalidInstanceID.NotFound (EC2 API reference, DescribeInstances: "If you specify
+    # an instance ID that is not valid, an error is returned"; "Recently terminated instances
+    # might appear in the returned results. This interval is usually less than one hour.").
+    with pytest.raises(ClientError) as raised:
+        ec2.describe_instances(InstanceIds=[ids[0], forgotten])
+    assert raised.value.response["Error"]["Code"] == "InvalidInstanceID.NotFound"
+
+    state = aws.poll(fleet_id, "us-east-1", ec2=_FleetListsAForgottenInstance(ec2, forgotten))
+
+    assert state.interrupted and state.running == 1
+    (lost,) = [n for n in state.nodes if n.status == LOST]
+    assert lost.id == forgotten and "no longer lists it" in lost.detail
+
+
 # --- GCP: managed instance groups on a loopback fake ------------------------------------------
 
 
