@@ -69,6 +69,23 @@ GPU_AMI_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
 ROOT_DEVICE_NAME = "/dev/sda1"  # root device of the Ubuntu DLAMIs
+# Its open kernel modules drive Turing and later only, so V100 (Volta: p3, p3dn) boots the
+# Deep Learning Base Proprietary Nvidia Driver AMI (Amazon Linux 2): NVIDIA's proprietary R570
+# driver (Volta supported), Docker and the container toolkit; the DLAMI release notes list P3 and
+# P3dn among its supported instances (version 71.6, driver 570.195.03). The parameter name is the
+# DLAMI name less "deep", "learning" and "ami" (DLAMI guide, "Finding the ID of a DLAMI").
+# Amazon Linux's root device is /dev/xvda. router/data/images.csv keeps the same record.
+VOLTA_AMI_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-proprietary-nvidia-driver-amazon-linux-2/latest/"
+    "ami-id"
+)
+GPU_IMAGES: dict[str, tuple[str, str]] = {"V100": (VOLTA_AMI_PARAMETER, "/dev/xvda")}
+
+
+def gpu_image(gpu: str) -> tuple[str, str]:
+    """(SSM parameter of the AMI, its root device name) for nodes with this GPU."""
+    return GPU_IMAGES.get(gpu, (GPU_AMI_PARAMETER, ROOT_DEVICE_NAME))
+
 # Override `priority` is honoured only by the prioritized strategies; the planner ranks the
 # equivalent types cheapest (and least interrupted) first, so its order must win.
 SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
@@ -361,8 +378,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
         tags = standard_labels(job, labels)
         spot = args.market == "spot"
 
+        ami_parameter, root_device = gpu_image(args.gpu)
         ami = aws.ssm.get_parameter_output(
-            name=GPU_AMI_PARAMETER, opts=pulumi.InvokeOutputOptions(parent=self)
+            name=ami_parameter, opts=pulumi.InvokeOutputOptions(parent=self)
         )
         channel, secret_grants = self._secret_store(name, args, identity)
         user_data = pulumi.Output.all(identity.checkpoint_url, channel).apply(
@@ -395,7 +413,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
             ),
             block_device_mappings=[
                 aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name=ROOT_DEVICE_NAME,
+                    device_name=root_device,
                     ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                         volume_size=args.boot_disk_gb,
                         volume_type="gp3",

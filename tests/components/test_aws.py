@@ -423,6 +423,30 @@ def test_gpu_image_is_looked_up_in_the_placement_region(aws_config: dict[str, An
     assert lookup.provider.startswith(provider.urn + "::")
 
 
+
+@pytest.mark.parametrize(
+    ("gpu", "instance_types", "parameter", "root"),
+    [
+        # Open kernel modules: Turing and later (NVIDIA/open-gpu-kernel-modules README).
+        ("A100-80GB", ["p4de.24xlarge"], "base-oss-nvidia-driver-gpu-ubuntu-22.04", "/dev/sda1"),
+        # Volta needs the proprietary driver: DLAMI "Base Proprietary Nvidia Driver AMI (Amazon
+        # Linux 2)" lists P3 and P3dn (docs.aws.amazon.com/dlami/latest/devguide/
+        # aws-deep-learning-ami-base-aml2-2026-01-02.html); Amazon Linux boots from /dev/xvda.
+        ("V100", ["p3.2xlarge", "p3dn.24xlarge"],
+         "base-proprietary-nvidia-driver-amazon-linux-2", "/dev/xvda"),
+    ],
+)  # fmt: skip
+def test_nodes_boot_an_image_whose_driver_runs_their_gpu(
+    aws_config: dict[str, Any], gpu: str, instance_types: list[str], parameter: str, root: str
+) -> None:
+    stack = placement(aws_config, gpu=gpu, gpuCount=1, instanceTypes=instance_types)
+    (lookup,) = [i for i in stack.invokes if i.token == "aws:ssm/getParameter:getParameter"]
+    (disk,) = stack.one(TEMPLATE).inputs["blockDeviceMappings"]
+
+    assert lookup.args["name"] == f"/aws/service/deeplearning/ami/x86_64/{parameter}/latest/ami-id"
+    assert disk["deviceName"] == root
+
+
 # --- every resource ---------------------------------------------------------------------------
 
 
