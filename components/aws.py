@@ -42,12 +42,12 @@ from components.args import (
     secret_env_json,
     standard_labels,
 )
+from components.aws_fleet import require_full_capacity
 from components.aws_names import (
     aws_tags,
     checkpoint_policy_document,
     parse_s3_url,
     physical_name_prefix,
-    require_full_capacity,
     s3_data_locations,
     secret_parameter_name,
     secret_read_policy_document,
@@ -499,9 +499,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
             ),
         )
 
-        node_count = args.node_count
+        node_count, region = args.node_count, args.region
         self.group_id = pulumi.Output.all(fleet.id, fleet.fleet_instance_sets).apply(
-            lambda values: require_full_capacity(values[0], values[1], node_count)
+            lambda values: require_full_capacity(values[0], values[1], node_count, region)
         )
         self.checkpoint_url = identity.checkpoint_url
         self.register_outputs({"group_id": self.group_id, "checkpoint_url": self.checkpoint_url})

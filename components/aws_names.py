@@ -9,8 +9,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import pulumi
-
 from components.args import (
     STAGING_PREFIX,
     parse_bucket_url,
@@ -18,9 +16,6 @@ from components.args import (
 )
 
 ZONE_ID = re.compile(r"[a-z]{2,4}[0-9]-az[0-9]+")
-# CreateFleet's error code when no instance could be launched for lack of capacity; the migration
-# failover reads it from the failed deploy's message.
-INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
 # Session Manager's own minimum for the instance role (AWS Systems Manager User Guide, "Create a
 # custom IAM instance profile for Session Manager"): register the node and open channels.
 # Where the jobs' secret env parameters live (one per placement stack, secret_parameter_name).
@@ -169,19 +164,3 @@ def launched_instances(fleet_instance_sets: Any) -> int:
             ids = instance_set.get("instanceIds")
         total += len(ids or [])
     return total
-
-
-def require_full_capacity(fleet_id: str, fleet_instance_sets: Any, node_count: int) -> str:
-    """`fleet_id` if the fleet launched all `node_count` instances; else fail the deploy.
-
-    The provider ignores CreateFleet's `Errors`, so an instant fleet that launched nothing (no
-    capacity, spot price above the cap) would report success; the error names EC2's own code.
-    """
-    launched = launched_instances(fleet_instance_sets)
-    if launched < node_count:
-        raise pulumi.RunError(
-            f"{INSUFFICIENT_CAPACITY}: EC2 Fleet {fleet_id} launched {launched} of {node_count} "
-            "instances (no capacity for the requested types in this zone, or the spot price is "
-            "above the cap); destroy the stack or let the router try the next placement"
-        )
-    return fleet_id
