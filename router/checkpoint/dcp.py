@@ -151,6 +151,20 @@ def damage_reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
+def is_damage(error: BaseException) -> bool:
+    """True when a load failed because stored bytes disagree with the manifest (checksum,
+    size, a missing file), not because storage could not be reached."""
+    if isinstance(error, PartlyLoaded):
+        error = error.cause
+    if isinstance(error, CheckpointDamaged):
+        return True
+    failures = getattr(error, "failures", None)
+    if isinstance(failures, dict) and failures:
+        return all(isinstance(f[0] if isinstance(f, tuple) else f, CheckpointDamaged)
+                   for f in failures.values())
+    return False
+
+
 def read_verified(location: Location, manifest: Manifest, relative: str) -> bytes:
     """A file of the checkpoint, whole, after checking its size and checksum."""
     entries = {entry.path: entry for entry in manifest.files}

@@ -12,7 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from router.checkpoint.manifest import FileEntry, Manifest, checksum_bytes, checksum_stream
+from router.checkpoint.manifest import (
+    MANIFEST_NAME,
+    FileEntry,
+    Manifest,
+    checksum_bytes,
+    checksum_stream,
+)
 from router.checkpoint.results import EXIT_PREEMPTED, CheckpointError, Resume, now_iso, rank_file
 from router.checkpoint.state import CheckpointerState
 
@@ -101,3 +107,39 @@ class PlainDirectoryMixin(CheckpointerState):
         self.last_saved_step = manifest.step
         self._last_save_at = self._clock()
         return self._resumed(self._say(resume))
+
+    def _choose_checkpoint(self, messages: list[str]) -> Manifest | None:
+        """The newest checkpoint whose manifest and stored files check out (restore_files)."""
+        candidates: list[tuple[int, str | None, str | None]] = []  # (step, manifest, problem)
+        if self._ranks.rank == 0:
+            for step in self.location.steps():
+                try:
+                    text = self.location.fs.cat_file(self.location.step_path(step, MANIFEST_NAME))
+                    Manifest.from_json(text)
+                    candidates.append((step, text.decode(), None))
+                except FileNotFoundError:
+                    candidates.append((step, None, "incomplete (no manifest: the save did not "
+                                                   "finish)"))
+                except ValueError as error:
+                    candidates.append((step, None, f"damaged ({error})"))
+        candidates = self._ranks.broadcast(candidates)
+        rejected: list[str] = []
+        for step, text, problem in candidates:
+            if text is None:
+                rejected.append(f"step {step}: {problem}")
+                continue
+            manifest = Manifest.from_json(text)
+            # Each rank checks every world_size-th file, so verification reads everything once.
+            mine = [e.path for i, e in enumerate(manifest.files)
+                    if i % self._ranks.world_size == self._ranks.rank]
+            problems = [p for ps in self._ranks.all_gather(
+                self.location.verify_files(manifest, mine)) for p in ps]
+            if problems:
+                rejected.append(f"step {step}: damaged ({'; '.join(problems)})")
+                continue
+            for note in rejected:
+                messages.append(f"{note} — skipped; using step {step}")
+            return manifest
+        messages.extend(f"{note} — skipped" for note in rejected)
+        messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
+        return None
