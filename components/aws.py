@@ -55,6 +55,7 @@ from components.aws_names import (
 )
 from components.aws_network import Network
 from components.bootstrap.aws_permissions import aws_job_boundary_arn
+from components.node_exit import aws_exit_channel
 from components.registry import CloudComponents
 from components.startup import (
     NO_SECRET_STORE_YET,
@@ -393,6 +394,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                     notice_source="aws",
                     placement=pulumi.get_stack(),
                     secrets=values[1],
+                    exit_record=aws_exit_channel(args.region),
                 ).encode()
             ).decode()
         )

@@ -81,6 +81,7 @@ from components.bootstrap.azure_permissions import (
     azure_job_role_guid,
     azure_self_delete_role_guid,
 )
+from components.node_exit import azure_exit_channel
 from components.registry import CloudComponents
 from components.startup import (
     NO_SECRET_STORE_YET,
@@ -295,6 +296,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 notice_source="azure",
                 placement=pulumi.get_stack(),
                 secrets=azure_secret_channel(secret_url, client_id) if secrets else None,
+                exit_record=azure_exit_channel(client_id),
             )
             return base64.b64encode(script.encode()).decode()
 

@@ -57,6 +57,7 @@ from components.gcp_names import (
     service_account_id,
 )
 from components.gcp_network import Network
+from components.node_exit import gcp_exit_channel
 from components.registry import CloudComponents
 from components.startup import (
     NO_SECRET_STORE_YET,
@@ -322,6 +323,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 notice_source="gcp",
                 placement=pulumi.get_stack(),
                 secrets=gcp_secret_channel(values[1]) if secrets else None,
+                exit_record=gcp_exit_channel(),
             )
         )
         template = gcp.compute.InstanceTemplate(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from components.args import JobCommand
+from components.node_exit import NODE_DIR, ExitRecordChannel, exit_record_lines, fresh_node_dir
 from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
 
 # POSIX shell variable names; anything else could not be exported and would break the script.
@@ -135,6 +136,7 @@ def render_startup_script(
     notice_source: str | None = None,
     secrets: SecretChannel | None = None,
     placement: str = "",
+    exit_record: ExitRecordChannel | None = None,
 ) -> str:
     """Bash start-up script that runs the job (its container with all GPUs, or its bare command).
 
@@ -148,6 +150,8 @@ def render_startup_script(
     SPOTROUTE_PLACEMENT_ID: the job answers only the hand-over requests addressed to it and names
     it in its resume record (docs/migration.md). `secrets` is how the node reads the job's
     secret env (`job.secret_names`) at boot; a job with secrets and no channel is refused.
+    `exit_record` is how the node stores its exit record next to the checkpoints when the script
+    ends (components/node_exit.py): the router tells a crash from a preemption by it.
     """
     if not job.image and not job.command:
         raise ValueError("job: set run.image or run.command — there is nothing to start")
@@ -184,6 +188,8 @@ def render_startup_script(
         env["SPOTROUTE_PLACEMENT_ID"] = placement
     if job.checkpoint_interval_s:
         env["SPOTROUTE_CHECKPOINT_INTERVAL"] = checkpoint_interval_text(job.checkpoint_interval_s)
+    if exit_record is not None:
+        env["SPOTROUTE_NODE_DIR"] = NODE_DIR  # where the library says it saved on a notice
     env.update(job.env)
     command = " ".join(shlex.quote(part) for part in job.command)
     lines = [
@@ -192,6 +198,8 @@ def render_startup_script(
         "set -euo pipefail",
         f"exec >>{LOG_PATH} 2>&1",
     ]
+    if exit_record is not None:
+        lines += exit_record_lines(exit_record, job_name, placement)
     if shutdown_when_done:
         lines += [
             # Runs on every exit, including `set -e` aborts before the job starts.
@@ -199,12 +207,15 @@ def render_startup_script(
             "  code=$?",
             "  set +e",
             '  echo "spotroute: job exited with status $code"',
+            *(['  spotroute_exit_record "$code"'] if exit_record is not None else []),
             *(f"  {line}" for line in finish),
             '  exit "$code"',
             "}",
             "trap spotroute_finish EXIT",
         ]
     lines += [*(f"export {key}={shlex.quote(value)}" for key, value in env.items())]
+    if exit_record is not None:
+        lines.append(fresh_node_dir())
     if job.secret_names and secrets is not None:
         lines += _secret_lines(job.secret_names, secrets)
     lines.append("status=0")
@@ -226,7 +237,8 @@ def render_startup_script(
             # from the container with the default IMDSv2 hop limit of 1, and lets NCCL use the
             # node's interfaces; host IPC gives data-loader workers and NCCL a real /dev/shm.
             f"{DOCKER_RUN} --name spotroute-job {passthrough} "
-            f"{image}{' ' + command if command else ''} || status=$?",
+            + (f"-v {NODE_DIR}:{NODE_DIR} " if exit_record is not None else "")
+            + f"{image}{' ' + command if command else ''} || status=$?",
         ]
     else:
         lines += [
@@ -235,5 +247,7 @@ def render_startup_script(
         ]
     if not shutdown_when_done:
         lines.append('echo "spotroute: job exited with status $status"')
+        if exit_record is not None:
+            lines.append('spotroute_exit_record "$status"')
     lines.append('exit "$status"')
     return "\n".join(lines) + "\n"
