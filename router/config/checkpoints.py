@@ -19,6 +19,11 @@ and the files of the hand-over protocol (docs/migration.md):
                             the step it restored — how the router confirms a new placement.
   <url>/finished.json       written by the job at the end: {"step", "time"}.
 
+and what each cloud node says when the job ends there (components/node_exit.py):
+
+  <url>/exit-<node>.json    {"format": "spotroute-exit/1", "node", "status",
+                            "interruption_marker", "placement", "job", "time"}
+
 Every URL the checkpoints use works here, through fsspec: file:// (or a plain path), s3:// (s3fs),
 gs:// (gcsfs), az:// / abfs:// and the Azure stack's https://<account>.blob.core.windows.net/...
 (adlfs); credentials and endpoints as those drivers read them (AWS_* / AWS_ENDPOINT_URL,
@@ -47,6 +52,7 @@ MARKER_NAME = "interruption.json"
 REQUEST_NAME = "save-request.json"
 RESUMED_NAME = "resumed.json"
 FINISHED_NAME = "finished.json"
+EXIT_PREFIX = "exit-"  # exit-<node>.json
 STEP_PREFIX = "step-"
 AZURE_BLOB_SUFFIX = ".blob.core.windows.net"
 BLOCK = 8 << 20  # bytes per read while checksumming
@@ -344,3 +350,22 @@ def marker(where: CheckpointStore | Path | str) -> dict[str, Any] | None:
 def finished(where: CheckpointStore | Path | str) -> dict[str, Any] | None:
     """The job's record that it ran to the end: {"step", "time"}."""
     return _store(where).read_json(FINISHED_NAME)
+
+
+def node_exits(where: CheckpointStore | Path | str) -> list[dict[str, Any]]:
+    """Every node's exit record under the root (router.core.node_exit reads them)."""
+    store = _store(where)
+    store.fs.invalidate_cache(store.root)  # the nodes write here: never trust a cached listing
+    try:
+        names = store.fs.ls(store.root, detail=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except Exception as exc:
+        raise store._failed("cannot list", exc) from None
+    found = []
+    for name in sorted(posixpath.basename(str(n).rstrip("/")) for n in names):
+        if name.startswith(EXIT_PREFIX) and name.endswith(".json"):
+            record = store.read_json(name)
+            if record is not None:
+                found.append(record)
+    return found
