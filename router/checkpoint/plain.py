@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from router.checkpoint.manifest import (
-    MANIFEST_NAME,
     FileEntry,
     Manifest,
     checksum_bytes,
@@ -110,25 +109,11 @@ class PlainDirectoryMixin(CheckpointerState):
 
     def _choose_checkpoint(self, messages: list[str]) -> Manifest | None:
         """The newest checkpoint whose manifest and stored files check out (restore_files)."""
-        candidates: list[tuple[int, str | None, str | None]] = []  # (step, manifest, problem)
-        if self._ranks.rank == 0:
-            for step in self.location.steps():
-                try:
-                    text = self.location.fs.cat_file(self.location.step_path(step, MANIFEST_NAME))
-                    Manifest.from_json(text)
-                    candidates.append((step, text.decode(), None))
-                except FileNotFoundError:
-                    candidates.append((step, None, "incomplete (no manifest: the save did not "
-                                                   "finish)"))
-                except ValueError as error:
-                    candidates.append((step, None, f"damaged ({error})"))
-        candidates = self._ranks.broadcast(candidates)
         rejected: list[str] = []
-        for step, text, problem in candidates:
-            if text is None:
+        for step, manifest, problem in self._candidates():
+            if manifest is None:
                 rejected.append(f"step {step}: {problem}")
                 continue
-            manifest = Manifest.from_json(text)
             # Each rank checks every world_size-th file, so verification reads everything once.
             mine = [e.path for i, e in enumerate(manifest.files)
                     if i % self._ranks.world_size == self._ranks.rank]

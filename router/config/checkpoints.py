@@ -161,16 +161,20 @@ class CheckpointStore:
         kind = type(exc).__name__
         return CheckpointStorageError(f"checkpoints at {self.url}: {what}: {kind}: {exc}")
 
-    def step_dirs(self) -> list[str]:
-        """Step directory names under the root, newest (highest step) first."""
+    def names(self) -> set[str]:
+        """The names directly under the root (files and directories)."""
         self.fs.invalidate_cache(self.root)  # the job writes here: never trust a cached listing
         try:
-            names = self.fs.ls(self.root, detail=False)
+            found = self.fs.ls(self.root, detail=False)
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            return set()
         except Exception as exc:
             raise self._failed("cannot list", exc) from None
-        found = {posixpath.basename(str(n).rstrip("/")) for n in names}
+        return {posixpath.basename(str(n).rstrip("/")) for n in found}
+
+    def step_dirs(self) -> list[str]:
+        """Step directory names under the root, newest (highest step) first."""
+        found = self.names()
         steps = [n for n in found if n.startswith(STEP_PREFIX) and n[len(STEP_PREFIX) :].isdigit()]
         return sorted(steps, reverse=True)
 
@@ -355,17 +359,5 @@ def finished(where: CheckpointStore | Path | str) -> dict[str, Any] | None:
 def node_exits(where: CheckpointStore | Path | str) -> list[dict[str, Any]]:
     """Every node's exit record under the root (router.core.node_exit reads them)."""
     store = _store(where)
-    store.fs.invalidate_cache(store.root)  # the nodes write here: never trust a cached listing
-    try:
-        names = store.fs.ls(store.root, detail=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except Exception as exc:
-        raise store._failed("cannot list", exc) from None
-    found = []
-    for name in sorted(posixpath.basename(str(n).rstrip("/")) for n in names):
-        if name.startswith(EXIT_PREFIX) and name.endswith(".json"):
-            record = store.read_json(name)
-            if record is not None:
-                found.append(record)
-    return found
+    names = sorted(n for n in store.names() if n.startswith(EXIT_PREFIX) and n.endswith(".json"))
+    return [r for n in names if (r := store.read_json(n)) is not None]
