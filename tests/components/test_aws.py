@@ -630,6 +630,17 @@ def test_nodes_learn_the_group_size(aws_config: dict[str, Any]) -> None:
     assert "--ipc=host" in user_data
 
 
+def test_nodes_write_their_exit_record_with_their_own_identity(
+    aws_config: dict[str, Any],
+) -> None:
+    # How route watch tells a crash from a preemption (components/node_exit.py).
+    from components.node_exit import aws_exit_channel
+
+    script = user_data(placement(aws_config))
+    assert aws_exit_channel("us-east-1").command in script
+    assert 'spotroute_exit_record "$code"' in script and "export SPOTROUTE_NODE_DIR=" in script
+
+
 def test_nodes_watch_aws_preemption_notices(aws_config: dict[str, Any]) -> None:
     # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
     assert "export SPOTROUTE_NOTICE_SOURCE=aws" in user_data(placement(aws_config))

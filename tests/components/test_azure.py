@@ -746,6 +746,17 @@ def test_a_changed_job_size_or_node_count_replaces_the_scale_set(
     assert scale_set.delete_before_replace is True
 
 
+def test_nodes_write_their_exit_record_with_their_own_identity(
+    azure_config: dict[str, Any],
+) -> None:
+    # How route watch tells a crash from a preemption (components/node_exit.py).
+    from components.node_exit import azure_exit_channel
+
+    script = custom_data(placement(azure_config))
+    assert azure_exit_channel(CLIENT_ID).command in script
+    assert 'spotroute_exit_record "$code"' in script and "export SPOTROUTE_NODE_DIR=" in script
+
+
 def test_nodes_watch_azure_preemption_notices(azure_config: dict[str, Any]) -> None:
     # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
     assert "export SPOTROUTE_NOTICE_SOURCE=azure" in custom_data(placement(azure_config))
