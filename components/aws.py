@@ -42,12 +42,13 @@ from components.args import (
     secret_env_json,
     standard_labels,
 )
+from components.aws_fleet import require_full_capacity
 from components.aws_names import (
     aws_tags,
     checkpoint_policy_document,
+    gpu_image,
     parse_s3_url,
     physical_name_prefix,
-    require_full_capacity,
     s3_data_locations,
     secret_parameter_name,
     secret_read_policy_document,
@@ -56,6 +57,7 @@ from components.aws_names import (
 from components.aws_network import Network
 from components.bootstrap.aws_permissions import aws_job_boundary_arn
 from components.fabric import Fabric, group_fabric
+from components.node_exit import aws_exit_channel
 from components.registry import CloudComponents
 from components.rendezvous import aws_rendezvous
 from components.startup import (
@@ -65,12 +67,6 @@ from components.startup import (
     render_startup_script,
 )
 
-# Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04): NVIDIA driver, Docker and the
-# NVIDIA container toolkit preinstalled, so the start-up script installs nothing.
-GPU_AMI_PARAMETER = (
-    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-)
-ROOT_DEVICE_NAME = "/dev/sda1"  # root device of the Ubuntu DLAMIs
 # Override `priority` is honoured only by the prioritized strategies; the planner ranks the
 # equivalent types cheapest (and least interrupted) first, so its order must win.
 SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
@@ -363,8 +359,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
         tags = standard_labels(job, labels)
         spot = args.market == "spot"
 
+        ami_parameter, root_device = gpu_image(args.gpu)
         ami = aws.ssm.get_parameter_output(
-            name=GPU_AMI_PARAMETER, opts=pulumi.InvokeOutputOptions(parent=self)
+            name=ami_parameter, opts=pulumi.InvokeOutputOptions(parent=self)
         )
         channel, secret_grants = self._secret_store(name, args, identity)
         fabric = group_fabric("aws", args.instance_types, args.node_count)
@@ -381,6 +378,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                     rendezvous=aws_rendezvous(args.region) if args.node_count > 1 else None,
                     fabric=fabric.docker_options(),
                     fabric_env=fabric.nccl_env,
+                    exit_record=aws_exit_channel(args.region),
                 ).encode()
             ).decode()
         )
@@ -422,7 +420,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
             ),
             block_device_mappings=[
                 aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name=ROOT_DEVICE_NAME,
+                    device_name=root_device,
                     ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                         volume_size=args.boot_disk_gb,
                         volume_type="gp3",
@@ -508,9 +506,9 @@ class SpotGpuGroup(pulumi.ComponentResource):
             ),
         )
 
-        node_count = args.node_count
+        node_count, region = args.node_count, args.region
         self.group_id = pulumi.Output.all(fleet.id, fleet.fleet_instance_sets).apply(
-            lambda values: require_full_capacity(values[0], values[1], node_count)
+            lambda values: require_full_capacity(values[0], values[1], node_count, region)
         )
         self.checkpoint_url = identity.checkpoint_url
         self.register_outputs({"group_id": self.group_id, "checkpoint_url": self.checkpoint_url})

@@ -1,6 +1,6 @@
 """Pure AWS rules the components apply: zone ids, physical names and tags, S3 URLs, the job
 role's IAM policy documents (checkpoints, data, Session Manager, secret env) and the instant
-fleet's capacity check. No resources here; components/aws.py and aws_network.py use them.
+fleet's capacity check, the GPU images (AMI parameter, root device). No resources here; components/aws.py and aws_network.py use them.
 """
 
 from __future__ import annotations
@@ -9,8 +9,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import pulumi
-
 from components.args import (
     STAGING_PREFIX,
     parse_bucket_url,
@@ -18,9 +16,6 @@ from components.args import (
 )
 
 ZONE_ID = re.compile(r"[a-z]{2,4}[0-9]-az[0-9]+")
-# CreateFleet's error code when no instance could be launched for lack of capacity; the migration
-# failover reads it from the failed deploy's message.
-INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
 # Session Manager's own minimum for the instance role (AWS Systems Manager User Guide, "Create a
 # custom IAM instance profile for Session Manager"): register the node and open channels.
 # Where the jobs' secret env parameters live (one per placement stack, secret_parameter_name).
@@ -171,17 +166,25 @@ def launched_instances(fleet_instance_sets: Any) -> int:
     return total
 
 
-def require_full_capacity(fleet_id: str, fleet_instance_sets: Any, node_count: int) -> str:
-    """`fleet_id` if the fleet launched all `node_count` instances; else fail the deploy.
+# Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04): NVIDIA driver, Docker and the
+# NVIDIA container toolkit preinstalled, so the start-up script installs nothing.
+GPU_AMI_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+)
+ROOT_DEVICE_NAME = "/dev/sda1"  # root device of the Ubuntu DLAMIs
+# Its open kernel modules drive Turing and later only, so V100 (Volta: p3, p3dn) boots the
+# Deep Learning Base Proprietary Nvidia Driver AMI (Amazon Linux 2): NVIDIA's proprietary R570
+# driver (Volta supported), Docker and the container toolkit; the DLAMI release notes list P3 and
+# P3dn among its supported instances (version 71.6, driver 570.195.03). The parameter name is the
+# DLAMI name less "deep", "learning" and "ami" (DLAMI guide, "Finding the ID of a DLAMI").
+# Amazon Linux's root device is /dev/xvda. router/data/images.csv keeps the same record.
+VOLTA_AMI_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-proprietary-nvidia-driver-amazon-linux-2/latest/"
+    "ami-id"
+)
+GPU_IMAGES: dict[str, tuple[str, str]] = {"V100": (VOLTA_AMI_PARAMETER, "/dev/xvda")}
 
-    The provider ignores CreateFleet's `Errors`, so an instant fleet that launched nothing (no
-    capacity, spot price above the cap) would report success; the error names EC2's own code.
-    """
-    launched = launched_instances(fleet_instance_sets)
-    if launched < node_count:
-        raise pulumi.RunError(
-            f"{INSUFFICIENT_CAPACITY}: EC2 Fleet {fleet_id} launched {launched} of {node_count} "
-            "instances (no capacity for the requested types in this zone, or the spot price is "
-            "above the cap); destroy the stack or let the router try the next placement"
-        )
-    return fleet_id
+
+def gpu_image(gpu: str) -> tuple[str, str]:
+    """(SSM parameter of the AMI, its root device name) for nodes with this GPU."""
+    return GPU_IMAGES.get(gpu, (GPU_AMI_PARAMETER, ROOT_DEVICE_NAME))

@@ -40,6 +40,7 @@ components.
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import replace
 
 import pulumi
@@ -81,6 +82,7 @@ from components.bootstrap.azure_permissions import (
     azure_self_delete_role_guid,
 )
 from components.fabric import group_fabric
+from components.node_exit import azure_exit_channel
 from components.registry import CloudComponents
 from components.rendezvous import azure_rendezvous
 from components.startup import (
@@ -117,20 +119,32 @@ COMPUTE_API_VERSION = "2024-07-01"
 IMDS = "http://169.254.169.254/metadata"
 # Guest `shutdown` leaves an Azure VM "Stopped (Allocated)", billed like a running one; so after
 # the grace period the node deletes itself through ARM with its own identity (from IMDS).
-SELF_DELETE: tuple[str, ...] = (
-    f"sleep {SHUTDOWN_GRACE_MIN * 60}",
-    "token=$(curl -sS -H Metadata:true "
-    f'"{IMDS}/identity/oauth2/token?api-version=2018-02-01'
-    '&resource=https%3A%2F%2Fmanagement.azure.com%2F&client_id=${AZURE_CLIENT_ID:-}"'
-    r""" | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')""",
-    "vm=$(curl -sS -H Metadata:true "
-    f'"{IMDS}/instance/compute/resourceId?api-version=2021-02-01&format=text")',
-    'echo "spotroute: deleting $vm so it stops billing"',
-    'curl -sS --fail -X DELETE -H "Authorization: Bearer $token" '
-    f'"https://management.azure.com${{vm}}?api-version={COMPUTE_API_VERSION}" '
-    "|| { echo 'spotroute: self-delete failed; powering off (an allocated VM still bills)'; "
-    "shutdown -h now; }",
-)
+# The identity is named by its client id in the script itself, never through ${AZURE_CLIENT_ID}:
+# run.env may set that variable for the job's own use, and the delete must still use the node's.
+_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def self_delete_lines(client_id: str) -> tuple[str, ...]:
+    """The finish lines of a node: wait the grace period, then DELETE its own VM through ARM with
+    the token of the managed identity `client_id` (the job identity's client id, a GUID)."""
+    if not _GUID.fullmatch(client_id):
+        raise ValueError(f"client_id: {client_id!r} is not a managed identity's client id (GUID)")
+    return (
+        f"sleep {SHUTDOWN_GRACE_MIN * 60}",
+        "token=$(curl -sS -H Metadata:true "
+        f'"{IMDS}/identity/oauth2/token?api-version=2018-02-01'
+        f'&resource=https%3A%2F%2Fmanagement.azure.com%2F&client_id={client_id}"'
+        r""" | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')""",
+        "vm=$(curl -sS -H Metadata:true "
+        f'"{IMDS}/instance/compute/resourceId?api-version=2021-02-01&format=text")',
+        'echo "spotroute: deleting $vm so it stops billing"',
+        'curl -sS --fail -X DELETE -H "Authorization: Bearer $token" '
+        f'"https://management.azure.com${{vm}}?api-version={COMPUTE_API_VERSION}" '
+        "|| { echo 'spotroute: self-delete failed; powering off (an allocated VM still bills)'; "
+        "shutdown -h now; }",
+    )
+
+
 SCALE_SET_REPLACE_ON_CHANGES = ("virtualMachineProfile", "sku")
 NETWORK_API_VERSION = "2020-11-01"  # required by Flexible scale sets that create their own NICs
 
@@ -281,7 +295,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 job,
                 url,
                 command,
-                finish=SELF_DELETE,
+                finish=self_delete_lines(client_id),
                 node_count=args.node_count,
                 notice_source="azure",
                 placement=pulumi.get_stack(),
@@ -289,6 +303,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 rendezvous=azure_rendezvous(client_id) if args.node_count > 1 else None,
                 fabric=fabric.docker_options(),
                 fabric_env=fabric.nccl_env,
+                exit_record=azure_exit_channel(client_id),
             )
             return base64.b64encode(script.encode()).decode()
 

@@ -58,6 +58,7 @@ from components.gcp_names import (
     service_account_id,
 )
 from components.gcp_network import Network
+from components.node_exit import gcp_exit_channel
 from components.registry import CloudComponents
 from components.rendezvous import gcp_rendezvous
 from components.startup import (
@@ -327,6 +328,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 secrets=gcp_secret_channel(values[1]) if secrets else None,
                 rendezvous=gcp_rendezvous() if args.node_count > 1 else None,
                 fabric_env=fabric.nccl_env,
+                exit_record=gcp_exit_channel(),
             )
         )
         template = gcp.compute.InstanceTemplate(

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from components.args import JobCommand
+from components.node_exit import NODE_DIR, ExitRecordChannel, exit_record_lines, fresh_node_dir
 from components.rendezvous import GROUP_ENV, GroupRendezvous, rendezvous_lines
 from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
 
@@ -159,6 +160,7 @@ def render_startup_script(
     rendezvous: GroupRendezvous | None = None,
     fabric: Sequence[str] = (),
     fabric_env: Mapping[str, str] | None = None,
+    exit_record: ExitRecordChannel | None = None,
 ) -> str:
     """Bash start-up script that runs the job (its container with all GPUs, or its bare command).
 
@@ -176,6 +178,8 @@ def render_startup_script(
     job starts, and again after a peer's notice stopped it, up to `rendezvous.reform_rounds`
     times. `fabric` are extra `docker run` options for the node's fabric (devices, mounts) and
     `fabric_env` the NCCL settings the provider documents for it (the job's env wins).
+    `exit_record` is how the node stores its exit record next to the checkpoints when the script
+    ends (components/node_exit.py): the router tells a crash from a preemption by it.
     """
     if not job.image and not job.command:
         raise ValueError("job: set run.image or run.command — there is nothing to start")
@@ -217,6 +221,8 @@ def render_startup_script(
     if job.checkpoint_interval_s:
         env["SPOTROUTE_CHECKPOINT_INTERVAL"] = checkpoint_interval_text(job.checkpoint_interval_s)
     env.update({k: v for k, v in (fabric_env or {}).items() if k not in job.env})
+    if exit_record is not None:
+        env["SPOTROUTE_NODE_DIR"] = NODE_DIR  # where the library says it saved on a notice
     env.update(job.env)
     command = " ".join(shlex.quote(part) for part in job.command)
     lines = [
@@ -225,6 +231,8 @@ def render_startup_script(
         "set -euo pipefail",
         f"exec >>{LOG_PATH} 2>&1",
     ]
+    if exit_record is not None:
+        lines += exit_record_lines(exit_record, job_name, placement)
     if shutdown_when_done:
         lines += [
             # Runs on every exit, including `set -e` aborts before the job starts.
@@ -232,12 +240,15 @@ def render_startup_script(
             "  code=$?",
             "  set +e",
             '  echo "spotroute: job exited with status $code"',
+            *(['  spotroute_exit_record "$code"'] if exit_record is not None else []),
             *(f"  {line}" for line in finish),
             '  exit "$code"',
             "}",
             "trap spotroute_finish EXIT",
         ]
     lines += [*(f"export {key}={shlex.quote(value)}" for key, value in env.items())]
+    if exit_record is not None:
+        lines.append(fresh_node_dir())
     if job.secret_names and secrets is not None:
         lines += _secret_lines(job.secret_names, secrets)
     lines.append("status=0")
@@ -266,7 +277,8 @@ def render_startup_script(
         # node's interfaces; host IPC gives data-loader workers and NCCL a real /dev/shm.
         run = [
             f"{DOCKER_RUN}{extra} --name spotroute-job {passthrough} "
-            f"{image}{' ' + command if command else ''} || status=$?"
+            + (f"-v {NODE_DIR}:{NODE_DIR} " if exit_record is not None else "")
+            + f"{image}{' ' + command if command else ''} || status=$?"
         ]
     else:
         lines.append("mkdir -p /opt/spotroute && cd /opt/spotroute")
@@ -277,5 +289,7 @@ def render_startup_script(
         lines += run
     if not shutdown_when_done:
         lines.append('echo "spotroute: job exited with status $status"')
+        if exit_record is not None:
+            lines.append('spotroute_exit_record "$status"')
     lines.append('exit "$status"')
     return "\n".join(lines) + "\n"

@@ -128,6 +128,8 @@ def aws_deployer_policy(
     ]
     template = f"{ec2}:launch-template/*"
     fleet = f"{ec2}:fleet/*"
+    # The cluster placement group of an EFA group (components/fabric.py): nodes launch into it.
+    placement_group = f"{ec2}:placement-group/*"
     job_roles = f"arn:aws:iam::{acct}:role/{AWS_JOB_NAME_PREFIX}*"
     job_profiles = f"arn:aws:iam::{acct}:instance-profile/{AWS_JOB_NAME_PREFIX}*"
     boundary = aws_job_boundary_arn(acct)
@@ -142,6 +144,7 @@ def aws_deployer_policy(
         "ec2:AllocateAddress",
         "ec2:CreateNatGateway",
         "ec2:CreateLaunchTemplate",
+        "ec2:CreatePlacementGroup",
     ]
     statements: list[dict[str, Any]] = [
         {
@@ -171,6 +174,7 @@ def aws_deployer_policy(
                 "ec2:DescribeLaunchTemplates",
                 "ec2:DescribeLaunchTemplateVersions",
                 "ec2:DescribeFleets",
+                "ec2:DescribePlacementGroups",
                 "ec2:DescribeFleetInstances",
                 "ec2:DescribeFleetHistory",
                 "ec2:DescribeInstances",
@@ -195,7 +199,7 @@ def aws_deployer_policy(
             "Sid": "CreateTaggedNetworkAndTemplates",
             "Effect": "Allow",
             "Action": create_actions,
-            "Resource": [*network, template],
+            "Resource": [*network, template, placement_group],
             "Condition": requested,
         },
         {
@@ -203,7 +207,7 @@ def aws_deployer_policy(
             "Sid": "TagOnCreate",
             "Effect": "Allow",
             "Action": "ec2:CreateTags",
-            "Resource": [*network, template, fleet, *launched],
+            "Resource": [*network, template, placement_group, fleet, *launched],
             "Condition": {
                 "StringEquals": {
                     "ec2:CreateAction": [
@@ -248,12 +252,13 @@ def aws_deployer_policy(
                 "ec2:ModifyLaunchTemplate",
                 "ec2:DeleteLaunchTemplate",
                 "ec2:DeleteLaunchTemplateVersions",
+                "ec2:DeletePlacementGroup",
                 "ec2:DeleteFleets",
                 "ec2:TerminateInstances",
                 "ec2:CreateTags",
                 "ec2:DeleteTags",
             ],
-            "Resource": [*network, template, fleet, *launched],
+            "Resource": [*network, template, placement_group, fleet, *launched],
             "Condition": tagged,
         },
         {
@@ -287,6 +292,7 @@ def aws_deployer_policy(
                 template,
                 f"{ec2}:subnet/*",
                 f"{ec2}:security-group/*",
+                placement_group,
             ],
             "Condition": tagged,
         },

@@ -28,8 +28,10 @@ from typing import Any
 from router.checkpoint import rng
 from router.checkpoint.dcp import (
     ZIP_CRC,
+    CheckpointDamaged,
     PartlyLoaded,
     damage_reason,
+    is_damage,
     quiet_dcp,
     read_verified,
     recording_writer,
@@ -53,7 +55,7 @@ from router.checkpoint.notices import Notice, NoticeSource, SigtermNotices
 from router.checkpoint.plain import PlainDirectoryMixin
 from router.checkpoint.ranks import Ranks, current_ranks
 from router.checkpoint.results import CheckpointError, Resume, SaveReport, now_iso, rank_file
-from router.checkpoint.storage import Location, open_location
+from router.checkpoint.storage import DAMAGED_DIR, Location, open_location
 from router.checkpoint.watcher import NoticeWatcher
 
 log = logging.getLogger("spotroute.checkpoint")
@@ -150,12 +152,15 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         self._await_handover()
         resume = Resume()
         rejected: list[str] = []
+        damaged: list[int] = []  # steps whose stored bytes disagree with their manifest
         touched: set[str] = set()  # objects a checkpoint was (maybe partly) read into
         candidates = self._candidates()
         loadable = [i for i, (_, m, _) in enumerate(candidates) if m and m.mode != "files"]
         for index, (step, manifest, problem) in enumerate(candidates):
             if manifest is None:
                 rejected.append(f"step {step}: {problem}")
+                if str(problem).startswith("damaged"):
+                    damaged.append(step)
                 continue
             if manifest.mode == "files":
                 rejected.append(f"step {step}: saved with save_files(); use restore_files()")
@@ -174,6 +179,8 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 if isinstance(error, PartlyLoaded):
                     touched.update(to_load)
                     error = error.cause
+                if is_damage(error):
+                    damaged.append(step)
                 rejected.append(f"step {step}: damaged ({damage_reason(error)})")
                 continue
             if touched - set(to_load):
@@ -183,6 +190,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                     f"step {step}, or delete the damaged step-* directories")
             for note in rejected:
                 resume.messages.append(f"{note} — skipped; using step {step}")
+            resume.messages.extend(self._set_aside(damaged))
             for name in sorted(set(self._objects) - saved):
                 resume.messages.append(f"{name}: not in the checkpoint of step {step}; "
                                        "left as it is")
@@ -202,16 +210,35 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             self._last_save_at = self._clock()
             return self._resumed(self._say(resume))
         resume.messages.extend(f"{note} — skipped" for note in rejected)
+        resume.messages.extend(self._set_aside(damaged))
         if touched:
-            # Damage found after some tensors were copied in: the objects are not fresh either.
+            # Damage found after some tensors were copied in (a local file read in one pass):
+            # the objects are not fresh either. The damaged checkpoints are set aside, so the
+            # next start finds none and starts from scratch, as object storage does at once.
             self._say(resume)
             raise CheckpointError(
                 f"every checkpoint under {self.url} is damaged and the model was partly loaded "
-                "from one — restart the process to start from scratch, or delete the damaged "
-                "step-* directories"
+                f"from one — they are set aside under {self.location.url_of(DAMAGED_DIR)}/; "
+                "start the process again: it starts from scratch"
             )
         resume.messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
         return self._resumed(self._say(resume))
+
+    def _set_aside(self, steps: list[int]) -> list[str]:
+        """Move the damaged checkpoints of `steps` aside (rank 0; all ranks wait): one message
+        each. Set aside, they are never restored, counted or deleted again."""
+        notes: list[str] = []
+        if steps and self._ranks.rank == 0:
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            for step in steps:
+                try:
+                    where = self.location.set_aside(step, stamp)
+                    notes.append(f"step {step}: set aside as {where}")
+                except OSError as error:
+                    notes.append(f"step {step}: could not be set aside ({error}); left in place")
+        if steps:
+            notes = self._ranks.broadcast(notes)
+        return notes
 
     def _candidates(self) -> list[tuple[int, Manifest | None, str | None]]:
         """Every step directory, newest first, with its manifest or why it has none (all ranks)."""
@@ -237,42 +264,6 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 log.log(level, "spotroute: %s", message)
         return resume
 
-    def _choose_checkpoint(self, messages: list[str]) -> Manifest | None:
-        """The newest checkpoint whose manifest and stored files check out (restore_files)."""
-        candidates: list[tuple[int, str | None, str | None]] = []  # (step, manifest, problem)
-        if self._ranks.rank == 0:
-            for step in self.location.steps():
-                try:
-                    text = self.location.fs.cat_file(self.location.step_path(step, MANIFEST_NAME))
-                    Manifest.from_json(text)
-                    candidates.append((step, text.decode(), None))
-                except FileNotFoundError:
-                    candidates.append((step, None, "incomplete (no manifest: the save did not "
-                                                   "finish)"))
-                except ValueError as error:
-                    candidates.append((step, None, f"damaged ({error})"))
-        candidates = self._ranks.broadcast(candidates)
-        rejected: list[str] = []
-        for step, text, problem in candidates:
-            if text is None:
-                rejected.append(f"step {step}: {problem}")
-                continue
-            manifest = Manifest.from_json(text)
-            # Each rank checks every world_size-th file, so verification reads everything once.
-            mine = [e.path for i, e in enumerate(manifest.files)
-                    if i % self._ranks.world_size == self._ranks.rank]
-            problems = [p for ps in self._ranks.all_gather(
-                self.location.verify_files(manifest, mine)) for p in ps]
-            if problems:
-                rejected.append(f"step {step}: damaged ({'; '.join(problems)})")
-                continue
-            for note in rejected:
-                messages.append(f"{note} — skipped; using step {step}")
-            return manifest
-        messages.extend(f"{note} — skipped" for note in rejected)
-        messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
-        return None
-
     def _read_rank_states(self, manifest: Manifest) -> dict[str, dict[str, Any]]:
         rank = self._ranks.rank
         own_rank = rank if rank < manifest.world_size else rank % manifest.world_size
@@ -281,7 +272,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 "spotroute: step %d was saved by %d rank(s), resuming with %d: per-rank RNG "
                 "states and data positions are taken from rank %% %d", manifest.step,
                 manifest.world_size, self._ranks.world_size, manifest.world_size)
-        problem = ""
+        problem: tuple[str, bool] = ("", False)  # (what, whether it is damage)
         states: dict[str, dict[str, Any]] = {}
         try:
             rank0 = json.loads(read_verified(self.location, manifest, rank_file(0)))
@@ -289,11 +280,13 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 read_verified(self.location, manifest, rank_file(own_rank)))
             states = {"rank0": rank0, "own": own}
         except (OSError, ValueError) as error:
-            problem = str(error)
+            # Verified bytes that are no JSON are damage too; an unreachable store is not.
+            problem = (str(error), isinstance(error, CheckpointDamaged | ValueError))
         # Every rank must take the same decision, whichever rank found the damage.
-        problems = [p for p in self._ranks.all_gather(problem) if p]
+        problems = [p for p in self._ranks.all_gather(problem) if p[0]]
         if problems:
-            raise CheckpointError("; ".join(problems))
+            text = "; ".join(p[0] for p in problems)
+            raise CheckpointDamaged(text) if all(p[1] for p in problems) else CheckpointError(text)
         return states
 
     def _load_state_dicts(self, manifest: Manifest, objects: dict[str, Any], *,

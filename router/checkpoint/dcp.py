@@ -27,7 +27,13 @@ from router.checkpoint.manifest import (
     checksum_bytes,
     checksum_stream,
 )
-from router.checkpoint.results import CheckpointError
+
+# What went wrong while reading (re-exported: callers import them from here too).
+from router.checkpoint.results import CheckpointDamaged as CheckpointDamaged
+from router.checkpoint.results import CheckpointError as CheckpointError
+from router.checkpoint.results import PartlyLoaded as PartlyLoaded
+from router.checkpoint.results import damage_reason as damage_reason
+from router.checkpoint.results import is_damage as is_damage
 from router.checkpoint.storage import Location
 
 
@@ -121,34 +127,6 @@ def dcp_fsspec_module() -> Any:
         return importlib.import_module("torch.distributed.checkpoint.fsspec_filesystem")
     except ImportError:  # torch < 2.6 has only the private module
         return importlib.import_module("torch.distributed.checkpoint._fsspec_filesystem")
-
-
-class CheckpointDamaged(OSError):
-    """A stored file does not match its manifest entry."""
-
-
-class PartlyLoaded(Exception):
-    """A load failed after some of a checkpoint's data was read into the objects."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-
-
-def damage_reason(error: BaseException) -> str:
-    """The reason a load failed, from our own error or the one DCP wrapped per rank."""
-    if isinstance(error, CheckpointDamaged | CheckpointError):
-        return str(error)
-    failures = getattr(error, "failures", None)
-    if isinstance(failures, dict):
-        reasons = []
-        for failure in failures.values():
-            inner = failure[0] if isinstance(failure, tuple) else failure
-            reasons.append(str(inner) if isinstance(inner, CheckpointDamaged)
-                           else f"{type(inner).__name__}: {inner}")
-        if reasons:
-            return "; ".join(dict.fromkeys(reasons))
-    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
 def read_verified(location: Location, manifest: Manifest, relative: str) -> bytes:

@@ -6,6 +6,7 @@ whether a save still fits the grace period, writes the marker and stops the proc
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -17,6 +18,8 @@ from router.checkpoint.results import EXIT_PREEMPTED, now_iso
 from router.checkpoint.state import CheckpointerState
 
 log = logging.getLogger("spotroute.checkpoint")
+# What the node's start-up script looks for in SPOTROUTE_NODE_DIR (components/node_exit.py).
+NODE_MARKER_NAME = "interruption.json"
 
 
 def node_id() -> str:
@@ -82,6 +85,7 @@ class NoticeHandlingMixin(CheckpointerState):
         if self._ranks.rank == 0:
             self._write_marker_json(first, step, exiting=True, save_s=time.perf_counter() - t0,
                                     skipped_save=skipped, noticed_on=noticed_on)
+        self._note_on_node(first, step)
         if notice is not None:
             self.watcher.acknowledge(notice)  # Azure: go ahead now, the state is saved
         self._ranks.barrier()
@@ -92,6 +96,26 @@ class NoticeHandlingMixin(CheckpointerState):
     def _write_marker(self, notice: Notice, step: int, *, exiting: bool) -> None:
         if self._ranks.rank == 0:
             self._write_marker_json(notice.to_json(), step, exiting=exiting)
+        if exiting:
+            self._note_on_node(notice.to_json(), step)
+
+    def _note_on_node(self, notice: dict[str, Any], step: int) -> None:
+        """Tell this node's start-up script the job saved on a notice and is exiting: local rank
+        0 writes SPOTROUTE_NODE_DIR/interruption.json. The script cannot go by the exit status
+        alone: torchrun reports a worker's 75 as its own 1 (docs/checkpoints.md)."""
+        directory = os.environ.get("SPOTROUTE_NODE_DIR")
+        if not directory or self._ranks.local_rank != 0:
+            return
+        record = {**notice, "last_step": self.last_saved_step if self.last_saved_step is not None
+                  else step, "exit_code": EXIT_PREEMPTED, "job_id": self.job_id}
+        path = os.path.join(directory, NODE_MARKER_NAME)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            with open(f"{path}.tmp", "w", encoding="utf-8") as handle:
+                json.dump(record, handle)
+            os.replace(f"{path}.tmp", path)
+        except OSError as error:  # the checkpoint is saved; the node just cannot tell
+            log.warning("spotroute: could not write %s: %s", path, error)
 
     def _write_marker_json(self, notice: dict[str, Any], step: int, *, exiting: bool,
                            save_s: float | None = None, skipped_save: str | None = None,

@@ -9,9 +9,13 @@ nothing extra.
          (404 until AWS schedules a stop/terminate, ~2 minutes ahead) and
          /latest/meta-data/events/recommendations/rebalance (elevated risk, no deadline).
   gcp    GET /computeMetadata/v1/instance/preempted?wait_for_change=true with
-         `Metadata-Flavor: Google`: "TRUE" once the VM is preempted (~30 s before it stops).
-  azure  GET /metadata/scheduledevents with `Metadata: true`: a `Preempt` event (>= 30 s ahead);
-         acknowledged with POST {"StartRequests": [{"EventId": ...}]}.
+         `Metadata-Flavor: Google`: "TRUE" once the VM is preempted (~30 s before it stops);
+         then instance/maintenance-event: TERMINATE_ON_HOST_MAINTENANCE 60 s before host
+         maintenance stops the VM (a GPU VM cannot live-migrate); and
+         instance/upcoming-maintenance?alt=json: a scheduled window (no deadline yet, a risk).
+  azure  GET /metadata/scheduledevents with `Metadata: true`: a `Preempt` (>= 30 s ahead),
+         `Terminate`, `Reboot` or `Redeploy` event for this VM; acknowledged once the state is
+         saved with POST {"StartRequests": [{"EventId": ...}]}.
   local  SIGTERM (the local target stops a job with SIGTERM, then SIGKILL after a grace period).
 """
 
@@ -23,7 +27,7 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
@@ -32,8 +36,20 @@ GCP_ENDPOINT = "http://metadata.google.internal"
 AZURE_ENDPOINT = "http://169.254.169.254"
 AZURE_API_VERSION = "2020-07-01"
 AWS_TOKEN_TTL_S = 21600  # six hours, the IMDSv2 maximum
+# GCE: the maintenance-event value "changes 60 seconds before a maintenance event starts"; for a
+# VM with GPUs, host maintenance terminates it (Compute Engine, "Query metadata server for
+# maintenance event notices", cloud.google.com/compute/docs/metadata/getting-live-migration-notice).
+GCP_TERMINATE = "TERMINATE_ON_HOST_MAINTENANCE"
+GCP_MAINTENANCE_LEAD_S = 60.0
+# Azure Scheduled Events after which this VM stops running the job: evicted (Preempt), deleted
+# (Terminate), restarted (Reboot) or moved to another host (Redeploy); Freeze only pauses it for
+# seconds (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events).
+AZURE_TERMINAL_EVENTS = ("Preempt", "Terminate", "Reboot", "Redeploy")
 # The kinds after which the machine goes away: save, write the marker, exit.
-TERMINAL_KINDS = frozenset({"terminate", "stop", "hibernate", "preempted", "Preempt", "sigterm"})
+TERMINAL_KINDS = frozenset(
+    {"terminate", "stop", "hibernate", "preempted", GCP_TERMINATE, *AZURE_TERMINAL_EVENTS,
+     "sigterm"}
+)  # fmt: skip
 # Seconds from a notice to the machine going away where the notice names no time: GCE stops a
 # preempted VM ~30 s later, Azure's NotBefore is >= 30 s ahead, the local target sends SIGKILL
 # 10 s after SIGTERM; AWS names the time (two minutes ahead).
@@ -45,7 +61,10 @@ class Notice:
     """A preemption (or rebalance) notice as one source reported it."""
 
     cloud: str  # aws | gcp | azure | local
-    kind: str  # terminate | stop | hibernate | rebalance | preempted | Preempt | sigterm
+    # aws: terminate | stop | hibernate | rebalance; gcp: preempted | TERMINATE_ON_HOST_MAINTENANCE
+    # | upcoming-maintenance | MIGRATE_ON_HOST_MAINTENANCE; azure: Preempt | Terminate | Reboot |
+    # Redeploy; local: sigterm
+    kind: str
     notice_time: datetime  # when this process saw the notice (UTC)
     deadline: datetime | None = None  # when the platform acts, where it says so (UTC)
     detail: dict[str, Any] = field(default_factory=dict)
@@ -190,7 +209,8 @@ class AwsNotices:
 
 
 class GcpNotices:
-    """GCE `instance/preempted`, long-polled with wait_for_change."""
+    """GCE `instance/preempted` (long-polled with wait_for_change), then, without waiting,
+    `instance/maintenance-event` and `instance/upcoming-maintenance`."""
 
     cloud = "gcp"
     poll_waits = True  # poll() itself long-polls: the watcher polls again at once
@@ -199,21 +219,64 @@ class GcpNotices:
         self.endpoint = endpoint.rstrip("/")
         self.wait_s = wait_s
         self._etag: str | None = None
+        self._seen: set[str] = set()  # non-terminal notices already reported (each once)
+
+    def _get(self, key: str, query: str = "", wait_s: float = 0.0) -> tuple[int, bytes, str]:
+        url = f"{self.endpoint}/computeMetadata/v1/instance/{key}" + (f"?{query}" if query else "")
+        status, body, headers = _request(
+            url, headers={"Metadata-Flavor": "Google"}, timeout_s=wait_s + 5
+        )
+        return status, body, headers.get("ETag") or headers.get("etag") or ""
 
     def poll(self) -> Notice | None:
-        url = f"{self.endpoint}/computeMetadata/v1/instance/preempted"
+        query = ""
         if self._etag is not None:
             # Blocks until the value changes or timeout_sec passes, so the watcher loop is cheap.
-            url += f"?wait_for_change=true&timeout_sec={self.wait_s}&last_etag={self._etag}"
-        status, body, headers = _request(
-            url, headers={"Metadata-Flavor": "Google"}, timeout_s=self.wait_s + 5
-        )
+            query = f"wait_for_change=true&timeout_sec={self.wait_s}&last_etag={self._etag}"
+        status, body, etag = self._get("preempted", query, self.wait_s)
         if status != 200:
             raise MetadataUnavailable(f"GCE metadata answered HTTP {status}")
-        self._etag = headers.get("ETag") or headers.get("etag") or self._etag or "0"
+        self._etag = etag or self._etag or "0"
         if body.decode().strip().upper() == "TRUE":
             return Notice(cloud="gcp", kind="preempted", notice_time=_now())
+        return self._maintenance() or self._upcoming()
+
+    def _maintenance(self) -> Notice | None:
+        """Host maintenance 60 s ahead: TERMINATE_ON_HOST_MAINTENANCE stops a GPU VM."""
+        status, body, _ = self._get("maintenance-event")
+        value = body.decode().strip() if status == 200 else "NONE"
+        now = _now()
+        if value == GCP_TERMINATE:
+            return Notice(cloud="gcp", kind=value, notice_time=now,
+                          deadline=now + timedelta(seconds=GCP_MAINTENANCE_LEAD_S))
+        if value and value != "NONE" and value not in self._seen:  # MIGRATE_ON_HOST_MAINTENANCE
+            self._seen.add(value)
+            return Notice(cloud="gcp", kind=value, notice_time=now)
+        if value == "NONE":
+            self._seen.discard("MIGRATE_ON_HOST_MAINTENANCE")
         return None
+
+    def _upcoming(self) -> Notice | None:
+        """A scheduled maintenance window (hours or days ahead): a risk, reported once per window.
+
+        The key answers 200 with JSON (`window_start_time`, `maintenance_status`, `type`, …) when
+        maintenance is scheduled, otherwise an error or `NONE` (Compute Engine, "Monitor and plan
+        for a host maintenance event", cloud.google.com/compute/docs/instances/
+        monitor-plan-host-maintenance-event).
+        """
+        status, body, _ = self._get("upcoming-maintenance", "alt=json")
+        if status != 200:
+            return None
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            return None  # the literal NONE: nothing scheduled
+        window = answer.get("window_start_time") if isinstance(answer, dict) else None
+        if not window or f"upcoming:{window}" in self._seen:
+            return None
+        self._seen.add(f"upcoming:{window}")
+        return Notice(cloud="gcp", kind="upcoming-maintenance", notice_time=_now(),
+                      deadline=_parse_iso(str(window)), detail=answer)
 
     def acknowledge(self, notice: Notice) -> None:
         return None  # GCE stops the VM ~30 s after preemption whatever the guest does
@@ -223,7 +286,8 @@ class GcpNotices:
 
 
 class AzureNotices:
-    """Azure Scheduled Events: `Preempt` events for this VM, acknowledged through StartRequests."""
+    """Azure Scheduled Events for this VM that end its job (Preempt, Terminate, Reboot, Redeploy),
+    acknowledged through StartRequests once the state is saved."""
 
     cloud = "azure"
 
@@ -258,8 +322,9 @@ class AzureNotices:
         document = json.loads(body)
         vm = self._this_vm()
         for event in document.get("Events", []):
-            if event.get("EventType") != "Preempt":
-                continue
+            kind = str(event.get("EventType") or "")
+            if kind not in AZURE_TERMINAL_EVENTS:
+                continue  # Freeze: a pause of seconds, nothing to save for
             resources = event.get("Resources") or []
             if vm and resources and vm not in resources:
                 continue  # an event for another VM of the same scale set
@@ -271,7 +336,7 @@ class AzureNotices:
                     deadline = None
             return Notice(
                 cloud="azure",
-                kind="Preempt",
+                kind=kind,
                 notice_time=_now(),
                 deadline=deadline,
                 detail={

@@ -104,3 +104,25 @@ class PlainDirectoryMixin(CheckpointerState):
         self.last_saved_step = manifest.step
         self._last_save_at = self._clock()
         return self._resumed(self._say(resume))
+
+    def _choose_checkpoint(self, messages: list[str]) -> Manifest | None:
+        """The newest checkpoint whose manifest and stored files check out (restore_files)."""
+        rejected: list[str] = []
+        for step, manifest, problem in self._candidates():
+            if manifest is None:
+                rejected.append(f"step {step}: {problem}")
+                continue
+            # Each rank checks every world_size-th file, so verification reads everything once.
+            mine = [e.path for i, e in enumerate(manifest.files)
+                    if i % self._ranks.world_size == self._ranks.rank]
+            problems = [p for ps in self._ranks.all_gather(
+                self.location.verify_files(manifest, mine)) for p in ps]
+            if problems:
+                rejected.append(f"step {step}: damaged ({'; '.join(problems)})")
+                continue
+            for note in rejected:
+                messages.append(f"{note} — skipped; using step {step}")
+            return manifest
+        messages.extend(f"{note} — skipped" for note in rejected)
+        messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
+        return None

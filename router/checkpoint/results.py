@@ -16,6 +16,48 @@ class CheckpointError(Exception):
     """A checkpoint could not be saved or restored; the message says what to do."""
 
 
+class CheckpointDamaged(OSError):
+    """A stored file does not match its manifest entry."""
+
+
+class PartlyLoaded(Exception):
+    """A load failed after some of a checkpoint's data was read into the objects."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def damage_reason(error: BaseException) -> str:
+    """The reason a load failed, from our own error or the one DCP wrapped per rank."""
+    if isinstance(error, CheckpointDamaged | CheckpointError):
+        return str(error)
+    failures = getattr(error, "failures", None)
+    if isinstance(failures, dict):
+        reasons = []
+        for failure in failures.values():
+            inner = failure[0] if isinstance(failure, tuple) else failure
+            reasons.append(str(inner) if isinstance(inner, CheckpointDamaged)
+                           else f"{type(inner).__name__}: {inner}")
+        if reasons:
+            return "; ".join(dict.fromkeys(reasons))
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
+def is_damage(error: BaseException) -> bool:
+    """True when a load failed because stored bytes disagree with the manifest (checksum,
+    size, a missing file), not because storage could not be reached."""
+    if isinstance(error, PartlyLoaded):
+        error = error.cause
+    if isinstance(error, CheckpointDamaged):
+        return True
+    failures = getattr(error, "failures", None)
+    if isinstance(failures, dict) and failures:
+        return all(isinstance(f[0] if isinstance(f, tuple) else f, CheckpointDamaged)
+                   for f in failures.values())
+    return False
+
+
 @dataclass
 class Resume:
     """Where training starts: step 0 and nothing restored when there was no usable checkpoint."""

@@ -27,6 +27,7 @@ from router.checkpoint.manifest import (
 )
 
 AZURE_BLOB_SUFFIX = ".blob.core.windows.net"
+DAMAGED_DIR = "damaged"  # where restore sets damaged checkpoints aside (Location.set_aside)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,23 @@ class Location:
             if self.fs.exists(directory):
                 self.fs.rm(directory, recursive=True)
         self.fs.invalidate_cache(self.root)
+
+    def set_aside(self, step: int, stamp: str) -> str:
+        """Move a damaged checkpoint to `damaged/<step dir>-<stamp>/` (out of every listing of
+        step directories: restore, retention and the router never count it again, and nothing
+        deletes it); its URL. A disk renames it; an object store copies it, then deletes the
+        original manifest first, so a move cut short leaves the damaged original to be found
+        (and moved) again, never a half."""
+        target = self.path(DAMAGED_DIR, f"{step_dir_name(step)}-{stamp}")
+        source = self.step_path(step)
+        if self.is_local:
+            self.fs.makedirs(self.path(DAMAGED_DIR), exist_ok=True)
+            os.replace(source, target)
+        else:
+            self.fs.copy(source, target, recursive=True)
+            self.remove_step(step)
+        self.fs.invalidate_cache(self.root)
+        return self.url_of(DAMAGED_DIR, f"{step_dir_name(step)}-{stamp}")
 
     # --- verification -------------------------------------------------------------------------
 

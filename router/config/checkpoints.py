@@ -19,6 +19,11 @@ and the files of the hand-over protocol (docs/migration.md):
                             the step it restored — how the router confirms a new placement.
   <url>/finished.json       written by the job at the end: {"step", "time"}.
 
+and what each cloud node says when the job ends there (components/node_exit.py):
+
+  <url>/exit-<node>.json    {"format": "spotroute-exit/1", "node", "status",
+                            "interruption_marker", "placement", "job", "time"}
+
 Every URL the checkpoints use works here, through fsspec: file:// (or a plain path), s3:// (s3fs),
 gs:// (gcsfs), az:// / abfs:// and the Azure stack's https://<account>.blob.core.windows.net/...
 (adlfs); credentials and endpoints as those drivers read them (AWS_* / AWS_ENDPOINT_URL,
@@ -47,6 +52,7 @@ MARKER_NAME = "interruption.json"
 REQUEST_NAME = "save-request.json"
 RESUMED_NAME = "resumed.json"
 FINISHED_NAME = "finished.json"
+EXIT_PREFIX = "exit-"  # exit-<node>.json
 STEP_PREFIX = "step-"
 AZURE_BLOB_SUFFIX = ".blob.core.windows.net"
 BLOCK = 8 << 20  # bytes per read while checksumming
@@ -155,16 +161,20 @@ class CheckpointStore:
         kind = type(exc).__name__
         return CheckpointStorageError(f"checkpoints at {self.url}: {what}: {kind}: {exc}")
 
-    def step_dirs(self) -> list[str]:
-        """Step directory names under the root, newest (highest step) first."""
+    def names(self) -> set[str]:
+        """The names directly under the root (files and directories)."""
         self.fs.invalidate_cache(self.root)  # the job writes here: never trust a cached listing
         try:
-            names = self.fs.ls(self.root, detail=False)
+            found = self.fs.ls(self.root, detail=False)
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            return set()
         except Exception as exc:
             raise self._failed("cannot list", exc) from None
-        found = {posixpath.basename(str(n).rstrip("/")) for n in names}
+        return {posixpath.basename(str(n).rstrip("/")) for n in found}
+
+    def step_dirs(self) -> list[str]:
+        """Step directory names under the root, newest (highest step) first."""
+        found = self.names()
         steps = [n for n in found if n.startswith(STEP_PREFIX) and n[len(STEP_PREFIX) :].isdigit()]
         return sorted(steps, reverse=True)
 
@@ -361,3 +371,10 @@ def marker(where: CheckpointStore | Path | str) -> dict[str, Any] | None:
 def finished(where: CheckpointStore | Path | str) -> dict[str, Any] | None:
     """The job's record that it ran to the end: {"step", "time"}."""
     return _store(where).read_json(FINISHED_NAME)
+
+
+def node_exits(where: CheckpointStore | Path | str) -> list[dict[str, Any]]:
+    """Every node's exit record under the root (router.core.node_exit reads them)."""
+    store = _store(where)
+    names = sorted(n for n in store.names() if n.startswith(EXIT_PREFIX) and n.endswith(".json"))
+    return [r for n in names if (r := store.read_json(n)) is not None]

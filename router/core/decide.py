@@ -8,6 +8,10 @@ the candidates (placements available now, at today's prices) and the history are
 Actions, checked in this order (the first that applies wins):
 
   0. finished      → stay.
+     crashed       (current.crashed: a node exited by itself with a failure status and no
+                   interruption marker, and the cloud did not say it took a node back —
+                   router/core/node_exit.py) → crashed: no re-placement, a paid crash loop
+                   otherwise; the job is re-placed only when someone deploys it again.
   1. deadline      (rules.deadline set) Uniform Progress, "Can't Be Late" (NSDI'24):
                    the job should have done total_h × (now − started) / (deadline − started).
      a. slack gone: hours left − work left − hours to get onto on-demand < risk (one restore,
@@ -59,6 +63,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from router.core.decision_model import (
+    CRASHED,
     MOVE,
     ON_DEMAND,
     REPLACE,
@@ -122,6 +127,13 @@ def decide(
     work_left = max(0.0, progress.total_h - done)
     if progress.finished and not interrupted:
         return Decision(STAY, None, "finished", Numbers(work_left_h=0.0))
+    if current is not None and current.crashed:
+        return Decision(
+            CRASHED, None,
+            f"crashed: {current.crashed} — not re-placed (a crash would repeat on any "
+            "placement); fix the job, then `route deploy` it again",
+            Numbers(work_left_h=work_left), considered=len(candidates),
+        )  # fmt: skip
 
     blocked = history.blocked(now, rules.zone_block_s) if history.lost_zones else frozenset()
     here = None if current is None else current.placement

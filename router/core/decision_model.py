@@ -18,12 +18,13 @@ from router.core.job.model import Job
 
 SPOT, ON_DEMAND = "spot", "on-demand"
 
-Action = Literal["stay", "move", "replace", "switch-market", "wait"]
+Action = Literal["stay", "move", "replace", "switch-market", "wait", "crashed"]
 STAY: Action = "stay"
 MOVE: Action = "move"
 REPLACE: Action = "replace"
 SWITCH_MARKET: Action = "switch-market"
 WAIT: Action = "wait"
+CRASHED: Action = "crashed"  # the job failed by itself there: not re-placed (router/core/node_exit)
 
 
 class Capacity(Protocol):
@@ -217,6 +218,7 @@ class Current:
     placement: Capacity
     since: datetime
     interrupted: bool = False  # preempted, capacity lost, process gone
+    crashed: str | None = None  # why the job failed by itself there (its nodes said), if it did
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +255,7 @@ class Numbers:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """stay / move / replace / switch-market / wait, to which placement, and why."""
+    """stay / move / replace / switch-market / wait / crashed, to which placement, and why."""
 
     action: Action
     target: Capacity | None

@@ -6,7 +6,11 @@ and native Pulumi providers surface them), e.g.
 
   AWS    creating EC2 Fleet: InsufficientInstanceCapacity: There is no Spot capacity available …
          SpotMaxPriceTooLow · MaxSpotInstanceCountExceeded · VcpuLimitExceeded ·
-         UnfulfillableCapacity · InsufficientCapacity
+         UnfulfillableCapacity · InsufficientCapacity · Unsupported (type not offered in the
+         zone) · InvalidParameterValue for an instance profile IAM has not propagated yet
+         (kind "propagation": retried in place, never blocked) — an instant fleet's own errors,
+         which components/aws_fleet.py reads (EC2 API error codes,
+         https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html)
   GCP    ZONE_RESOURCE_POOL_EXHAUSTED(_WITH_DETAILS): The zone 'projects/p/zones/us-central1-a'
          does not have enough resources available to fulfill the request. ·
          QUOTA_EXCEEDED / Error 403: Quota 'NVIDIA_A100_GPUS' exceeded. Limit: 0.0 in region …
@@ -33,9 +37,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-FailureKind = Literal["capacity", "quota", "price"]
+# propagation: the account is fine and the place too; the same launch succeeds seconds later.
+FailureKind = Literal["capacity", "quota", "price", "propagation"]
 Scope = Literal["zone", "region"]
 
+# What launched, per provider resource type, and so is replaced when a launch is retried after a
+# "propagation" refusal (an instant EC2 Fleet is one-shot: it never launches again by itself).
+REPLACED_ON_PROPAGATION = ("aws:ec2/fleet:Fleet",)
 ZONE_BLOCK_S = 30 * 60.0
 REGION_BLOCK_S = 60 * 60.0
 # How long an expired block is still remembered as "a repeat" that escalates to the region.
@@ -44,7 +52,8 @@ REPEAT_WINDOW_S = 2 * 60 * 60.0
 
 @dataclass(frozen=True, slots=True)
 class LaunchFailure:
-    """A placement the provider refused for capacity, quota or price; code as the cloud wrote it."""
+    """A placement the provider refused for capacity, quota, price or propagation; code as the
+    cloud wrote it."""
 
     kind: FailureKind
     code: str
@@ -54,12 +63,20 @@ class LaunchFailure:
 
 # (pattern, code, cloud, kind). Word-bounded codes, in the order a message is most telling.
 _CODES: tuple[tuple[str, str, str, FailureKind], ...] = (
+    # AWS quota first: an EC2 Fleet lists one error per override, and a message that names a
+    # quota and a shortage is a quota (it outlasts the shortage; components/aws_fleet.py).
+    (r"MaxSpotInstanceCountExceeded", "MaxSpotInstanceCountExceeded", "aws", "quota"),
+    (r"VcpuLimitExceeded", "VcpuLimitExceeded", "aws", "quota"),
+    # A new instance profile EC2 cannot see yet (IAM is eventually consistent): "Value (…) for
+    # parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name".
+    (r"InvalidParameterValue: [^;\n]*(?:iamInstanceProfile|IAM Instance Profile)",
+     "InvalidParameterValue", "aws", "propagation"),
     (r"InsufficientInstanceCapacity", "InsufficientInstanceCapacity", "aws", "capacity"),
     (r"UnfulfillableCapacity", "UnfulfillableCapacity", "aws", "capacity"),
     (r"(?<![A-Za-z])InsufficientCapacity(?![A-Za-z])", "InsufficientCapacity", "aws", "capacity"),
+    # The type is not offered in the zone (or not with this configuration): the zone is out.
+    (r"(?<![A-Za-z])Unsupported: ", "Unsupported", "aws", "capacity"),
     (r"SpotMaxPriceTooLow", "SpotMaxPriceTooLow", "aws", "price"),
-    (r"MaxSpotInstanceCountExceeded", "MaxSpotInstanceCountExceeded", "aws", "quota"),
-    (r"VcpuLimitExceeded", "VcpuLimitExceeded", "aws", "quota"),
     (r"ZONE_RESOURCE_POOL_EXHAUSTED(?:_WITH_DETAILS)?", "ZONE_RESOURCE_POOL_EXHAUSTED", "gcp",
      "capacity"),
     (r"does not have enough resources available to fulfill the request",

@@ -19,7 +19,7 @@ from router.flows.jobs import Notify, engine_for, job_of_stack, placement_key, r
 @dataclass(frozen=True)
 class JobStatus:
     job: str
-    state: str  # running | deployed | stopped | updating | empty
+    state: str  # running | deployed | stopped | updating | empty | crashed | locked
     cloud: str | None
     region: str | None
     zone: str | None
@@ -110,6 +110,8 @@ def job_status(
                 f"`route deploy` the job again to rewrite it",
             )
         status = replace(status, last_decision=_last_decision(engine, name))
+        if _crashed_since_deployed(status.last_decision, record):
+            status = replace(status, state="crashed")  # route watch stopped re-placing it
         if locked_by:
             status = replace(status, state="locked", locked_by=locked_by)
         statuses.append(status)
@@ -182,6 +184,14 @@ def _last_decision(engine: Engine, job: str) -> dict[str, Any] | None:
 
     d = JobRecords(engine.records()).last_decision(job)
     return None if d is None else {k: d.get(k) for k in ("at", "by", "action", "reason")}
+
+
+def _crashed_since_deployed(decision: dict[str, Any] | None, record: Any) -> bool:
+    """The latest decision is `crashed`, made for this deployment (not before a redeploy)."""
+    if not decision or decision.get("action") != "crashed":
+        return False
+    deployed = record.get("deployed_at") if isinstance(record, dict) else None
+    return not deployed or str(decision.get("at") or "") >= str(deployed)
 
 
 def _state(summary: Any, record: dict[str, Any]) -> str:

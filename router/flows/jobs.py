@@ -160,9 +160,10 @@ def deploy(
                     raise _Rollback
                 try:
                     if summary.counts or proposal.config_diff or created:
-                        result = stack.up(
-                            on_event=on_event, policy_packs=packs, policy_pack_configs=configs
-                        )
+                        result = up_through_propagation(
+                            stack, interrupted,
+                            on_event=on_event, policy_packs=packs, policy_pack_configs=configs,
+                        )  # fmt: skip
                         changes = {
                             op: n
                             for op, n in op_counts(result.summary.resource_changes).items()
@@ -191,6 +192,47 @@ def deploy(
     return DeployOutcome(
         proposal.job.name, True, summary, outputs, proposal.chosen, stored, changes
     )
+
+
+# Seconds to wait before each retry of a launch refused for an instance profile IAM has not
+# propagated yet: IAM is eventually consistent, a new profile usually reaches EC2 within seconds
+# (IAM User Guide, "Changes that I make are not always immediately visible",
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/troubleshoot_general.html).
+PROPAGATION_WAITS_S = (10.0, 20.0, 30.0)
+
+
+def up_through_propagation(
+    stack: Any,
+    interrupted: Callable[[], bool],
+    *,
+    sleep: Callable[[float], None] | None = None,
+    **up_args: Any,
+) -> Any:
+    """`stack.up(**up_args)`; a launch the cloud refused only because a new identity has not
+    propagated (router.core.failover, kind "propagation") is retried after a wait, with the
+    resources that launched (REPLACED_ON_PROPAGATION) replaced: the refused fleet stays in the
+    stack as created, and only a new one launches again."""
+    import time
+
+    from pulumi import automation as auto
+
+    from router.core.failover import REPLACED_ON_PROPAGATION, classify_launch_error
+
+    for wait_s in (*PROPAGATION_WAITS_S, None):
+        try:
+            return stack.up(**up_args)
+        except auto.CommandError as exc:
+            failure = classify_launch_error(str(exc))
+            if wait_s is None or failure is None or failure.kind != "propagation":
+                raise
+            if interrupted():
+                raise
+        (sleep or time.sleep)(wait_s)
+        resources = stack.export_stack().deployment.get("resources") or []
+        up_args["replace"] = [
+            str(r["urn"]) for r in resources if r.get("type") in REPLACED_ON_PROPAGATION
+        ]
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def _interrupted(job: str) -> Interrupted:

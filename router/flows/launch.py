@@ -118,7 +118,9 @@ def launch(
             )
         except OperationFailed as exc:
             failure = _refusal(exc)
-            if failure is None or dry_run:
+            # Propagation was retried in place (jobs.up_through_propagation); elsewhere would
+            # not help: the new identity is the same everywhere.
+            if failure is None or failure.kind == "propagation" or dry_run:
                 raise
             block = _block(home, failure, placement)
             note(LaunchTry(ran, placement, "refused", f"{failure.code}: {failure.message}", block))

@@ -44,6 +44,7 @@ from router.core.decision_model import (
 )
 from router.core.errors import RouteError
 from router.core.journal import job_of_stack
+from router.core.node_exit import all_exited
 from router.engine.job_records import holder_id
 from router.flows.migrate import LeaseLost, Mover, _group_alive
 
@@ -70,7 +71,8 @@ class JobReport:
     """What the watcher did with one job in one pass."""
 
     job: str
-    # stay | move | switch-market | replace | wait | finished | recovered | skipped | error
+    # stay | move | switch-market | replace | wait | crashed | finished | recovered | skipped
+    # | error
     action: str
     reason: str
     decision: dict[str, Any] | None = None
@@ -219,6 +221,7 @@ class Watcher:
                 "price_per_hour": observed.current.placement.price_per_hour,
                 "interrupted": observed.current.interrupted,
                 **({"nodes": observed.nodes} if observed.nodes else {}),
+                **({"exits": observed.exits} if observed.exits else {}),
             },
             "progress": {
                 "done_h": observed.progress.done_h,
@@ -294,6 +297,7 @@ class Observation:
     finished_step: int | None = None
     nodes: dict[str, Any] | None = None  # what the cloud said of the nodes (router.nodes)
     checkpoint_error: str | None = None  # why the checkpoint storage could not be read
+    exits: list[str] = field(default_factory=list)  # what nodes said as the job ended there
 
     def placement_for(self, decision: Decision) -> Any:
         t = decision.target
@@ -323,12 +327,15 @@ def observe(
     seen_nodes = _poll_nodes(record, nodes) if record.get("cloud") != "local" else None
     if seen_nodes is not None and seen_nodes.get("interrupted"):
         alive = False  # the cloud reclaimed a node: an interruption, like the library's marker
-    if done is not None and not alive:
-        return Observation(
-            Rules(), Progress(1, 1, 1, now), Current(_placed(record, []), now), [], True,
-            int(done.get("step", 0)),
-        )  # fmt: skip
     deployed_at = datetime.fromisoformat(record["deployed_at"])
+    exits, crashed = _exits_and_crash(record, deployed_at, seen_nodes)
+    if exits:
+        alive = False  # a node stopped running the job: it does not go on there
+    if (done is not None or all_exited(exits)) and not alive:
+        step = int(done.get("step", 0)) if done is not None else (latest.step if latest else 0)
+        return Observation(
+            Rules(), Progress(1, 1, 1, now), Current(_placed(record, []), now), [], True, step,
+        )  # fmt: skip
     before_h = float(record.get("run_h_before") or 0.0)
     ran_h = max(0.0, (now - deployed_at).total_seconds() / 3600)
     ckpt_h = before_h
@@ -362,9 +369,29 @@ def observe(
         started_at=submitted,
     )
     return Observation(
-        rules, progress, Current(_placed(record, candidates), deployed_at, not alive), candidates,
-        nodes=seen_nodes, checkpoint_error=storage_error,
+        rules, progress, Current(_placed(record, candidates), deployed_at, not alive, crashed),
+        candidates, nodes=seen_nodes, checkpoint_error=storage_error,
+        exits=[e.describe() for e in exits],
     )  # fmt: skip
+
+
+def _exits_and_crash(
+    record: dict[str, Any], deployed_at: datetime, seen_nodes: dict[str, Any] | None
+) -> tuple[list[Any], str | None]:
+    """This placement's node exit records (router.core.node_exit) and, if they show one, the
+    crash; storage that cannot be read is no exit (the cloud's own signals still speak)."""
+    from router.core.node_exit import crash_of, exits_of
+
+    url = str((record.get("outputs") or {}).get("checkpointUrl", ""))
+    if not url:
+        return [], None
+    try:
+        raw = ckpt.node_exits(ckpt.checkpoint_store(url))
+    except ckpt.CheckpointStorageError:
+        return [], None
+    exits = exits_of(raw, str(record.get("stack") or record.get("job") or ""), deployed_at)
+    reclaimed = any(n.get("reclaimed") for n in (seen_nodes or {}).get("nodes") or [])
+    return exits, crash_of(exits, reclaimed)
 
 
 def checkpoint_progress(

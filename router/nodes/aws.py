@@ -6,6 +6,13 @@ reason `Server.SpotInstanceTermination`, and ~2 minutes earlier as its spot requ
 `marked-for-termination` (the interruption notice, seen from outside the node). Either counts as
 lost. An instant fleet (what components/aws.py creates) lists its instances in DescribeFleets; a
 maintain/request fleet's come from DescribeFleetInstances.
+
+EC2 forgets a terminated instance within about an hour ("Recently terminated instances might
+appear in the returned results. This interval is usually less than one hour."; an id "that is not
+valid" is an error, `InvalidInstanceID.NotFound` — EC2 API reference, DescribeInstances,
+https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstances.html). The
+instances are therefore asked for with an `instance-id` filter, which never fails for an unknown
+id: a fleet instance EC2 no longer lists is gone, so lost.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ RECLAIM_REQUEST_CODES = {
     "instance-stopped-by-price",
     "instance-stopped-no-capacity",
 }
+# A fleet instance EC2 no longer lists: terminated over an hour ago.
+FORGOTTEN = "gone (EC2 no longer lists it: terminated over an hour ago)"
 NO_CREDENTIALS = (
     "AWS credentials not found — run `aws configure sso` / set AWS_PROFILE so route watch can "
     "see whether the cloud reclaimed the job's spot nodes"
@@ -48,12 +57,7 @@ def poll(group_id: str, region: str, *, ec2: Any = None) -> NodeState:
         else:
             pages = client.get_paginator("describe_fleet_instances").paginate(FleetId=group_id)
             ids = [a["InstanceId"] for page in pages for a in page.get("ActiveInstances", [])]
-        instances = []
-        if ids:
-            pages = client.get_paginator("describe_instances").paginate(InstanceIds=ids)
-            instances = [
-                i for p in pages for r in p.get("Reservations", []) for i in r["Instances"]
-            ]
+        instances = _instances(client, ids)
         requests = [i["SpotInstanceRequestId"] for i in instances if i.get("SpotInstanceRequestId")]
         notices: dict[str, str] = {}
         if requests:
@@ -75,7 +79,20 @@ def poll(group_id: str, region: str, *, ec2: Any = None) -> NodeState:
         ) from None
     except BotoCoreError as exc:
         raise OperationFailed(f"aws {region}: cannot read fleet {group_id}: {exc}") from None
-    return NodeState("aws", group_id, wanted, tuple(node(i, notices) for i in instances))
+    seen = {str(i.get("InstanceId")) for i in instances}
+    gone = tuple(Node(i, LOST, FORGOTTEN) for i in ids if i not in seen)
+    return NodeState("aws", group_id, wanted, tuple(node(i, notices) for i in instances) + gone)
+
+
+def _instances(client: Any, ids: list[str]) -> list[dict[str, Any]]:
+    """DescribeInstances for `ids` by filter (200 values per filter): unknown ids are left out."""
+    found: list[dict[str, Any]] = []
+    for start in range(0, len(ids), 200):
+        pages = client.get_paginator("describe_instances").paginate(
+            Filters=[{"Name": "instance-id", "Values": ids[start : start + 200]}]
+        )
+        found += [i for p in pages for r in p.get("Reservations", []) for i in r["Instances"]]
+    return found
 
 
 def node(instance: dict[str, Any], notices: dict[str, str]) -> Node:

@@ -4,8 +4,11 @@ virtualMachineScaleSets.get and virtualMachines.list filtered to the scale set w
 
 A Spot VM Azure evicts is deallocated (`PowerState/deallocated`, eviction policy Deallocate) or
 deleted with its disks (policy Delete, what components/azure.py sets): then it is simply
-missing, and the scale set has fewer VMs than its capacity. Either counts as lost; for a Spot
-scale set, a missing or deallocated VM is an eviction.
+missing, and the scale set has fewer VMs than its capacity. Either counts as lost. A deallocated
+Spot VM is an eviction (the nodes never deallocate themselves). A missing one is not proof of
+one: a node also deletes itself after its job ends (components/azure.py self_delete_lines),
+crashed or not, so a missing VM is lost with its cause unknown, and the node's exit record
+(router/core/node_exit.py) tells the router which it was.
 """
 
 from __future__ import annotations
@@ -67,8 +70,9 @@ def poll(group_id: str, region: str, *, compute: Any = None) -> NodeState:
     nodes = tuple(_node(vm, spot) for vm in vms)
     missing = wanted - len(nodes)
     if missing > 0 and spot and _text(getattr(profile, "eviction_policy", None)) == "delete":
-        # Evicted with policy Delete: the VM is gone; the scale set still wants it.
-        gone = Node(f"{name} ({missing} missing)", LOST, "evicted and deleted", reclaimed=True)
+        # Evicted with policy Delete, or deleted by itself after its job: gone either way.
+        gone = Node(f"{name} ({missing} missing)", LOST,
+                    "missing: evicted (policy Delete) or deleted itself after its job")
         nodes = nodes + (gone,) * missing
     return NodeState("azure", group_id, wanted, nodes)
 

@@ -105,6 +105,44 @@ def test_aws_spot_reclaim_and_interruption_notice_read_as_reclaimed() -> None:
     assert notice.status == LOST and notice.reclaimed
 
 
+
+class _FleetListsAForgottenInstance:
+    """The moto client, except that DescribeFleets also lists `forgotten`: an instance of the
+    fleet that EC2 terminated over an hour ago and no longer knows (AWS keeps it in the instant
+    fleet's list; moto drops it at termination)."""
+
+    def __init__(self, ec2: Any, forgotten: str) -> None:
+        self._ec2, self._forgotten = ec2, forgotten
+
+    def describe_fleets(self, **kwargs: Any) -> Any:
+        answer = self._ec2.describe_fleets(**kwargs)
+        answer["Fleets"][0]["Instances"][0]["InstanceIds"].append(self._forgotten)
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ec2, name)
+
+
+def test_aws_fleet_whose_instance_ec2_no_longer_knows_is_lost_not_healthy(ec2: Any) -> None:
+    from botocore.exceptions import ClientError
+
+    fleet_id, ids = _fleet(ec2, 1)
+    forgotten = "i-0f0f0f0f0f0f0f0f0"
+    # What EC2 (here moto's server) answers for an id it no longer knows: the real botocore
+    # error, InvalidInstanceID.NotFound (EC2 API reference, DescribeInstances: "If you specify
+    # an instance ID that is not valid, an error is returned"; "Recently terminated instances
+    # might appear in the returned results. This interval is usually less than one hour.").
+    with pytest.raises(ClientError) as raised:
+        ec2.describe_instances(InstanceIds=[ids[0], forgotten])
+    assert raised.value.response["Error"]["Code"] == "InvalidInstanceID.NotFound"
+
+    state = aws.poll(fleet_id, "us-east-1", ec2=_FleetListsAForgottenInstance(ec2, forgotten))
+
+    assert state.interrupted and state.running == 1
+    (lost,) = [n for n in state.nodes if n.status == LOST]
+    assert lost.id == forgotten and "no longer lists it" in lost.detail
+
+
 # --- GCP: managed instance groups on a loopback fake ------------------------------------------
 
 
@@ -207,13 +245,16 @@ def test_azure_scale_set_with_running_vms_is_not_interrupted(
     _latency(lambda: _azure_poll(fake_azure, "train-vmss"), "azure (fake, TLS)")
 
 
-def test_azure_evicted_spot_vm_is_reclaimed_whether_deleted_or_deallocated(
+def test_azure_deallocated_spot_vm_is_reclaimed_and_a_missing_one_lost_with_cause_unknown(
     fake_azure: FakeAzureScaleSets,
 ) -> None:
-    fake_azure.scale_sets["train-vmss"] = (2, "Spot", [AzureVm("train_1a")])  # one deleted
+    # A node deletes itself after its job (components/azure.py), crashed or not: a missing VM is
+    # not the cloud saying it evicted it, so it cannot overrule the node's crash record.
+    fake_azure.scale_sets["train-vmss"] = (2, "Spot", [AzureVm("train_1a")])  # one gone
     state = _azure_poll(fake_azure, "train-vmss")
     assert state.interrupted and state.running == 1
-    assert "evicted and deleted" in state.reason and "reclaimed" in state.reason
+    (lost,) = [n for n in state.nodes if n.status == LOST]
+    assert "deleted itself" in lost.detail and not lost.reclaimed
     fake_azure.scale_sets["train-vmss"] = (
         2, "Spot", [AzureVm("train_1a"), AzureVm("train_2b", "PowerState/deallocated")]
     )

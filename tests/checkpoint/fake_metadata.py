@@ -6,6 +6,13 @@ Paths, headers, tokens and JSON shapes follow each provider's documentation:
         with X-aws-ec2-metadata-token, 404 until set, 401 with a bad or expired token.
   GCP   GET /computeMetadata/v1/instance/preempted with Metadata-Flavor: Google (403 without),
         "TRUE"/"FALSE", ETag; wait_for_change=true&last_etag=…&timeout_sec=… blocks for a change.
+        …/instance/maintenance-event: NONE | MIGRATE_ON_HOST_MAINTENANCE |
+        TERMINATE_ON_HOST_MAINTENANCE (cloud.google.com/compute/docs/metadata/
+        getting-live-migration-notice); …/instance/upcoming-maintenance?alt=json: the window as
+        JSON (can_reschedule, latest_window_start_time, maintenance_reasons, maintenance_status,
+        type, window_end_time, window_start_time) or, with nothing scheduled, `{"error": "no
+        notifications have been received yet, try again later"}` (cloud.google.com/compute/docs/
+        instances/monitor-plan-host-maintenance-event).
   Azure GET /metadata/scheduledevents?api-version=… with Metadata: true → {"DocumentIncarnation",
         "Events": [...]}; POST {"StartRequests": [{"EventId": …}]} acknowledges;
         GET /metadata/instance/compute/name?…&format=text → the VM's name.
@@ -31,6 +38,8 @@ class MetadataState:
         self.aws_rebalance: dict[str, Any] | None = None
         self.gcp_preempted = False
         self.gcp_etag = 1
+        self.gcp_maintenance = "NONE"
+        self.gcp_upcoming: dict[str, Any] | None = None
         self.azure_events: list[dict[str, Any]] = []
         self.azure_incarnation = 1
         self.azure_vm_name = "job-vm_0"
@@ -52,17 +61,31 @@ class MetadataState:
             self.gcp_etag += 1
             self.lock.notify_all()
 
-    def preempt_azure(self, resources: list[str] | None = None) -> str:
+    def maintain_gcp(self, value: str = "TERMINATE_ON_HOST_MAINTENANCE") -> None:
+        with self.lock:
+            self.gcp_maintenance = value
+
+    def schedule_gcp_maintenance(self, start: str = "2026-12-02T19:00:01Z") -> None:
+        with self.lock:
+            self.gcp_upcoming = {
+                "can_reschedule": "false", "latest_window_start_time": start,
+                "maintenance_reasons": ["PLANNED_UPDATE"], "maintenance_status": "PENDING",
+                "type": "SCHEDULED", "window_end_time": start.replace("T19", "T21"),
+                "window_start_time": start,
+            }  # fmt: skip
+
+    def preempt_azure(self, resources: list[str] | None = None, event_type: str = "Preempt",
+                      not_before_s: float = 30) -> str:
         event_id = f"{secrets.token_hex(4).upper()}-0000-0000-0000-{secrets.token_hex(6).upper()}"
         with self.lock:
             self.azure_events.append({
                 "EventId": event_id,
-                "EventType": "Preempt",
+                "EventType": event_type,
                 "ResourceType": "VirtualMachine",
                 "Resources": resources if resources is not None else [self.azure_vm_name],
                 "EventStatus": "Scheduled",
                 "NotBefore": time.strftime("%a, %d %b %Y %H:%M:%S GMT",
-                                           time.gmtime(time.time() + 30)),
+                                           time.gmtime(time.time() + not_before_s)),
                 "Description": "",
                 "EventSource": "Platform",
                 "DurationInSeconds": -1,
@@ -133,6 +156,21 @@ class _Handler(BaseHTTPRequestHandler):
                 etag = str(state.gcp_etag)
             return self._send(200, body, {"Metadata-Flavor": "Google", "ETag": etag},
                               "application/text")
+        if url.path in ("/computeMetadata/v1/instance/maintenance-event",
+                        "/computeMetadata/v1/instance/upcoming-maintenance"):
+            if self.headers.get("Metadata-Flavor") != "Google":
+                return self._send(403, "Forbidden", content_type="text/html")
+            with state.lock:
+                if url.path.endswith("maintenance-event"):
+                    return self._send(200, state.gcp_maintenance,
+                                      {"Metadata-Flavor": "Google"}, "application/text")
+                upcoming = state.gcp_upcoming
+            if upcoming is None:
+                return self._send(200, json.dumps({"error": "no notifications have been "
+                                                  "received yet, try again later"}),
+                                  content_type="application/json")
+            return self._send(200, json.dumps(upcoming), {"Metadata-Flavor": "Google"},
+                              "application/json")
         if url.path == "/metadata/scheduledevents":
             if self.headers.get("Metadata") != "true":
                 return self._send(400, json.dumps(

@@ -89,6 +89,7 @@ def test_a_flipped_tensor_byte_in_the_newest_falls_back_to_the_previous_bit_exac
         ckpt.save(2, blocking=True, model=older)
         ckpt.save(4, blocking=True, model=newer)
     damaged = flip_in_tensor(tmp_path, 4, newer.state_dict()["0.weight"])
+    files_of_4 = len(data_files(tmp_path, 4))
     target = model(3)
     with checkpointer(tmp_path) as again:
         start = again.restore(model=target)
@@ -97,7 +98,10 @@ def test_a_flipped_tensor_byte_in_the_newest_falls_back_to_the_previous_bit_exac
     # step 4 was read into the model (in one pass; once a file is found damaged the rank's
     # files not yet started are not read), step 2 checked first
     assert fused_calls and set(fused_calls) == {True}
-    assert len(fused_calls) <= len(data_files(tmp_path, 4))
+    assert len(fused_calls) <= files_of_4
+    # The damaged step is set aside: never restored, counted or deleted again.
+    assert not (tmp_path / "step-000000000004").exists()
+    assert [p.name[:16] for p in (tmp_path / "damaged").iterdir()] == ["step-00000000000"]
     assert bit_equal(target, snapshot(older))
 
 

@@ -103,6 +103,68 @@ def test_azure_reports_a_preempt_event_for_this_vm_and_acknowledges_it(
     assert metadata.state.azure_acks == [event_id]
 
 
+def test_gcp_host_maintenance_of_a_gpu_vm_is_a_terminal_notice_60_s_ahead(
+    metadata: FakeMetadataServer,
+) -> None:
+    # A VM with GPUs cannot live-migrate: host maintenance terminates it, and the metadata key
+    # `maintenance-event` "changes 60 seconds before a maintenance event starts", to
+    # TERMINATE_ON_HOST_MAINTENANCE (Compute Engine, "Query metadata server for maintenance
+    # event notices", https://cloud.google.com/compute/docs/metadata/getting-live-migration-notice).
+    source = GcpNotices(metadata.endpoint, wait_s=1)
+    assert source.poll() is None
+    metadata.state.maintain_gcp("TERMINATE_ON_HOST_MAINTENANCE")
+    notice = source.poll()
+    assert notice is not None and notice.kind == "TERMINATE_ON_HOST_MAINTENANCE" and notice.terminal
+    assert notice.deadline is not None
+    assert 58 <= (notice.deadline - notice.notice_time).total_seconds() <= 60
+    assert ("GET", "/computeMetadata/v1/instance/maintenance-event") in metadata.state.requests
+
+
+def test_gcp_live_migration_and_scheduled_maintenance_are_risks_reported_once(
+    metadata: FakeMetadataServer,
+) -> None:
+    # `upcoming-maintenance?alt=json` holds the scheduled window (window_start_time, …) once
+    # maintenance is planned, an error object before (Compute Engine, "Monitor and plan for a
+    # host maintenance event", https://cloud.google.com/compute/docs/instances/
+    # monitor-plan-host-maintenance-event).
+    source = GcpNotices(metadata.endpoint, wait_s=1)
+    assert source.poll() is None
+    metadata.state.schedule_gcp_maintenance("2026-12-02T19:00:01Z")
+    upcoming = source.poll()
+    assert upcoming is not None and upcoming.kind == "upcoming-maintenance"
+    assert not upcoming.terminal
+    assert upcoming.deadline == datetime(2026, 12, 2, 19, 0, 1, tzinfo=UTC)
+    assert upcoming.detail["maintenance_status"] == "PENDING"
+    assert source.poll() is None, "the same window is reported once"
+    metadata.state.maintain_gcp("MIGRATE_ON_HOST_MAINTENANCE")
+    migrate = source.poll()
+    assert migrate is not None and not migrate.terminal
+    assert source.poll() is None
+
+
+@pytest.mark.parametrize(
+    ("event_type", "acted_on"),
+    [("Preempt", True), ("Terminate", True), ("Reboot", True), ("Redeploy", True),
+     ("Freeze", False)],
+)  # fmt: skip
+def test_azure_acts_on_every_event_that_ends_the_vms_job_and_acknowledges_it(
+    metadata: FakeMetadataServer, event_type: str, acted_on: bool
+) -> None:
+    # Scheduled Events types: Freeze (a pause of seconds), Reboot, Redeploy (another host),
+    # Preempt (Spot eviction), Terminate (deletion); approve one with POST {"StartRequests":
+    # [{"EventId": …}]} (https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events).
+    source = AzureNotices(metadata.endpoint)
+    event_id = metadata.state.preempt_azure(event_type=event_type, not_before_s=600)
+    notice = source.poll()
+    if not acted_on:
+        assert notice is None
+        return
+    assert notice is not None and notice.kind == event_type and notice.terminal
+    assert notice.deadline is not None and notice.detail["EventId"] == event_id
+    source.acknowledge(notice)
+    assert metadata.state.azure_acks == [event_id]
+
+
 def test_an_unreachable_endpoint_raises_metadata_unavailable() -> None:
     from servers import free_port
 
@@ -127,14 +189,20 @@ def test_sigterm_is_a_local_notice() -> None:
         source.close()
 
 
-@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+@pytest.mark.parametrize(
+    ("cloud", "kind"),
+    [("aws", "terminate"), ("gcp", "preempted"), ("azure", "Preempt"),
+     ("gcp", "TERMINATE_ON_HOST_MAINTENANCE"), ("azure", "Redeploy")],
+)  # fmt: skip
 def test_a_notice_mid_run_saves_writes_the_marker_and_exits_75(
-    cloud: str, metadata: FakeMetadataServer, local_store: Store
+    cloud: str, kind: str, metadata: FakeMetadataServer, local_store: Store
 ) -> None:
     sources = {"aws": AwsNotices(metadata.endpoint), "gcp": GcpNotices(metadata.endpoint, wait_s=1),
                "azure": AzureNotices(metadata.endpoint)}
-    preempt = {"aws": metadata.state.preempt_aws, "gcp": metadata.state.preempt_gcp,
-               "azure": metadata.state.preempt_azure}[cloud]
+    preempt = {"terminate": metadata.state.preempt_aws, "preempted": metadata.state.preempt_gcp,
+               "Preempt": metadata.state.preempt_azure,
+               "TERMINATE_ON_HOST_MAINTENANCE": metadata.state.maintain_gcp,
+               "Redeploy": lambda: metadata.state.preempt_azure(event_type="Redeploy")}[kind]
     ckpt = Checkpointer(local_store.url, interval_s=None, every_steps=5, handle_sigterm=False,
                         notice_sources=[sources[cloud]], job_id="train-1")
     ckpt.watcher.poll_interval_s = 0.05
@@ -153,7 +221,7 @@ def test_a_notice_mid_run_saves_writes_the_marker_and_exits_75(
     marker = json.loads(fs.cat_file(f"{root}/interruption.json"))
     assert (marker["cloud"], marker["last_step"], marker["exit_code"], marker["job_id"]) == (
         {"aws": "aws", "gcp": "gcp", "azure": "azure"}[cloud], 8, 75, "train-1")
-    assert marker["kind"] == {"aws": "terminate", "gcp": "preempted", "azure": "Preempt"}[cloud]
+    assert marker["kind"] == kind
     assert marker["notice_time"]
     manifest = Manifest.from_json(fs.cat_file(f"{root}/step-000000000008/manifest.json"))
     assert manifest.step == 8

@@ -84,17 +84,18 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(store: Store) 
         run(ckpt, seed=4, steps=4, width=8)
     fs, path = store.fs_path("step-000000000004", "__0_0.distcp")
     fs.pipe_file(path, fs.cat_file(path)[:100])
+    messages = restore_messages(store)  # step 4 is damaged and set aside; step 2 loads
+    assert "has 100 bytes" in " ".join(messages)
+    assert any(m.startswith("step 4: set aside as ") for m in messages)
     with checkpointer(store) as again:
         final, started = run(again, seed=4, steps=6, width=8)
     assert started == 2
-    assert "has 100 bytes" in " ".join(again_messages(store))
     assert same(final, reference(seed=4, steps=6, width=8))
 
 
-def again_messages(store: Store) -> list[str]:
+def restore_messages(store: Store) -> list[str]:
     model, optimizer, scheduler = build(4, 8)
     with checkpointer(store) as ckpt:
-        # The 6-step run above saved again at 6, so break that one too to see the message.
         return ckpt.restore(model=model, optimizer=optimizer, scheduler=scheduler).messages
 
 

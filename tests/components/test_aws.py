@@ -424,6 +424,30 @@ def test_gpu_image_is_looked_up_in_the_placement_region(aws_config: dict[str, An
     assert lookup.provider.startswith(provider.urn + "::")
 
 
+
+@pytest.mark.parametrize(
+    ("gpu", "instance_types", "parameter", "root"),
+    [
+        # Open kernel modules: Turing and later (NVIDIA/open-gpu-kernel-modules README).
+        ("A100-80GB", ["p4de.24xlarge"], "base-oss-nvidia-driver-gpu-ubuntu-22.04", "/dev/sda1"),
+        # Volta needs the proprietary driver: DLAMI "Base Proprietary Nvidia Driver AMI (Amazon
+        # Linux 2)" lists P3 and P3dn (docs.aws.amazon.com/dlami/latest/devguide/
+        # aws-deep-learning-ami-base-aml2-2026-01-02.html); Amazon Linux boots from /dev/xvda.
+        ("V100", ["p3.2xlarge", "p3dn.24xlarge"],
+         "base-proprietary-nvidia-driver-amazon-linux-2", "/dev/xvda"),
+    ],
+)  # fmt: skip
+def test_nodes_boot_an_image_whose_driver_runs_their_gpu(
+    aws_config: dict[str, Any], gpu: str, instance_types: list[str], parameter: str, root: str
+) -> None:
+    stack = placement(aws_config, gpu=gpu, gpuCount=1, instanceTypes=instance_types)
+    (lookup,) = [i for i in stack.invokes if i.token == "aws:ssm/getParameter:getParameter"]
+    (disk,) = stack.one(TEMPLATE).inputs["blockDeviceMappings"]
+
+    assert lookup.args["name"] == f"/aws/service/deeplearning/ami/x86_64/{parameter}/latest/ami-id"
+    assert disk["deviceName"] == root
+
+
 # --- every resource ---------------------------------------------------------------------------
 
 
@@ -489,16 +513,114 @@ def test_fleet_overrides_carry_the_planners_order_as_priority(aws_config: dict[s
     ]
 
 
-@pytest.mark.parametrize("launched", [0, 1])
-def test_fleet_that_launched_fewer_nodes_than_asked_fails_the_deploy_with_the_capacity_code(
-    aws_config: dict[str, Any], launched: int
+def _fleet_error(code: str, message: str, instance_type: str) -> dict[str, Any]:
+    """One entry of an instant fleet's `Errors` as DescribeFleets returns it (EC2 API reference,
+    DescribeFleetError: LaunchTemplateAndOverrides, Lifecycle, ErrorCode, ErrorMessage)."""
+    return {
+        "LaunchTemplateAndOverrides": {
+            "LaunchTemplateSpecification": {"LaunchTemplateId": "lt-0abc", "Version": "1"},
+            "Overrides": {"InstanceType": instance_type, "SubnetId": "subnet-0abc",
+                          "AvailabilityZone": "us-east-1a", "Priority": 0.0},
+        },
+        "Lifecycle": "spot",
+        "ErrorCode": code,
+        "ErrorMessage": message,
+    }  # fmt: skip
+
+
+# Codes and messages as EC2 writes them (EC2 API error codes,
+# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html).
+VCPU = ("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit "
+        "of 0 allows for the instance bucket that the specified instance type belongs to.")
+NO_CAPACITY = ("InsufficientInstanceCapacity", "There is no Spot capacity available that matches "
+               "your request.")
+SPOT_COUNT = ("MaxSpotInstanceCountExceeded", "Max spot instance count exceeded")
+UNSUPPORTED = ("Unsupported", "Your requested instance type (p4de.24xlarge) is not supported in "
+               "your requested Availability Zone (us-east-1a).")
+PROFILE = ("InvalidParameterValue", "Value (llm-finetune-20261201) for parameter "
+           "iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name")
+
+
+@pytest.mark.parametrize(
+    ("errors", "code", "kind"),
+    [
+        ([NO_CAPACITY, NO_CAPACITY], "InsufficientInstanceCapacity", "capacity"),
+        # One override short of quota, one of capacity: the quota is what blocks the region.
+        ([NO_CAPACITY, VCPU], "VcpuLimitExceeded", "quota"),
+        ([SPOT_COUNT, SPOT_COUNT], "MaxSpotInstanceCountExceeded", "quota"),
+        ([UNSUPPORTED, UNSUPPORTED], "Unsupported", "capacity"),
+        ([UNSUPPORTED, NO_CAPACITY], "InsufficientInstanceCapacity", "capacity"),
+        ([PROFILE, PROFILE], "InvalidParameterValue", "propagation"),
+    ],
+)
+def test_a_short_fleet_fails_the_deploy_with_the_fleets_own_error_codes(
+    aws_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+    errors: list[tuple[str, str]], code: str, kind: str,
 ) -> None:
+    from components import aws_fleet
+    from router.core.failover import classify_launch_error
+
+    asked: list[tuple[str, str]] = []
+
+    def read(fleet_id: str, region: str) -> list[dict[str, Any]]:
+        asked.append((fleet_id, region))
+        types = ["p4de.24xlarge", "p4d.24xlarge"]
+        return [_fleet_error(c, m, t) for (c, m), t in zip(errors, types, strict=True)]
+
+    monkeypatch.setattr(aws_fleet, "read_fleet_errors", read)
+    with pytest.raises(Exception) as raised:
+        run_program({**aws_config, "nodeCount": 2},
+                    states={FLEET: lambda name, inputs: {"fleetInstanceSets": []}})
+
+    text = str(raised.value)
+    assert asked == [(f"{aws_config['jobName']}-fleet-id", "us-east-1")]
+    assert f"{code}: " in text.split(" — ")[0], "the telling code leads"
+    assert "launched 0 of 2 instances" in text
+    for error_code, _message in errors:
+        assert error_code in text, "every distinct error is named"
+    failure = classify_launch_error(text)
+    assert failure is not None and (failure.code, failure.kind) == (code, kind)
+
+
+@pytest.mark.parametrize("launched", [0, 1])
+def test_a_short_fleet_whose_errors_cannot_be_read_says_so_and_assumes_capacity(
+    aws_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch, launched: int
+) -> None:
+    from components import aws_fleet
+
+    def denied(fleet_id: str, region: str) -> list[dict[str, Any]]:
+        raise PermissionError("ec2:DescribeFleets denied")
+
     def short_fleet(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         ids = [f"i-{n:017x}" for n in range(launched)]
         return {"fleetInstanceSets": [{"instanceIds": ids}] if ids else []}
 
-    with pytest.raises(Exception, match=r"InsufficientInstanceCapacity: .* launched "):
+    monkeypatch.setattr(aws_fleet, "read_fleet_errors", denied)
+    with pytest.raises(Exception, match=r"InsufficientInstanceCapacity: .* launched .* could not "
+                                        r"be read \(PermissionError"):
         run_program({**aws_config, "nodeCount": 2}, states={FLEET: short_fleet})
+
+
+def test_fleet_errors_are_read_from_describe_fleets_in_ec2s_own_shape() -> None:
+    import boto3
+    from botocore.stub import Stubber
+
+    from components.aws_fleet import read_fleet_errors
+
+    ec2 = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x",
+                       aws_secret_access_key="x")  # fmt: skip
+    # Stubber checks the answer against botocore's EC2 model: FleetData.Errors is what
+    # DescribeFleets returns for an instant fleet (EC2 API reference, FleetData).
+    stub = Stubber(ec2)
+    errors = [_fleet_error(*VCPU, "p5.48xlarge")]
+    stub.add_response(
+        "describe_fleets",
+        {"Fleets": [{"FleetId": "fleet-0abc", "Type": "instant", "FleetState": "active",
+                     "Errors": errors, "Instances": []}]},
+        {"FleetIds": ["fleet-0abc"]},
+    )  # fmt: skip
+    with stub:
+        assert read_fleet_errors("fleet-0abc", "us-east-1", ec2=ec2) == errors
 
 
 def test_nodes_learn_the_group_size(aws_config: dict[str, Any]) -> None:
@@ -507,6 +629,17 @@ def test_nodes_learn_the_group_size(aws_config: dict[str, Any]) -> None:
 
     assert "export SPOTROUTE_NODE_COUNT=4" in user_data
     assert "--ipc=host" in user_data
+
+
+def test_nodes_write_their_exit_record_with_their_own_identity(
+    aws_config: dict[str, Any],
+) -> None:
+    # How route watch tells a crash from a preemption (components/node_exit.py).
+    from components.node_exit import aws_exit_channel
+
+    script = user_data(placement(aws_config))
+    assert aws_exit_channel("us-east-1").command in script
+    assert 'spotroute_exit_record "$code"' in script and "export SPOTROUTE_NODE_DIR=" in script
 
 
 def test_nodes_watch_aws_preemption_notices(aws_config: dict[str, Any]) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import re
+import subprocess
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -620,13 +622,32 @@ def test_custom_data_runs_the_job_with_job_id_checkpoint_url_and_identity(
     assert "ghcr.io/acme/trainer:1.4 python train.py --resume" in script
 
 
-def test_job_env_may_choose_its_own_azure_client_id(azure_config: dict[str, Any]) -> None:
+def test_job_env_may_choose_its_own_azure_client_id_but_the_self_delete_keeps_the_nodes(
+    azure_config: dict[str, Any], tmp_path: Path
+) -> None:
     job = {**azure_config["job"], "env": {"AZURE_CLIENT_ID": "mine"}}
     # One node: a group's rendezvous reads its storage with the node's identity (its client id).
     script = custom_data(placement(azure_config, job=job, nodeCount=1))
-
     assert "export AZURE_CLIENT_ID=mine\n" in script
-    assert CLIENT_ID not in script
+
+    # Run the script's finish function on a host whose curl records what it was asked.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "curl").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/curl\n')
+    (bin_dir / "sleep").write_text("#!/bin/sh\n")
+    (bin_dir / "shutdown").write_text("#!/bin/sh\n")
+    for tool in ("curl", "sleep", "shutdown"):
+        (bin_dir / tool).chmod(0o755)
+    finish = script[script.index("spotroute_finish() {") : script.index("trap spotroute_finish")]
+    subprocess.run(
+        ["bash", "-c", f"{finish}\nfalse; spotroute_finish"],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "AZURE_CLIENT_ID": "mine"},
+        capture_output=True, check=False,
+    )  # fmt: skip
+
+    token_request = (tmp_path / "curl").read_text().splitlines()[0]
+    assert "identity/oauth2/token" in token_request
+    assert f"client_id={CLIENT_ID}" in token_request and "client_id=mine" not in token_request
 
 
 def test_nodes_boot_the_hpc_gpu_image_on_a_premium_disk_of_the_asked_size(
@@ -724,6 +745,17 @@ def test_a_changed_job_size_or_node_count_replaces_the_scale_set(
     # Running VMs keep the model they were created with; only a new set runs the new job.
     assert {"virtualMachineProfile", "sku"} <= set(scale_set.replace_on_changes)
     assert scale_set.delete_before_replace is True
+
+
+def test_nodes_write_their_exit_record_with_their_own_identity(
+    azure_config: dict[str, Any],
+) -> None:
+    # How route watch tells a crash from a preemption (components/node_exit.py).
+    from components.node_exit import azure_exit_channel
+
+    script = custom_data(placement(azure_config))
+    assert azure_exit_channel(CLIENT_ID).command in script
+    assert 'spotroute_exit_record "$code"' in script and "export SPOTROUTE_NODE_DIR=" in script
 
 
 def test_nodes_watch_azure_preemption_notices(azure_config: dict[str, Any]) -> None:

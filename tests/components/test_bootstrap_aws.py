@@ -400,6 +400,11 @@ AWS_NEEDS: dict[str, set[str]] = {
         "ec2:DeleteLaunchTemplate",
         "iam:PassRole",
     },
+    # EFA groups (p4d, p4de, p5): a cluster placement group, created tagged, deleted by tag.
+    "aws:ec2/placementGroup:PlacementGroup": {
+        "ec2:CreatePlacementGroup",
+        "ec2:DeletePlacementGroup",
+    },
     "aws:ec2/fleet:Fleet": {
         "ec2:CreateFleet",
         "ec2:RunInstances",

@@ -630,6 +630,17 @@ def test_program_pins_the_gcp_provider_to_the_configured_project() -> None:
     assert provider.inputs["region"] == "us-central1"
 
 
+def test_nodes_write_their_exit_record_with_their_own_identity(
+    gcp_config: dict[str, Any],
+) -> None:
+    # How route watch tells a crash from a preemption (components/node_exit.py).
+    from components.node_exit import gcp_exit_channel
+
+    script = startup_script(placement(gcp_config))
+    assert gcp_exit_channel().command in script
+    assert 'spotroute_exit_record "$code"' in script and "export SPOTROUTE_NODE_DIR=" in script
+
+
 def test_nodes_watch_gcp_preemption_notices(gcp_config: dict[str, Any]) -> None:
     # router.checkpoint reads SPOTROUTE_NOTICE_SOURCE to know which metadata service to poll.
     assert "export SPOTROUTE_NOTICE_SOURCE=gcp" in startup_script(placement(gcp_config))

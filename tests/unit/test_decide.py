@@ -117,6 +117,21 @@ def test_zone_lost_while_interrupted_returns_after_its_block_time() -> None:
     assert decide(RULES, prog(), again, cands, earlier, NOW).target == spot(8, "us-east-1b")
 
 
+def test_a_crashed_job_is_not_re_placed_even_with_capacity_and_a_deadline():
+    from router.core.decision_model import CRASHED
+
+    crashed = Current(spot(5), NOW - H, True, "node ip-10-42-0-5 exited with status 1 (no "
+                      "interruption marker)")  # fmt: skip
+    for rules in (RULES, replace(RULES, deadline=NOW + 9 * H)):
+        d = decide(rules, prog(done=3.0), crashed, [spot(4, "us-east-1b"), od(9)], History(), NOW)
+        assert d.action == CRASHED and d.target is None
+        assert "status 1" in d.reason and "route deploy" in d.reason
+    # Interrupted without a crash (preempted): re-placed as before.
+    d = decide(RULES, prog(done=3.0), Current(spot(5), NOW - H, True), [spot(4, "us-east-1b")],
+               History(), NOW)  # fmt: skip
+    assert d.action == REPLACE
+
+
 def test_interrupted_with_nothing_available_waits():
     lost = spot(5)
     d = decide(RULES, prog(), Current(lost, NOW - H, True), [spot(5)], History(), NOW)

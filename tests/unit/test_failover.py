@@ -60,6 +60,38 @@ PAYLOADS = [
         "UnfulfillableCapacity",
         "capacity",
     ),
+    # A short instant fleet as components/aws_fleet.py names it from the fleet's own Errors
+    # (EC2 API error codes, https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    # errors-overview.html): a quota on one override and a shortage on another is a quota.
+    (
+        "aws",
+        "  pulumi:pulumi:Stack (spotroute-train):\n    error: RunError: VcpuLimitExceeded: You "
+        "have requested more vCPU capacity than your current vCPU limit of 0 allows (p5.48xlarge,"
+        " spot) — EC2 Fleet fleet-0abc launched 0 of 1 instances; InsufficientInstanceCapacity: "
+        "There is no Spot capacity available that matches your request (p4d.24xlarge, spot); "
+        "destroy the stack or let the router try the next placement",
+        "VcpuLimitExceeded",
+        "quota",
+    ),
+    (
+        "aws",
+        "error: RunError: Unsupported: Your requested instance type (p5.48xlarge) is not "
+        "supported in your requested Availability Zone (us-east-1e) (p5.48xlarge, spot) — EC2 "
+        "Fleet fleet-0abc launched 0 of 1 instances; destroy the stack or let the router try the "
+        "next placement",
+        "Unsupported",
+        "capacity",
+    ),
+    # A new instance profile IAM has not propagated to EC2 yet: retried in place, not elsewhere.
+    (
+        "aws",
+        "error: RunError: InvalidParameterValue: Value (train-20261201) for parameter "
+        "iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name (p4d.24xlarge, "
+        "spot) — EC2 Fleet fleet-0abc launched 0 of 1 instances; destroy the stack or let the "
+        "router try the next placement",
+        "InvalidParameterValue",
+        "propagation",
+    ),
     (
         "gcp",
         "  gcp:compute:InstanceGroupManager (train-group):\n    error: 1 error occurred:\n"
@@ -147,6 +179,10 @@ def test_provider_refusals_are_recognised_with_their_code_and_kind(
         "this operation.",
         "error: googleapi: Error 400: Invalid value for field 'resource.machineType'",
         "error: [mandatory] price-within-budget: $9.80/h above the cap",
+        # Other InvalidParameterValue errors are configuration, the same everywhere.
+        "error: RunError: InvalidParameterValue: Value (ami-0abc) for parameter imageId is "
+        "invalid (p4d.24xlarge, spot) — EC2 Fleet fleet-0abc launched 0 of 1 instances",
+        "error: UnsupportedOperation: The instance type is not supported for this operation",
     ],
 )
 def test_other_failures_are_not_retried_elsewhere(text: str) -> None:
@@ -183,3 +219,64 @@ def test_zoneless_placement_blocks_only_itself() -> None:
     block = block_after(failure, "local", "local-a", None, [], NOW)
     assert blocking([block], "local", "local-a", None, NOW) == block
     assert blocking([block], "local", "local-b", None, NOW) is None
+
+
+# --- a launch refused while IAM propagates a new instance profile ---------------------------
+
+
+class _Stack:
+    """A stack whose `up` fails like the engine until `fail` runs out, recording its calls."""
+
+    def __init__(self, fail: int, text: str) -> None:
+        self.fail, self.text = fail, text
+        self.calls: list[dict[str, object]] = []
+
+    def up(self, **kwargs: object) -> str:
+        from pulumi.automation import CommandError
+        from pulumi.automation._cmd import CommandResult
+
+        self.calls.append(dict(kwargs))
+        if self.fail:
+            self.fail -= 1
+            raise CommandError(CommandResult(stdout="", stderr=self.text, code=255))
+        return "up"
+
+    def export_stack(self) -> object:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(deployment={"resources": [
+            {"urn": "urn:pulumi:train::spotroute::pulumi:pulumi:Stack::spotroute-train",
+             "type": "pulumi:pulumi:Stack"},
+            {"urn": "urn:pulumi:train::spotroute::spotroute:aws:SpotGpuGroup$aws:ec2/"
+                    "fleet:Fleet::train-fleet", "type": "aws:ec2/fleet:Fleet"},
+        ]})  # fmt: skip
+
+
+PROPAGATING = PAYLOADS[[p[2] for p in PAYLOADS].index("InvalidParameterValue")][1]
+
+
+def test_launch_refused_for_an_unpropagated_profile_is_retried_with_the_fleet_replaced() -> None:
+    from router.flows.jobs import PROPAGATION_WAITS_S, up_through_propagation
+
+    stack, waits = _Stack(2, PROPAGATING), list[float]()
+
+    assert up_through_propagation(stack, lambda: False, sleep=waits.append, on_event=None) == "up"
+    assert waits == list(PROPAGATION_WAITS_S[:2])
+    assert [c.get("replace") for c in stack.calls] == [None] + [[
+        "urn:pulumi:train::spotroute::spotroute:aws:SpotGpuGroup$aws:ec2/fleet:Fleet::train-fleet"
+    ]] * 2  # fmt: skip
+
+
+def test_propagation_retries_end_and_other_refusals_are_not_retried() -> None:
+    from pulumi.automation import CommandError
+
+    from router.flows.jobs import PROPAGATION_WAITS_S, up_through_propagation
+
+    stuck = _Stack(99, PROPAGATING)
+    with pytest.raises(CommandError):
+        up_through_propagation(stuck, lambda: False, sleep=lambda _s: None)
+    assert len(stuck.calls) == len(PROPAGATION_WAITS_S) + 1
+    short = _Stack(1, PAYLOADS[0][1])  # InsufficientInstanceCapacity: failover's, not ours
+    with pytest.raises(CommandError):
+        up_through_propagation(short, lambda: False, sleep=lambda _s: None)
+    assert len(short.calls) == 1

@@ -34,9 +34,9 @@ SKYPILOT_ASKS = {
 }
 
 # Tasks whose every offer the clouds' machine images cannot drive (router/data/images.csv):
-# spotroute must plan nothing for them rather than boot nodes whose driver never loads.
-# AWS's GPU image ships NVIDIA's open kernel modules, which do not support Volta (V100).
-IMAGE_REFUSED = {"managed_spot_storage": ("aws", "V100", "Volta")}
+# spotroute must plan nothing for them rather than boot nodes whose driver never loads. None
+# today: AWS V100 (p3) nodes boot the proprietary-driver image (components/aws.py GPU_IMAGES).
+IMAGE_REFUSED: dict[str, tuple[str, str, str]] = {}
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +70,16 @@ def test_a_skypilot_task_plans_unchanged_with_what_skypilot_would_ask_for(task: 
     job = report.job
     assert {(a.gpu, a.count) for a in job.resources.accelerators} == accelerators
     assert job.node_count == nodes
+
+
+def test_skypilot_v100_spot_task_on_aws_plans_on_p3() -> None:
+    # The image p3 boots is tests/components/test_aws.py's to check.
+    report = plan_job(TASKS / "managed_spot_storage.yaml", project=None, now=NOW)
+    placements = report.result.placements
+    assert placements and all(
+        p.cloud == "aws" and p.market == "spot" and p.instance_type.startswith("p3")
+        for p in placements
+    )
 
 
 def test_deploy_proposal_of_a_multi_node_docker_task_carries_image_env_and_nodes(

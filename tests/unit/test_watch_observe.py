@@ -153,3 +153,87 @@ def test_a_failed_node_poll_is_noted_and_is_not_an_interruption(project: Project
     assert not seen.current.interrupted
     assert seen.nodes is not None and seen.nodes["interrupted"] is False
     assert seen.nodes["error"] == "AWS credentials not found — run `aws configure sso`"
+
+
+def _exit(project: Project, node: str, status: int, marker: bool, at: datetime) -> None:
+    """An exit record as a cloud node's start-up script writes it (components/node_exit.py)."""
+    (project.root / "ckpt" / f"exit-{node}.json").write_text(json.dumps({
+        "format": "spotroute-exit/1", "node": node, "status": status,
+        "interruption_marker": marker, "job": "dl", "placement": "dl",
+        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ")}))  # fmt: skip
+
+
+def _lost(reclaimed: bool) -> object:
+    from router.nodes.sources import LOST, NodeState
+    from router.nodes.sources import Node as CloudNode
+
+    detail = ("terminated (Server.SpotInstanceTermination)" if reclaimed
+              else "terminated (Client.InstanceInitiatedShutdown)")  # fmt: skip
+    return lambda r: NodeState("aws", "fleet-1", 1, (CloudNode("i-1", LOST, detail, reclaimed),))
+
+
+def test_a_node_that_crashed_by_itself_is_not_re_placed(project: Project) -> None:
+    now = datetime.now(UTC)
+    record = _cloud_record(project, now)
+    # The job failed; the node powered itself off (EC2 state reason
+    # Client.InstanceInitiatedShutdown: "The instance was shut down from the operating system of
+    # the instance", https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_StateReason.html).
+    _exit(project, "ip-10-42-0-5", 1, False, now - timedelta(minutes=5))
+
+    seen = observe(project, record, now, _lost(reclaimed=False))
+
+    assert seen.current.interrupted and seen.current.crashed is not None
+    assert "status 1 (no interruption marker)" in seen.current.crashed
+    d = decide(seen.rules, seen.progress, seen.current, seen.candidates, History(), now)
+    assert d.action == "crashed" and d.target is None
+
+
+@pytest.mark.parametrize(
+    ("status", "marker", "reclaimed"),
+    [(1, True, False),  # torchrun's 1 for a worker that saved on a notice: the marker tells
+     (75, False, False),  # the library's own exit after a notice
+     (1, False, True)],  # EC2 said Server.SpotInstanceTermination: a reclaim, however it died
+)  # fmt: skip
+def test_a_node_preempted_is_re_placed(
+    project: Project, status: int, marker: bool, reclaimed: bool
+) -> None:
+    now = datetime.now(UTC)
+    record = _cloud_record(project, now)
+    _exit(project, "ip-10-42-0-5", status, marker, now - timedelta(minutes=5))
+
+    seen = observe(project, record, now, _lost(reclaimed))
+
+    assert seen.current.interrupted and seen.current.crashed is None
+    d = decide(seen.rules, seen.progress, seen.current, seen.candidates, History(), now)
+    assert d.action == "replace"
+
+
+def test_an_exit_before_this_deployment_is_not_this_ones(project: Project) -> None:
+    now = datetime.now(UTC)
+    record = _cloud_record(project, now)  # deployed an hour ago
+    _exit(project, "ip-10-42-0-5", 1, False, now - timedelta(hours=2))  # the crash before
+
+    seen = observe(project, record, now, lambda r: None)
+
+    assert not seen.current.interrupted and seen.current.crashed is None
+
+
+def test_every_node_exiting_zero_is_finished_even_without_finished_json(
+    project: Project,
+) -> None:
+    now = datetime.now(UTC)
+    record = _cloud_record(project, now)
+    _exit(project, "ip-10-42-0-5", 0, False, now - timedelta(minutes=5))
+
+    seen = observe(project, record, now, _lost(reclaimed=False))
+
+    assert seen.finished and seen.finished_step == 1
+
+
+def test_route_status_says_crashed_until_the_job_is_deployed_again() -> None:
+    from router.flows.job_status import _crashed_since_deployed
+
+    crashed = {"at": "2026-12-01T11:00:00+00:00", "action": "crashed", "reason": "crashed: …"}
+    assert _crashed_since_deployed(crashed, {"deployed_at": "2026-12-01T10:00:00+00:00"})
+    assert not _crashed_since_deployed(crashed, {"deployed_at": "2026-12-01T12:00:00+00:00"})
+    assert not _crashed_since_deployed({**crashed, "action": "stay"}, {})

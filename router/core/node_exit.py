@@ -1,0 +1,99 @@
+"""Pure: what a placement's nodes said when they stopped running the job, and whether that was a
+crash (stop paying for it) or a preemption (re-place it).
+
+Each node's start-up script writes `exit-<node>.json` next to the checkpoints when the job (or
+the script) ends (components/node_exit.py): the exit status and whether the checkpoint library
+left its interruption marker on the node, i.e. saved on a notice and exited. The rule, per exit
+of the placement's own run:
+
+  interruption marker          preempted (whatever the status: torchrun turns a worker's 75
+                               into its own 1)
+  status 0                     exited: finished or handed over
+  status 75                    preempted (EX_TEMPFAIL: saved, resume me)
+  status 137 or 143            killed by SIGKILL / SIGTERM with no marker: the machine going
+                               away without a notice the job saw (or the OOM killer) — not
+                               taken for a crash
+  any other status             crashed: the job (or the script before it) failed by itself
+
+A placement crashed when one of its nodes crashed and the cloud did not itself say it took a
+node back (EC2 `Server.SpotInstanceTermination`, GCE `compute.instances.preempted`, an Azure
+Spot VM deallocated by eviction: router/nodes/) — a reclaim can kill a job in odd ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+Outcome = Literal["exited", "preempted", "killed", "crashed"]
+EXIT_PREEMPTED = 75
+KILLED_STATUSES = (137, 143)  # 128 + SIGKILL, 128 + SIGTERM (docker, bash)
+EXIT_FORMAT = "spotroute-exit/1"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeExit:
+    """One node's word on how the job ended there."""
+
+    node: str
+    status: int
+    marker: bool  # the library saved on a notice and exited
+    placement: str  # the stack that ran it
+    at: datetime | None
+
+    @property
+    def outcome(self) -> Outcome:
+        """exited | preempted | killed | crashed, by the rule in the module docstring."""
+        if self.marker or self.status == EXIT_PREEMPTED:
+            return "preempted"
+        if self.status == 0:
+            return "exited"
+        if self.status in KILLED_STATUSES:
+            return "killed"
+        return "crashed"
+
+    def describe(self) -> str:
+        marker = "with" if self.marker else "no"
+        return f"node {self.node} exited with status {self.status} ({marker} interruption marker)"
+
+
+def parse_exit(record: Mapping[str, Any]) -> NodeExit | None:
+    """A record the nodes wrote, or None for anything else (another format, damaged)."""
+    if record.get("format") != EXIT_FORMAT:
+        return None
+    try:
+        status = int(record["status"])
+        at = datetime.fromisoformat(str(record["time"]).replace("Z", "+00:00"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    marker = record.get("interruption_marker") is True
+    return NodeExit(str(record.get("node") or "?"), status, marker,
+                    str(record.get("placement") or ""), at)  # fmt: skip
+
+
+def exits_of(
+    records: Iterable[Mapping[str, Any]], placement: str, since: datetime
+) -> list[NodeExit]:
+    """This placement's exits since it was deployed (a redeploy of the same stack starts over)."""
+    found = [e for r in records if (e := parse_exit(r)) is not None]
+    return [e for e in found
+            if e.placement in ("", placement) and e.at is not None and e.at >= since]  # fmt: skip
+
+
+def crash_of(exits: Iterable[NodeExit], reclaimed_by_cloud: bool) -> str | None:
+    """Why the placement crashed (one line), or None: not a crash."""
+    if reclaimed_by_cloud:
+        return None
+    crashed = [e for e in exits if e.outcome == "crashed"]
+    if not crashed:
+        return None
+    more = f" (+{len(crashed) - 1} more node(s))" if len(crashed) > 1 else ""
+    return crashed[0].describe() + more
+
+
+def all_exited(exits: Iterable[NodeExit]) -> bool:
+    """True when nodes said so and every one exited 0: the job ended there by itself."""
+    seen = list(exits)
+    return bool(seen) and all(e.outcome == "exited" for e in seen)

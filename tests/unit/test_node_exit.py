@@ -1,0 +1,62 @@
+"""A node's exit record read as a crash or a preemption (router/core/node_exit.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from router.core.node_exit import all_exited, crash_of, exits_of, parse_exit
+
+DEPLOYED = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+
+
+def rec(status: int, marker: bool = False, *, node: str = "ip-10-42-0-5",
+        placement: str = "llm", at: datetime = DEPLOYED + timedelta(hours=1)) -> dict[str, object]:
+    """An exit record as the start-up script writes it (components/node_exit.py)."""
+    return {"format": "spotroute-exit/1", "node": node, "status": status,
+            "interruption_marker": marker, "job": "llm", "placement": placement,
+            "time": at.strftime("%Y-%m-%dT%H:%M:%SZ")}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("status", "marker", "outcome"),
+    [
+        (0, False, "exited"),
+        (75, False, "preempted"),  # EX_TEMPFAIL: saved on a notice, resume me
+        (1, True, "preempted"),  # torchrun's 1 for a worker's 75: the marker tells
+        (137, False, "killed"),  # SIGKILL: the machine went away, or the OOM killer
+        (143, False, "killed"),  # SIGTERM from a shutdown the job did not see as a notice
+        (1, False, "crashed"),
+        (139, False, "crashed"),  # SIGSEGV
+    ],
+)
+def test_an_exit_reads_as_its_outcome(status: int, marker: bool, outcome: str) -> None:
+    found = parse_exit(rec(status, marker))
+    assert found is not None and found.outcome == outcome
+
+
+def test_only_this_placements_exits_since_its_deploy_count() -> None:
+    records = [
+        rec(1, at=DEPLOYED - timedelta(minutes=1)),  # the previous deployment of the stack
+        rec(1, placement="llm.2"),  # another placement of the job
+        {"format": "something-else", "status": 1},
+        {"format": "spotroute-exit/1", "status": "x", "time": "later"},  # damaged
+        rec(1, node="ip-10-42-0-6"),
+    ]
+    assert [e.node for e in exits_of(records, "llm", DEPLOYED)] == ["ip-10-42-0-6"]
+
+
+def test_a_crash_unless_the_cloud_says_it_took_the_node_back() -> None:
+    exits = exits_of([rec(1, node="a"), rec(75, node="b")], "llm", DEPLOYED)
+    assert crash_of(exits, reclaimed_by_cloud=False) == (
+        "node a exited with status 1 (no interruption marker)")
+    assert crash_of(exits, reclaimed_by_cloud=True) is None
+    saved = exits_of([rec(1, True), rec(143, node="b")], "llm", DEPLOYED)
+    assert crash_of(saved, reclaimed_by_cloud=False) is None
+
+
+def test_every_node_exiting_zero_is_the_job_ending_by_itself() -> None:
+    assert all_exited(exits_of([rec(0), rec(0, node="b")], "llm", DEPLOYED))
+    assert not all_exited(exits_of([rec(0), rec(75, node="b")], "llm", DEPLOYED))
+    assert not all_exited([])
