@@ -23,7 +23,8 @@ from router.core.catalog import gcp_accelerator_type
 from router.core.errors import OperationFailed
 from router.core.job.model import Job
 from router.core.job.problems import secret_values
-from router.core.placement import Placement
+from router.core.placement import Placement, PlanResult
+from router.core.plan_explain import no_fit_reason
 from router.core.stackconfig import StackConfig, config_diff, stack_config
 from router.flows.plan import plan_job
 
@@ -91,7 +92,9 @@ def propose(
     """
 
     report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
-    candidates = candidates_within(report.job, report.result.placements, to, job_path)
+    candidates = candidates_within(
+        report.job, report.result.placements, to, job_path, report.result
+    )
     report, candidates, refreshed, allowed_stale = fresh_candidates(
         report,
         candidates,
@@ -133,7 +136,9 @@ def fresh_candidates(
         refreshed = tuple(refresh(clouds, candidates[0].gpu))
         if any(o.quotes_stored for o in refreshed):
             report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
-            candidates = candidates_within(report.job, report.result.placements, to, job_path)
+            candidates = candidates_within(
+                report.job, report.result.placements, to, job_path, report.result
+            )
     chosen = candidates[0]
     allowed_stale = False
     if _stale_cloud(chosen):
@@ -156,14 +161,25 @@ def fresh_candidates(
 
 
 def candidates_within(
-    job: Job, ranked: Sequence[Placement], to: str | None, job_path: Path | str
+    job: Job,
+    ranked: Sequence[Placement],
+    to: str | None,
+    job_path: Path | str,
+    planned: PlanResult | None = None,
 ) -> list[Placement]:
-    """The ranked placements inside `to` (CLOUD or CLOUD/REGION); OperationFailed if none."""
+    """The ranked placements inside `to` (CLOUD or CLOUD/REGION); OperationFailed if none,
+    saying (from `planned`'s rejections) which filter removed the cheapest offer when nothing
+    fits at all."""
     candidates = [p for p in ranked if to is None or _matches(p, to)]
     if not candidates:
         where = f" in {to}" if to else ""
+        why = ""
+        if planned is not None and not ranked:  # read only here: building the reasons costs
+            why = f": {no_fit_reason(job, planned.rejected)}"
+        # The advice first: a long reason is cut at the message limit, the advice never is.
         raise OperationFailed(
-            f"no placement{where} fits job '{job.name}' — see `route plan {job_path} --explain`"
+            f"no placement{where} fits job '{job.name}' (see `route plan {job_path} --explain`)"
+            + why
         )
     return candidates
 

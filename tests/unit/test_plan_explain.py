@@ -199,3 +199,15 @@ def test_an_unknown_source_is_a_one_line_error_naming_the_option(
     assert run.err_lines == ["error: --sources: 'cached' is not a price source — use a "
                              "comma-separated list of import, live, snapshot"]
 
+
+
+def test_deploy_of_a_job_nothing_fits_names_the_filter_and_keeps_its_advice_whole(
+    no_t4_cli: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Path("Pulumi.yaml").write_text("name: spotroute\nruntime: python\n")  # cwd: the project
+    run = route(monkeypatch, capsys, "deploy", no_t4_cli, "--dry-run")
+    assert run.code == 1, run
+    (line,) = run.err_lines
+    assert line.startswith(f"error: no placement fits job 't4-job' (see `route plan {no_t4_cli} "
+                           "--explain`): the cheapest offer with T4×1"), line
+    assert "failed the image filter" in line
