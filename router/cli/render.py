@@ -188,6 +188,7 @@ def import_json(result: ImportResult) -> dict[str, Any]:
         "rows_read": result.rows_read,
         "rows_skipped": result.rows_skipped,
         "skipped_reasons": dict(result.skipped_reasons),
+        "notes": list(result.notes),
     }
 
 
@@ -197,7 +198,10 @@ def import_summary(result: ImportResult) -> None:
         f"imported {len(result.quotes)} quotes ({result.cloud}) from {result.rows_read} rows, "
         f"skipped {result.rows_skipped}"
     )
-    _console().print(safe(line + (f": {reasons}" if reasons else ""), limit=TEXT_CHARS))
+    console = _console()
+    console.print(safe(line + (f": {reasons}" if reasons else ""), limit=TEXT_CHARS))
+    for note in result.notes:  # rows spotroute does not plan on, and why
+        console.print(f"  [yellow]flagged[/] {safe(note, limit=TEXT_CHARS)}")
 
 
 def quote_json(quote: Quote, now: datetime) -> dict[str, Any]:
