@@ -102,6 +102,12 @@ def schema() -> None:
     metavar="KINDS",
     help="Price sources to plan on, comma-separated: import,live,snapshot (default: all).",
 )
+@click.option(
+    "--write",
+    is_flag=True,
+    help="Also write the best placement's stacks/Pulumi.<job>.yaml for review (no engine, "
+    "no credentials).",
+)
 @json_option
 @click.pass_context
 def plan(
@@ -111,6 +117,7 @@ def plan(
     explain: bool,
     require_fresh: bool,
     sources: str | None,
+    write: bool,
     as_json: bool,
 ) -> None:
     """Rank the placements that fit JOB, with compute, egress and interruption costs."""
@@ -119,17 +126,25 @@ def plan(
     from router.prices.book import parse_source_kinds
 
     now = options.now()
+    project = ctx_project(ctx, required=write)
     report = plan_job(
-        job,
-        project=ctx_project(ctx),
-        now=now,
-        require_fresh=require_fresh,
+        job, project=project, now=now, require_fresh=require_fresh,
         sources=parse_source_kinds(sources),
-    )
+    )  # fmt: skip
+    reviewed = None
+    if write and report.result.placements and project is not None:
+        from router.flows.proposals import write_for_review
+
+        reviewed = write_for_review(report, project=project, job_file=job)
     if as_json:
-        render.print_json(render.plan_json(report, explain=explain, top=top))
+        out = render.plan_json(report, explain=explain, top=top)
+        if write:
+            out["stack_file"] = render.stack_file_json(reviewed, project)
+        render.print_json(out)
     else:
         render.plan_table(report, explain=explain, top=top)
+        if reviewed is not None and project is not None:
+            render.stack_file_lines(reviewed, project)
     if not report.result.placements:
         sys.exit(EXIT_FAILED)
 

@@ -139,7 +139,10 @@ def launch_try(t: Any) -> None:
 def deploy_outcome(o: Any) -> None:
     console = _console()
     if not o.applied:
-        console.print("nothing deployed (dry run or declined); stack config left as it was")
+        console.print(
+            "nothing deployed (dry run or declined); stack config left as it was — "
+            "`route plan JOB_FILE --write` writes it for review"
+        )
         return
     console.print(
         f"[green]deployed[/] {o.job}: "

@@ -18,7 +18,8 @@ from typing import Any
 from router.config.datafiles import load_catalog
 from router.config.home import spotroute_home
 from router.config.project import Project
-from router.config.stack_files import read_stack_file
+from router.config.stack_files import StackFileWrite, read_stack_file, write_stack_file
+from router.contract.stack_config import MASKED
 from router.core.catalog import gcp_accelerator_type
 from router.core.errors import OperationFailed
 from router.core.job.model import Job
@@ -26,7 +27,7 @@ from router.core.job.problems import secret_values
 from router.core.placement import Placement, PlanResult
 from router.core.plan_explain import no_fit_reason
 from router.core.stackconfig import StackConfig, config_diff, stack_config
-from router.flows.plan import plan_job
+from router.flows.plan import PlanReport, plan_job
 
 
 @dataclass(frozen=True)
@@ -193,14 +194,20 @@ def proposal_for(
     project: Project,
     stack: str = "",
     job_file: Path | None = None,
+    read_secrets: bool = True,
 ) -> Proposal:
     """The stack config of placing `job` at `chosen` (in `stack`, default the job's own).
 
     The job's secrets are read here, from run.env or this process's environment (BadInput, exit
     2, naming the variable when one has no value), and go only into the secret config key.
+    `read_secrets=False` (`route plan --write`, which never writes that key) reads none of them.
     """
     home = spotroute_home()
-    secrets = secret_values(job, os.environ, str(job_file) if job_file else f"job {job.name}")
+    secrets = (
+        secret_values(job, os.environ, str(job_file) if job_file else f"job {job.name}")
+        if read_secrets
+        else dict.fromkeys(job.run.secrets, MASKED)
+    )
     config = stack_config(
         job,
         chosen,
@@ -224,3 +231,29 @@ def proposal_for(
         stack,
         job_file.absolute() if job_file else None,
     )
+
+
+@dataclass(frozen=True)
+class ReviewedStack:
+    """`route plan --write`: the placement written and what the stack file write did."""
+
+    proposal: Proposal
+    write: StackFileWrite
+
+
+def write_for_review(report: PlanReport, *, project: Project, job_file: Path) -> ReviewedStack:
+    """Write the best placement's stack config into stacks/Pulumi.<job>.yaml for review — the
+    config `route deploy` would write (the same `proposal_for`), without engine, provider plugins
+    or credentials. Secret values are left out (only the engine encrypts them); deploy adds them.
+    """
+    if not report.result.placements:
+        raise OperationFailed(
+            f"no placement fits job '{report.job.name}': no stack file written — see "
+            f"`route plan {job_file} --explain`"
+        )
+    placements = report.result.placements
+    proposal = proposal_for(
+        report.job, report.org, placements[0], placements, project=project,
+        job_file=job_file, read_secrets=False,
+    )  # fmt: skip
+    return ReviewedStack(proposal, write_stack_file(proposal.stack_file, proposal.config))
