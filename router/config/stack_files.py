@@ -85,11 +85,32 @@ def write_stack_file(
     diff = tuple(config_diff(before, {**before, **planned}))
     after = {k: v for k, v in doc.items() if k != "config"}
     after["config"] = dict(sorted(merged.items()))
-    text = yaml.dump(after, Dumper=_PulumiStyle, sort_keys=False, allow_unicode=True, width=10**9)
+    text = _dump(after)
     if path.exists() and path.read_text(encoding="utf-8") == text:
         return StackFileWrite(path, False, diff, left)
     _atomic_write(path, text)
     return StackFileWrite(path, True, diff, left)
+
+
+def restore_reviewed(path: Path, reviewed: str) -> None:
+    """Put the reviewed stack file text back at `path` after `pulumi stack init`, adding the
+    top-level keys the engine just wrote there (the encryption salt or key); its `config` wins."""
+    fresh = _document(path)
+    try:
+        doc = yaml.safe_load(reviewed) or {}
+    except yaml.YAMLError:
+        doc = None
+    if not isinstance(doc, dict) or not fresh:
+        _atomic_write(path, reviewed)  # nothing to add, or not ours to re-lay out
+        return
+    after = {k: v for k, v in fresh.items() if k != "config"}
+    after.update({k: v for k, v in doc.items() if k not in after})
+    _atomic_write(path, _dump(after))
+
+
+def _dump(doc: Mapping[str, Any]) -> str:
+    return yaml.dump(dict(doc), Dumper=_PulumiStyle, sort_keys=False, allow_unicode=True,
+                     width=10**9)  # fmt: skip
 
 
 def _as_cli_stores(value: Any) -> Any:
