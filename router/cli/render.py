@@ -494,7 +494,7 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
         if any(p.stale for p in result.placements):
             console.print(
                 "[yellow]some prices are stale[/]: run `route prices refresh`, or "
-                "`route plan --require-fresh` to refuse them"
+                "`route plan JOB_FILE --require-fresh` to refuse them"
             )
     line = sources_line(report)
     if line is not None:

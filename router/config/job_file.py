@@ -71,10 +71,10 @@ def explain_job_file(path: str | Path) -> list[str]:
             return []  # validate reports it
         lines = list(explain_lines(translation))
     job, _problems = _check_file(path)
-    return lines + (image_lines(job) if job is not None else [])
+    return lines + (image_lines(job, path) if job is not None else [])
 
 
-def image_lines(job: Job) -> list[str]:
+def image_lines(job: Job, path: str | Path) -> list[str]:
     """The job's GPU types no offer is made for (the cloud's image cannot drive them), with why."""
     catalog = load_catalog()
     clouds = [c for c in job.resources.clouds if c != "local"]
@@ -87,7 +87,7 @@ def image_lines(job: Job) -> list[str]:
         return []
     return [
         "Instance types with the job's GPUs that get no offer (the cloud's machine image cannot "
-        "drive them; `route plan --explain` lists their offers):",
+        f"drive them; `route plan {path} --explain` lists their offers):",
         *(f"  {why}" for why in dict.fromkeys(refused)),
     ]
 
