@@ -259,7 +259,8 @@ class Engine:
                 raise engine_error(job, exc, self) from None
             # A reviewed stack file (`route plan --write`) may be there before the stack: `stack
             # init` would rewrite it with every scalar quoted, so it is set aside meanwhile and
-            # put back with the engine's encryption salt.
+            # put back with the engine's encryption salt. Killed in between, the file is gone
+            # from the working tree only (git has it), and the next deploy writes every key again.
             path = self.project.stack_config_path(job)
             reviewed = path.read_text(encoding="utf-8") if path.is_file() else None
             if reviewed is not None:
