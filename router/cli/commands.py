@@ -121,7 +121,7 @@ def plan(
     as_json: bool,
 ) -> None:
     """Rank the placements that fit JOB, with compute, egress and interruption costs."""
-    from router.cli import render
+    from router.cli import render, render_deploy
     from router.flows.plan import plan_job
     from router.prices.book import parse_source_kinds
 
@@ -139,12 +139,12 @@ def plan(
     if as_json:
         out = render.plan_json(report, explain=explain, top=top)
         if write:
-            out["stack_file"] = render.stack_file_json(reviewed, project)
+            out["stack_file"] = render_deploy.stack_file_json(reviewed, project)
         render.print_json(out)
     else:
         render.plan_table(report, explain=explain, top=top)
         if reviewed is not None and project is not None:
-            render.stack_file_lines(reviewed, project)
+            render_deploy.stack_file_lines(reviewed, project)
     if not report.result.placements:
         sys.exit(EXIT_FAILED)
 
