@@ -45,7 +45,10 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
 @cli.command()
 @click.argument("jobs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
 @click.option(
-    "--explain", is_flag=True, help="For a SkyPilot task: how each field maps onto the job."
+    "--explain",
+    is_flag=True,
+    help="How a SkyPilot task's fields map onto the job; the job's GPU types no offer is made "
+    "for, and why.",
 )
 def validate(jobs: tuple[Path, ...], explain: bool) -> None:
     """Check job files (or SkyPilot task files); print OK or every problem, one line each."""
@@ -94,21 +97,54 @@ def schema() -> None:
 @click.option(
     "--require-fresh", is_flag=True, help="Refuse quotes older than the org's max quote age."
 )
+@click.option(
+    "--sources",
+    metavar="KINDS",
+    help="Price sources to plan on, comma-separated: import,live,snapshot (default: all).",
+)
+@click.option(
+    "--write",
+    is_flag=True,
+    help="Also write the best placement's stacks/Pulumi.<job>.yaml for review (no engine, "
+    "no credentials).",
+)
 @json_option
 @click.pass_context
 def plan(
-    ctx: click.Context, job: Path, top: int, explain: bool, require_fresh: bool, as_json: bool
+    ctx: click.Context,
+    job: Path,
+    top: int,
+    explain: bool,
+    require_fresh: bool,
+    sources: str | None,
+    write: bool,
+    as_json: bool,
 ) -> None:
     """Rank the placements that fit JOB, with compute, egress and interruption costs."""
-    from router.cli import render
+    from router.cli import render, render_deploy
     from router.flows.plan import plan_job
+    from router.prices.book import parse_source_kinds
 
     now = options.now()
-    report = plan_job(job, project=ctx_project(ctx), now=now, require_fresh=require_fresh)
+    project = ctx_project(ctx, required=write)
+    report = plan_job(
+        job, project=project, now=now, require_fresh=require_fresh,
+        sources=parse_source_kinds(sources),
+    )  # fmt: skip
+    reviewed = None
+    if write and report.result.placements and project is not None:
+        from router.flows.proposals import write_for_review
+
+        reviewed = write_for_review(report, project=project, job_file=job)
     if as_json:
-        render.print_json(render.plan_json(report, explain=explain, top=top))
+        out = render.plan_json(report, explain=explain, top=top)
+        if write:
+            out["stack_file"] = render_deploy.stack_file_json(reviewed, project)
+        render.print_json(out)
     else:
         render.plan_table(report, explain=explain, top=top)
+        if reviewed is not None and project is not None:
+            render_deploy.stack_file_lines(reviewed, project)
     if not report.result.placements:
         sys.exit(EXIT_FAILED)
 

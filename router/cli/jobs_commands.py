@@ -81,7 +81,7 @@ def deploy(
     now = options.now()
     report = plan_job(job, project=project, now=now, require_fresh=require_fresh)
     candidates = proposals.candidates_within(
-        report.job, report.result.placements, _target(to), job
+        report.job, report.result.placements, _target(to), job, report.result
     )
     report, candidates, refreshed, allowed_stale = proposals.fresh_candidates(
         report,

@@ -188,6 +188,7 @@ def import_json(result: ImportResult) -> dict[str, Any]:
         "rows_read": result.rows_read,
         "rows_skipped": result.rows_skipped,
         "skipped_reasons": dict(result.skipped_reasons),
+        "notes": list(result.notes),
     }
 
 
@@ -197,7 +198,10 @@ def import_summary(result: ImportResult) -> None:
         f"imported {len(result.quotes)} quotes ({result.cloud}) from {result.rows_read} rows, "
         f"skipped {result.rows_skipped}"
     )
-    _console().print(safe(line + (f": {reasons}" if reasons else ""), limit=TEXT_CHARS))
+    console = _console()
+    console.print(safe(line + (f": {reasons}" if reasons else ""), limit=TEXT_CHARS))
+    for note in result.notes:  # rows spotroute does not plan on, and why
+        console.print(f"  [yellow]flagged[/] {safe(note, limit=TEXT_CHARS)}")
 
 
 def quote_json(quote: Quote, now: datetime) -> dict[str, Any]:
@@ -305,6 +309,8 @@ def data_modes(p: Placement) -> str:
 
 
 def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> dict[str, Any]:
+    from router.core.plan_explain import by_filter, no_fit_reason
+
     placements = report.result.placements
     out: dict[str, Any] = {
         "job": report.job.name,
@@ -315,8 +321,11 @@ def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> d
             for rank, p in enumerate(placements[:top])
         ],
         "time_shift": report.time_shift.to_json() if report.time_shift else None,
+        "offer_sources": _sources_json(report),
+        "no_fit": None if placements else no_fit_reason(report.job, report.result.rejected),
     }
     if explain:
+        out["rejected_by_filter"] = by_filter(report.result.rejected)
         out["rejected"] = [
             {
                 "cloud": r.offer.cloud,
@@ -325,11 +334,42 @@ def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> d
                 "instance_type": r.offer.instance_type,
                 "market": r.offer.market,
                 "price_per_hour": r.offer.price_per_hour,
+                "source": r.offer.source,
+                "filter": r.filter,
                 "reason": r.reason,
             }
             for r in report.result.rejected
         ]
     return out
+
+
+def _sources_json(report: PlanReport) -> dict[str, Any]:
+    book = report.book
+    if book is None:
+        return {"chosen": [], "by_cloud": {}, "snapshot_mixed": {}}
+    return {
+        "chosen": list(book.kinds),
+        "by_cloud": book.by_cloud,
+        "snapshot_mixed": book.snapshot_mixed(),
+    }
+
+
+def sources_line(report: PlanReport) -> str | None:
+    """Where fresher sources price a cloud and the bundled snapshot fills the rest: how many."""
+    book = report.book
+    mixed = book.snapshot_mixed() if book is not None else {}
+    if not mixed or book is None:
+        return None
+    parts = []
+    for cloud, n in mixed.items():
+        counts = book.by_cloud[cloud]
+        fresh = ", ".join(f"{counts[k]} {k}" for k in ("import", "live") if counts.get(k))
+        parts.append(f"{cloud} {n} snapshot offers next to {fresh}")
+    return (
+        "offers from the bundled snapshot where fresher prices cover the cloud: "
+        + "; ".join(parts)
+        + " — `--sources import,live` plans on the fresher ones only"
+    )
 
 
 def _interval_json(report: PlanReport, rank: int) -> dict[str, Any] | None:
@@ -358,12 +398,17 @@ _QUOTA_SHOWN = {"ok": "ok", "unknown": "[yellow]unknown[/]", "not needed": "-", 
 def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> None:
     from rich.table import Table
 
+    from router.core.plan_explain import no_fit_reason
+
     console = _console()
     job, result = report.job, report.result
+    kinds = report.book.kinds if report.book is not None else ()
+    chosen = f", sources {','.join(kinds)}" if kinds and len(kinds) < 3 else ""
     if not result.placements:
+        why = safe(no_fit_reason(job, result.rejected), limit=TEXT_CHARS)
         console.print(
             f"[red]no placement fits job '{safe(job.name)}'[/] ({report.offers_considered} "
-            "offers considered) — rerun with --explain to see why each was rejected"
+            f"offers considered{chosen}): {why} — rerun with --explain to see every rejected offer"
         )
     else:
         shown = result.placements[:top]
@@ -374,7 +419,7 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
         )
         table = Table(
             title=f"{of}placements for '{job.name}', best first (USD, {job.duration_hours:g} h"
-            f" × {job.node_count} node{'s' if job.node_count > 1 else ''})"
+            f" × {job.node_count} node{'s' if job.node_count > 1 else ''}{chosen})"
         )
         with_data = bool(job.data)
         columns = [
@@ -447,11 +492,16 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
         if any(p.stale for p in result.placements):
             console.print(
                 "[yellow]some prices are stale[/]: run `route prices refresh`, or "
-                "`route plan --require-fresh` to refuse them"
+                "`route plan JOB_FILE --require-fresh` to refuse them"
             )
+    line = sources_line(report)
+    if line is not None:
+        console.print(f"[yellow]note[/]: {safe(line, limit=TEXT_CHARS)}")
     if explain and result.rejected:
         table = Table(title=f"{len(result.rejected)} rejected offers")
-        for name in ("cloud", "region", "zone", "instance type", "market", "$/h", "reason"):
+        for name in (
+            "cloud", "region", "zone", "instance type", "market", "$/h", "filter", "reason"
+        ):  # fmt: skip
             table.add_column(name)
         for r in result.rejected:
             o = r.offer
@@ -462,6 +512,8 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
                 safe(o.instance_type),
                 o.market,
                 f"{o.price_per_hour:,.2f}",
+                r.filter,
                 safe(r.reason, limit=TEXT_CHARS),
             )
         console.print(table)
+

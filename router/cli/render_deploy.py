@@ -1,13 +1,18 @@
 """How changing a stack looks: live engine progress (with its notices), the deploy proposal, the
-preview summary, failover tries and outcomes, and the migrate / watch lines (`route deploy`,
-`preview`, `destroy`, `bootstrap`, `migrate`, `watch`).
+preview summary, failover tries and outcomes, the migrate / watch lines (`route deploy`,
+`preview`, `destroy`, `bootstrap`, `migrate`, `watch`), and the stack file `route plan --write`
+wrote.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from router.cli.render import TEXT_CHARS, _console, age, money, safe
+
+if TYPE_CHECKING:
+    from router.config.project import Project
+    from router.flows.proposals import ReviewedStack
 
 
 class EngineProgress:
@@ -139,7 +144,10 @@ def launch_try(t: Any) -> None:
 def deploy_outcome(o: Any) -> None:
     console = _console()
     if not o.applied:
-        console.print("nothing deployed (dry run or declined); stack config left as it was")
+        console.print(
+            "nothing deployed (dry run or declined); stack config left as it was — "
+            "`route plan JOB_FILE --write` writes it for review"
+        )
         return
     console.print(
         f"[green]deployed[/] {o.job}: "
@@ -191,4 +199,57 @@ def watch_report(report: Any) -> None:
     tail = f" [{report.outcome}]" if report.outcome else ""
     console.print(
         f"{report.job}: [{color}]{report.action}[/]{tail} — {report.reason}", highlight=False
+    )
+
+
+# --- plan --write -------------------------------------------------------------------------------
+
+
+def _shown_path(path: Any, project: Project) -> str:
+    try:
+        return str(path.relative_to(project.root))
+    except ValueError:
+        return str(path)
+
+
+def stack_file_json(reviewed: ReviewedStack | None, project: Project | None) -> dict[str, Any]:
+    """`stack_file` of `route plan --write --json`; `path` null when nothing fits."""
+    if reviewed is None or project is None:
+        return {"path": None, "written": False, "config_diff": [], "secrets_left_to_deploy": []}
+    w = reviewed.write
+    return {
+        "path": _shown_path(w.path, project),
+        "written": w.written,
+        "config_diff": list(w.config_diff),
+        "secrets_left_to_deploy": list(reviewed.proposal.job.run.secrets) if w.secrets_left else [],
+    }
+
+
+def stack_file_lines(reviewed: ReviewedStack, project: Project) -> None:
+    """What `route plan --write` wrote, and the next step of the review loop."""
+    console = _console()
+    w, p = reviewed.write, reviewed.proposal.chosen
+    where = safe(f"{p.cloud} {p.zone or p.region} {p.instance_type} {p.market}")
+    shown = safe(_shown_path(w.path, project))
+    if not w.written:
+        console.print(f"{shown} already holds this placement's config ({where}): unchanged")
+    else:
+        console.print(f"[green]wrote[/] {shown} for review ({where}, {money(p.price_per_hour)}/h)")
+        for line in w.config_diff:
+            console.print(f"  {safe(line, limit=TEXT_CHARS)}")
+    if w.secrets_left:
+        names = ", ".join(reviewed.proposal.job.run.secrets)
+        console.print(
+            f"  secrets not written: {safe(names)} — `route deploy` encrypts them into the file "
+            "(only the engine can)"
+        )
+    if p.stale:
+        console.print(
+            "  [yellow]priced on a stale quote[/]: `route deploy` refreshes prices first and may "
+            "choose another placement; `route prices refresh`, then write again to review that"
+        )
+    job = safe(reviewed.proposal.stack_name)
+    console.print(
+        f"next: commit {shown}, then `route review {job} --against main` (exit 3 when it widens "
+        "a grant); deploy after the merge"
     )

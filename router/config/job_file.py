@@ -12,6 +12,7 @@ from typing import Any
 from router.config.datafiles import load_catalog, load_gpus
 from router.config.safe_yaml import YamlProblem, parse_yaml
 from router.config.skypilot import SkyPilotProblem, explain_lines, is_skypilot_task, translate
+from router.core.catalog import refused_types
 from router.core.errors import BadInput
 from router.core.job.model import Job
 from router.core.job.problems import check_data, one_line
@@ -54,20 +55,41 @@ def _check_file(path: str | Path) -> tuple[Job | None, list[str]]:
 
 
 def explain_job_file(path: str | Path) -> list[str]:
-    """How a SkyPilot task file maps onto a job, one line per field (empty for a job file)."""
+    """`route validate --explain`: how a SkyPilot task maps onto a job, one line per field, then
+    the instance types of the job's GPUs that no offer is made for because the cloud's machine
+    image cannot drive them (router/data/images.csv), each with why."""
     try:
         data = _read_yaml(Path(path), str(path))
     except _FileProblem:
         return []  # validate reports it
-    if not is_skypilot_task(data):
+    lines: list[str] = []
+    if is_skypilot_task(data):
+        assert isinstance(data, Mapping)
+        try:
+            translation = translate(data, default_name=Path(path).stem, catalog=load_catalog())
+        except SkyPilotProblem:
+            return []  # validate reports it
+        lines = list(explain_lines(translation))
+    job, _problems = _check_file(path)
+    return lines + (image_lines(job, path) if job is not None else [])
+
+
+def image_lines(job: Job, path: str | Path) -> list[str]:
+    """The job's GPU types no offer is made for (the cloud's image cannot drive them), with why."""
+    catalog = load_catalog()
+    clouds = [c for c in job.resources.clouds if c != "local"]
+    refused = [
+        why
+        for a in job.resources.accelerators
+        for _it, why in refused_types(catalog, a.gpu, a.count, clouds)
+    ]
+    if not refused:
         return []
-    assert isinstance(data, Mapping)
-    try:
-        return list(
-            explain_lines(translate(data, default_name=Path(path).stem, catalog=load_catalog()))
-        )
-    except SkyPilotProblem:
-        return []  # validate reports it
+    return [
+        "Instance types with the job's GPUs that get no offer (the cloud's machine image cannot "
+        f"drive them; `route plan {path} --explain` lists their offers):",
+        *(f"  {why}" for why in dict.fromkeys(refused)),
+    ]
 
 
 def _skypilot_as_job(data: object, path: Path) -> object:

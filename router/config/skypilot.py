@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from router.config.datafiles import load_gpus
+from router.config.skypilot_storage import SkyPilotProblem, bucket_mounts, data_line, map_mounts
 from router.contract.stack_config import JOB_NAME_PATTERN
 from router.core.gpus import UnknownGpu
 from router.core.job.model import suggested_name
@@ -36,17 +37,7 @@ SKYPILOT_RESOURCE_KEYS = frozenset(
      "network_tier", "image_id", "ports", "labels", "autostop", "any_of", "ordered",
      "max_hourly_cost", "_docker_login_config", "priority"}
 )
-_BUCKET_STORES = {"s3": "s3://", "gcs": "gs://", "azure": "az://"}
-_BUCKET_URL = re.compile(r"^(s3|gs|gcs|az|abfs|abfss|r2|cos|oci)://", re.IGNORECASE)
-
-
-class SkyPilotProblem(ValueError):
-    """A SkyPilot task spotroute cannot place; `where` is the field path."""
-
-    def __init__(self, where: str, text: str) -> None:
-        super().__init__(text)
-        self.where = where
-        self.text = text
+__all__ = ["SkyPilotProblem", "Translation", "explain_lines", "is_skypilot_task", "translate"]
 
 
 class CatalogLookup(Protocol):
@@ -146,10 +137,9 @@ def translate(
     if "num_nodes" in data:
         notes.map("num_nodes", "node_count", num_nodes)
 
-    buckets = _file_mounts(data, notes)
-    checkpoint_url = next((url for path, url in buckets if "checkpoint" in path.lower()), None)
-    data_mounts = [(path, url) for path, url in buckets if url != checkpoint_url]
-    data_urls = [url for _path, url in data_mounts]
+    mounts = bucket_mounts(data, _envs(data), tuple(job["resources"]["clouds"]), notes)
+    storage = map_mounts(mounts, notes)
+    checkpoint_url = storage.checkpoint_url if storage.checkpoint_url != "auto" else None
     if market != "on-demand":
         job["checkpoint"] = {
             "interval": ASSUMED_CHECKPOINT_INTERVAL,
@@ -160,19 +150,22 @@ def translate(
             f"assumed it saves every {ASSUMED_CHECKPOINT_INTERVAL} (restore 10m) to "
             f"{checkpoint_url or 'a bucket the stack creates'}, for the interruption cost"
         )
-    elif checkpoint_url:
-        job["checkpoint"] = {"interval": ASSUMED_CHECKPOINT_INTERVAL, "url": checkpoint_url}
-    if data_urls:
+    elif storage.checkpoint_url:
+        job["checkpoint"] = {
+            "interval": ASSUMED_CHECKPOINT_INTERVAL, "url": storage.checkpoint_url
+        }  # fmt: skip
+    if storage.data:
+        first = storage.data[0]
         regions = {c.region for c in candidates}
         region = regions.pop() if len(regions) == 1 and None not in regions else "unknown"
-        job["data"] = {"url": data_urls[0], "region": region, "size_gb": 0}
-        notes.map(f"file_mounts.{data_mounts[0][0]}", "data.url", data_urls[0])
+        job["data"] = {"url": first.url, "region": region, "size_gb": 0}
+        data_line(first, notes)
         notes.ignored.append(
             "(data size): SkyPilot does not say how large the mounted data is — egress is priced "
             "at 0 GB; add the size to a spotroute job file to price moving it"
         )
-        for path, extra in data_mounts[1:]:
-            notes.ignore(f"file_mounts.{path} ({extra})", "spotroute prices one data location")
+        for extra in storage.data[1:]:
+            notes.ignore(f"{extra.where} ({extra.url})", "spotroute prices one data location")
 
     job["run"] = _run(data, resources, notes)
     job["labels"] = _labels(resources, notes)
@@ -409,43 +402,15 @@ def _at_least(value: Any, key: str) -> tuple[float, bool]:
     return amount, not match.group(2)
 
 
-def _file_mounts(data: Mapping[str, Any], notes: _Notes) -> list[tuple[str, str]]:
-    """(mount path, bucket URL) for every bucket mount; local paths are said and skipped."""
-    out = []
-    for section in ("file_mounts", "storage_mounts"):
-        mounts = data.get(section) or {}
-        if not isinstance(mounts, Mapping):
-            raise SkyPilotProblem(section, "expected a mapping of remote path → source")
-        for path, spec in mounts.items():
-            where = f"{section}.{path}"
-            url = None
-            if isinstance(spec, str):
-                url = spec if _BUCKET_URL.match(spec) else None
-            elif isinstance(spec, Mapping):
-                source = spec.get("source")
-                store = str(spec.get("store") or "").lower()
-                if store == "volume":
-                    notes.ignore(where, "spotroute does not create or attach volumes")
-                    continue
-                if isinstance(source, str) and _BUCKET_URL.match(source):
-                    url = source
-                elif spec.get("name") and store in _BUCKET_STORES:
-                    url = f"{_BUCKET_STORES[store]}{spec['name']}"
-            if url is None:
-                notes.ignore(
-                    where,
-                    "a path on this machine — spotroute does not copy local files; put them in "
-                    "the image or a bucket",
-                )
-                continue
-            url = re.sub(r"^gcs://", "gs://", url, flags=re.IGNORECASE)
-            if not re.match(r"^(s3|gs|az|abfs|abfss)://", url, re.IGNORECASE):
-                notes.ignore(where, f"{url}: not a bucket of aws, gcp or azure")
-                continue
-            out.append((str(path), url))
-            if "checkpoint" in str(path).lower():
-                notes.map(where, "checkpoint.url", url)
-    return out
+def _envs(data: Mapping[str, Any]) -> dict[str, str | None]:
+    """The task's envs as SkyPilot reads them (values as text; None = given at launch)."""
+    envs = data.get("envs") or {}
+    if not isinstance(envs, Mapping):
+        raise SkyPilotProblem("envs", "expected a mapping of NAME: value")
+    return {
+        str(k): None if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+        for k, v in envs.items()
+    }
 
 
 def _run(data: Mapping[str, Any], resources: Mapping[str, Any], notes: _Notes) -> dict[str, Any]:

@@ -1,27 +1,33 @@
-"""Reading the reviewed stack files (`stacks/Pulumi.<job>.yaml`)."""
+"""Reading and writing the reviewed stack files (`stacks/Pulumi.<job>.yaml`).
+
+`route deploy` writes a stack file through the Pulumi CLI (`pulumi config set-all`, which
+encrypts the secret keys); `route plan --write` writes the same plain keys without the engine, so
+a job author can commit the file for review before anything is applied. The layout follows what
+the CLI writes (keys sorted, sequences indented under their key, double-quoted strings where
+YAML needs quotes, multi-line strings as literal blocks), so a deploy of an unchanged proposal
+leaves the committed file as it was, apart from the secrets' ciphertext and the encryption
+salt only the engine can add.
+"""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from router.contract.stack_config import NAMESPACE
-from router.core.errors import BadInput
-from router.core.stackconfig import StackConfig
+from router.contract.stack_config import NAMESPACE, SECRET_KEYS
+from router.core.errors import BadInput, OperationFailed
+from router.core.stackconfig import StackConfig, config_diff
 
 
 def read_stack_file(path: Path, namespace: str = NAMESPACE) -> StackConfig:
     """The `spotroute:*` config in a stack file (namespace stripped); {} when the file is absent."""
-    if not path.exists():
-        return {}
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise BadInput(
-            f"{path}: not a readable stack file ({type(exc).__name__}) — fix or remove it"
-        ) from None
-    config = doc.get("config") if isinstance(doc, dict) else None
+    config = _document(path).get("config")
     if not isinstance(config, dict):
         return {}
     prefix = f"{namespace}:"
@@ -30,3 +36,128 @@ def read_stack_file(path: Path, namespace: str = NAMESPACE) -> StackConfig:
         for k, v in config.items()
         if isinstance(k, str) and k.startswith(prefix)
     }
+
+
+def _document(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise BadInput(
+            f"{path}: not a readable stack file ({type(exc).__name__}) — fix or remove it"
+        ) from None
+    return doc if isinstance(doc, dict) else {}
+
+
+@dataclass(frozen=True)
+class StackFileWrite:
+    """What `write_stack_file` did: the file, whether it changed, the config diff lines (secret
+    values never shown) and the secret keys left for `route deploy` to encrypt."""
+
+    path: Path
+    written: bool
+    config_diff: tuple[str, ...]
+    secrets_left: tuple[str, ...]
+
+
+def write_stack_file(
+    path: Path, config: Mapping[str, Any], namespace: str = NAMESPACE
+) -> StackFileWrite:
+    """Set every plain `spotroute:*` key of `config` in the stack file, as deploy would.
+
+    Keys of other namespaces, the encryption salt and the secret keys' ciphertext already in the
+    file are kept; a secret key with a value (`spotroute:secretEnv`) is not written — only the
+    engine can encrypt it — and is named in `secrets_left`. Written atomically.
+    """
+    doc = _document(path)
+    before = read_stack_file(path, namespace)
+    secret = set(SECRET_KEYS) if namespace == NAMESPACE else set()
+    left = tuple(sorted(k for k in config if k in secret and config[k]))
+    old_config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    merged = dict(old_config or {})
+    for key, value in config.items():
+        if key in left:
+            continue
+        # What the CLI stores: strings as they are, everything else as a YAML value.
+        merged[f"{namespace}:{key}"] = _as_cli_stores(value)
+    planned = {k: v for k, v in config.items() if k not in left}
+    diff = tuple(config_diff(before, {**before, **planned}))
+    after = {k: v for k, v in doc.items() if k != "config"}
+    after["config"] = dict(sorted(merged.items()))
+    text = _dump(after)
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return StackFileWrite(path, False, diff, left)
+    _atomic_write(path, text)
+    return StackFileWrite(path, True, diff, left)
+
+
+def restore_reviewed(path: Path, reviewed: str) -> None:
+    """Put the reviewed stack file text back at `path` after `pulumi stack init`, adding the
+    top-level keys the engine just wrote there (the encryption salt or key); its `config` wins."""
+    fresh = _document(path)
+    try:
+        doc = yaml.safe_load(reviewed) or {}
+    except yaml.YAMLError:
+        doc = None
+    if not isinstance(doc, dict) or not fresh:
+        _atomic_write(path, reviewed)  # nothing to add, or not ours to re-lay out
+        return
+    after = {k: v for k, v in fresh.items() if k != "config"}
+    after.update({k: v for k, v in doc.items() if k not in after})
+    _atomic_write(path, _dump(after))
+
+
+def _dump(doc: Mapping[str, Any]) -> str:
+    return yaml.dump(dict(doc), Dumper=_PulumiStyle, sort_keys=False, allow_unicode=True,
+                     width=10**9)  # fmt: skip
+
+
+def _as_cli_stores(value: Any) -> Any:
+    """A value as the CLI writes it back from JSON: mappings sorted by key, whole floats as
+    integers (JSON does not tell 60.0 from 60)."""
+    if isinstance(value, Mapping):
+        return {str(k): _as_cli_stores(v) for k, v in sorted(value.items())}
+    if isinstance(value, list | tuple):
+        return [_as_cli_stores(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise OperationFailed(
+            f"{path}: cannot write the stack file ({exc.strerror or exc}) — check the directory "
+            "and its permissions"
+        ) from None
+
+
+class _PulumiStyle(yaml.SafeDumper):
+    """YAML laid out as the Pulumi CLI writes stack files."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)  # sequences indented under their key
+
+    def choose_scalar_style(self) -> str:
+        style: str = super().choose_scalar_style()
+        return '"' if style == "'" else style  # the CLI quotes with double quotes
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value and not any(line != line.rstrip() for line in value.split("\n")):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_PulumiStyle.add_representer(str, _represent_str)

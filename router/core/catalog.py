@@ -141,6 +141,8 @@ class OffersResult:
     unknown_types: tuple[tuple[str, str], ...]
     # (cloud, instance_type, reason) of quotes dropped because the cloud's image cannot run them.
     refused: tuple[tuple[str, str, str], ...] = field(default=())
+    # The offers those quotes would have made, with the reason: `route plan --explain` lists them.
+    refused_offers: tuple[tuple[Offer, str], ...] = field(default=())
 
 
 def offers_from_quotes(quotes: Iterable[Quote], catalog: Catalog) -> OffersResult:
@@ -148,42 +150,59 @@ def offers_from_quotes(quotes: Iterable[Quote], catalog: Catalog) -> OffersResul
     offers: list[Offer] = []
     unknown: set[tuple[str, str]] = set()
     refused: set[tuple[str, str, str]] = set()
+    refused_offers: list[tuple[Offer, str]] = []
     dropped = 0
     for quote in quotes:
         it = catalog.get(quote.cloud, quote.instance_type)
-        reason = catalog.refused.get((quote.cloud, quote.instance_type))
-        if reason is not None:  # catalogued, but the cloud's image cannot run it
-            refused.add((quote.cloud, quote.instance_type, reason))
-            continue
         if it is None:
             dropped += 1
             unknown.add((quote.cloud, quote.instance_type))
             continue
-        offers.append(
-            Offer(
-                cloud=quote.cloud,
-                region=quote.region,
-                zone=quote.zone,
-                instance_type=quote.instance_type,
-                gpu=it.gpu,
-                gpu_count=it.gpu_count,
-                gpu_memory_gb=it.gpu_memory_gb,
-                vcpus=it.vcpus,
-                memory_gb=it.memory_gb,
-                market=quote.market,
-                price_per_hour=quote.price_per_hour,
-                source=quote.source,
-                observed_at=quote.observed_at,
-                interruption_bucket=quote.interruption_bucket,
-                interconnect=it.interconnect,
-                clock_skewed=quote.clock_skewed,
-            )
-        )
+        reason = catalog.refused.get(it.key)
+        if reason is not None:  # catalogued, but the cloud's image cannot run it
+            refused.add((quote.cloud, quote.instance_type, reason))
+            refused_offers.append((_offer(quote, it), reason))
+            continue
+        offers.append(_offer(quote, it))
     return OffersResult(
         offers=offers,
         dropped=dropped,
         unknown_types=tuple(sorted(unknown)),
         refused=tuple(sorted(refused)),
+        refused_offers=tuple(refused_offers),
+    )
+
+
+def _offer(quote: Quote, it: InstanceType) -> Offer:
+    return Offer(
+        cloud=quote.cloud,
+        region=quote.region,
+        zone=quote.zone,
+        instance_type=quote.instance_type,
+        gpu=it.gpu,
+        gpu_count=it.gpu_count,
+        gpu_memory_gb=it.gpu_memory_gb,
+        vcpus=it.vcpus,
+        memory_gb=it.memory_gb,
+        market=quote.market,
+        price_per_hour=quote.price_per_hour,
+        source=quote.source,
+        observed_at=quote.observed_at,
+        interruption_bucket=quote.interruption_bucket,
+        interconnect=it.interconnect,
+        clock_skewed=quote.clock_skewed,
+    )
+
+
+def refused_types(
+    catalog: Catalog, gpu: str, gpu_count: int, clouds: Iterable[str] | None = None
+) -> tuple[tuple[InstanceType, str], ...]:
+    """The catalog's types carrying `gpu_count` × `gpu` that a cloud's image cannot drive, with
+    why (for `route validate --explain`)."""
+    return tuple(
+        (it, catalog.refused[it.key])
+        for it in catalog.matching(gpu, gpu_count, clouds)
+        if it.key in catalog.refused
     )
 
 

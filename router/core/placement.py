@@ -54,12 +54,22 @@ def placement_site(p: Placement) -> dict[str, Any]:
     return {name: getattr(p, name) for name in SITE_FIELDS}
 
 
+# The planner's filters in the order an offer meets them (router/core/planner.py): the name of
+# the first one it fails is `Rejection.filter`, shown by `route plan --explain` and `--json`.
+FILTERS: tuple[str, ...] = (
+    "reservation", "accelerator", "image", "market", "size", "cloud", "region", "duplicate",
+    "freshness", "quota", "price cap", "job budget",
+)  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """An offer the job cannot use, with the first filter it failed in words."""
+    """An offer the job cannot use, with the first filter it failed (`filter`, one of FILTERS)
+    and why in words."""
 
     offer: Offer
     reason: str
+    filter: str = ""
 
 
 class PlanResult:
@@ -124,10 +134,15 @@ class PendingRejections:
         return self.build()
 
 
-def rejections_listed(offers: list[Offer], reason: Callable[[Offer], str]) -> PendingRejections:
-    return PendingRejections(len(offers), lambda: [Rejection(o, reason(o)) for o in offers])
+def rejections_listed(
+    offers: list[Offer], reason: Callable[[Offer], str], filter_name: str
+) -> PendingRejections:
+    return PendingRejections(
+        len(offers), lambda: [Rejection(o, reason(o), filter_name) for o in offers]
+    )
 
 
-def rejections_fixed(pairs: list[tuple[Offer, str]]) -> PendingRejections:
-    """Rejections already worded while planning (few: reservations and the late filters)."""
-    return PendingRejections(len(pairs), lambda: [Rejection(o, reason) for o, reason in pairs])
+def rejections_fixed(triples: list[tuple[Offer, str, str]]) -> PendingRejections:
+    """Rejections already worded while planning: (offer, reason, filter) — few: reservations,
+    image refusals and the late filters."""
+    return PendingRejections(len(triples), lambda: [Rejection(*t) for t in triples])

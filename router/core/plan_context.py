@@ -144,6 +144,11 @@ class JobContext:
     def place_reason_of(self, o: Offer) -> str:
         return self.place_reason(o.cloud, o.region)
 
+    def place_filter_of(self, o: Offer) -> str:
+        """The filter that excludes a misplaced offer: "cloud" or "region"."""
+        misplaced_cloud = o.cloud not in self.job_clouds or o.cloud not in self.org_clouds
+        return "cloud" if misplaced_cloud else "region"
+
     def place_reason(self, cloud: str, region: str) -> str:
         """Why (cloud, region) is excluded, or '' when it is allowed."""
         if cloud not in self.job_clouds:

@@ -59,10 +59,11 @@ def rank_key(row: CostRow) -> tuple[Any, ...]:
 
 def cost_rows(
     survivors: Iterable[Offer], ctx: JobContext
-) -> tuple[list[CostRow], list[tuple[Offer, str]]]:
-    """Filters 7-10 and the cost of each survivor: costed rows, and (offer, reason) rejections."""
+) -> tuple[list[CostRow], list[tuple[Offer, str, str]]]:
+    """Filters 7-10 and the cost of each survivor: costed rows, and (offer, reason, filter)
+    rejections."""
     rows: list[CostRow] = []
-    rejects: list[tuple[Offer, str]] = []
+    rejects: list[tuple[Offer, str, str]] = []
     now, max_age_s, require_fresh = ctx.now, ctx.max_quote_age_s, ctx.require_fresh
     node_hours = ctx.node_count * ctx.hours
     lost_h = ctx.lost_hours_per_interruption
@@ -71,11 +72,11 @@ def cost_rows(
         # A quote that claimed to come from the future has no trustworthy age.
         stale = age_s > max_age_s or o.clock_skewed
         if stale and require_fresh:
-            rejects.append((o, ctx.stale_reason(age_s)))
+            rejects.append((o, ctx.stale_reason(age_s), "freshness"))
             continue
         verdict = ctx.quota(o)
         if verdict is not None and verdict.status == SHORT:
-            rejects.append((o, verdict.note))
+            rejects.append((o, verdict.note, "quota"))
             continue
         list_price = ctx.list_price(o)
         discount = ctx.discount(o)
@@ -86,7 +87,7 @@ def cost_rows(
         )
         why = ctx.price_cap_reason(price, discount)
         if why:
-            rejects.append((o, why))
+            rejects.append((o, why, "price cap"))
             continue
         data = ctx.data_access(o.cloud, o.region, price) if ctx.has_data else ()
         egress_usd = storage_usd = staging_usd = 0.0
@@ -99,7 +100,9 @@ def cost_rows(
         interrupted = rate * node_hours * lost_h * price
         total = compute + egress_usd + storage_usd + staging_usd + interrupted
         if not math.isfinite(total):  # NaN > budget is False: never let one through
-            rejects.append((o, "expected cost is not a finite number — check duration_hours"))
+            rejects.append(
+                (o, "expected cost is not a finite number — check duration_hours", "job budget")
+            )
             continue
         if ctx.max_job_cost is not None and total > ctx.max_job_cost:
             rejects.append(
@@ -107,6 +110,7 @@ def cost_rows(
                     o,
                     f"expected total ${total:,.2f} exceeds budgets.max_job_cost "
                     f"${ctx.max_job_cost:,.2f} (spotroute.yaml)",
+                    "job budget",
                 )
             )
             continue

@@ -10,6 +10,8 @@ the FIRST filter it fails, in this order:
 
   0. reservation   (org-config reservations only) hardware known, enough instances
   1. accelerator   GPU model is one of the job's alternatives, same count, enough GPU memory
+  1b. image        the cloud's machine image can drive the GPU (router/data/images.csv: the
+                   catalog marks such types refused; their offers come in as `refused`)
   2. market        matches job.market; spot only for jobs that checkpoint
   3. size          vCPUs ≥ resources.min_vcpus, memory ≥ resources.min_memory_gb
   4. cloud         in the job's clouds and in spotroute.yaml clouds
@@ -81,10 +83,14 @@ def plan(
     catalog: HardwareLookup | None = None,
     quotas: QuotaBook | None = None,
     storage: StoragePrices | None = None,
+    refused: Sequence[tuple[Offer, str]] = (),
 ) -> PlanResult:
     """Rank the offers that fit the job by expected total USD; reject the rest with reasons.
 
     With `quotas`, offers needing more than the free quota of their region are rejected.
+    `refused` are (offer, why) of types the cloud's machine image cannot drive
+    (router.core.catalog.OffersResult.refused_offers): each is rejected, with the image reason
+    when it is hardware the job asked for.
     """
     if now.tzinfo is None:
         raise ValueError("plan(now=...) must be timezone-aware (UTC)")
@@ -99,7 +105,8 @@ def plan(
     reserved, reservation_rejects = _reservation_offers(job, org, given, now, catalog, ctx)
     pending: list[PendingRejections] = []
     if reservation_rejects:
-        pending.append(rejections_fixed(reservation_rejects))
+        tagged = [(o, why, "reservation") for o, why in reservation_rejects]
+        pending.append(rejections_fixed(tagged))
     everything = given + tuple(reserved) if reserved else given
 
     # 1. GPU model: most offers fail here, so this pass does nothing else and their rejections
@@ -111,12 +118,15 @@ def plan(
             PendingRejections(
                 len(everything) - len(candidates),
                 lambda: [
-                    Rejection(o, ctx.wrong_model_reason(o))
+                    Rejection(o, ctx.wrong_model_reason(o), "accelerator")
                     for o in everything
                     if o.gpu not in wanted
                 ],
             )
         )
+    # 1b. Offers the cloud's image cannot drive, each with the first filter it fails.
+    if refused:
+        pending.append(rejections_fixed([_image_rejection(o, why, ctx) for o, why in refused]))
 
     # 1-5 on the offers with a wanted GPU model, then 6: keep the freshest quote per capacity.
     wrong_count: list[Offer] = []
@@ -158,15 +168,24 @@ def plan(
             lose(held)
         else:
             lose(o)  # also the same object listed twice: placed once, rejected once
-    for rejected, reason in (
-        (wrong_count, ctx.accelerator_reason),
-        (wrong_market, ctx.market_reason_of),
-        (too_small, ctx.size_reason),
-        (wrong_place, ctx.place_reason_of),
-        (losers, lambda o: ctx.duplicate_reason(best[_capacity(o)])),
+    for rejected, reason, filter_name in (
+        (wrong_count, ctx.accelerator_reason, "accelerator"),
+        (wrong_market, ctx.market_reason_of, "market"),
+        (too_small, ctx.size_reason, "size"),
+        (losers, lambda o: ctx.duplicate_reason(best[_capacity(o)]), "duplicate"),
     ):
         if rejected:
-            pending.append(rejections_listed(rejected, reason))
+            pending.append(rejections_listed(rejected, reason, filter_name))
+    if wrong_place:
+        pending.append(
+            PendingRejections(
+                len(wrong_place),
+                lambda: [
+                    Rejection(o, ctx.place_reason_of(o), ctx.place_filter_of(o))
+                    for o in wrong_place
+                ],
+            )
+        )
 
     # 7-9 and costs, on one offer per capacity key.
     rows, late_rejects = cost_rows(best.values(), ctx)
@@ -176,6 +195,16 @@ def plan(
     chosen = rows if top is None else rows[:top]
     placements = [placement_of(row, ctx) for row in chosen]
     return PlanResult.deferred(placements, pending)
+
+
+def _image_rejection(o: Offer, why: str, ctx: JobContext) -> tuple[Offer, str, str]:
+    """A refused offer's rejection: the wrong-hardware reason first, else the image's."""
+    if o.gpu not in ctx.gpu_req:
+        return o, ctx.wrong_model_reason(o), "accelerator"
+    need_memory = ctx.gpu_req[o.gpu].get(o.gpu_count)
+    if need_memory is None or o.gpu_memory_gb < need_memory:
+        return o, ctx.accelerator_reason(o), "accelerator"
+    return o, f"the cloud's machine image cannot drive it — {why}", "image"
 
 
 def _fresher(a: Offer, b: Offer) -> bool:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from router.config.project import Project
+from router.config.stack_files import restore_reviewed
 from router.core.errors import BadInput, OperationFailed, RouteError
 from router.core.strict_json import dumps
 from router.engine.locks import (
@@ -256,6 +257,14 @@ class Engine:
                 pass
             except auto.CommandError as exc:
                 raise engine_error(job, exc, self) from None
+            # A reviewed stack file (`route plan --write`) may be there before the stack: `stack
+            # init` would rewrite it with every scalar quoted, so it is set aside meanwhile and
+            # put back with the engine's encryption salt. Killed in between, the file is gone
+            # from the working tree only (git has it), and the next deploy writes every key again.
+            path = self.project.stack_config_path(job)
+            reviewed = path.read_text(encoding="utf-8") if path.is_file() else None
+            if reviewed is not None:
+                path.unlink()
             try:
                 return auto.Stack.create(job, ws), True
             except auto.StackAlreadyExistsError:
@@ -264,6 +273,9 @@ class Engine:
                 if "already exists" in str(exc):
                     continue
                 raise engine_error(job, exc, self) from None
+            finally:
+                if reviewed is not None:
+                    restore_reviewed(path, reviewed)
         raise OperationFailed(f"job {job}: the stack keeps appearing and vanishing — try again")
 
     def stack(self, job: str, *, create: bool = True) -> auto.Stack:

@@ -146,7 +146,7 @@ def deploy(
                     raise (
                         _interrupted(job)
                         if interrupted()
-                        else _preview_error(job, exc, preview, engine)
+                        else _preview_error(job, exc, preview, engine, proposal.job_file)
                     ) from None
                 summary = review(
                     job,
@@ -274,14 +274,19 @@ def _remove_if_empty(engine: Engine, job: str) -> None:
 
 
 def _preview_error(
-    job: str, exc: Exception, preview: PreviewResult, engine: Engine
+    job: str,
+    exc: Exception,
+    preview: PreviewResult,
+    engine: Engine,
+    job_file: Path | None = None,
 ) -> OperationFailed:
     mandatory = [v for v in preview.policy_violations if v.startswith("[mandatory]")]
     if mandatory:
+        preview_command = f"route preview {job_file or 'JOB_FILE'} --review markdown"
         return OperationFailed(
             f"job {job}: refused by policy — {mandatory[0]}"
             + (
-                f" (+{len(mandatory) - 1} more; see `route preview --review markdown`)"
+                f" (+{len(mandatory) - 1} more; see `{preview_command}`)"
                 if len(mandatory) > 1
                 else ""
             )

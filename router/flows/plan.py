@@ -18,7 +18,7 @@ from router.core.offers import Offer
 from router.core.org import OrgConfig
 from router.core.placement import Placement, PlanResult
 from router.core.planner import plan
-from router.prices.book import offers_now
+from router.prices.book import SOURCE_KINDS, OfferBook, book_now
 from router.prices.local import local_offers
 from router.prices.quotas.book import open_book_if_cached
 from router.prices.quotas.cache import default_path as quota_cache_path
@@ -103,20 +103,36 @@ class PlanReport:
     time_shift: ShiftSuggestion | None = None
     # Per placement, in rank order: the suggested checkpoint interval (None: no checkpoint).
     intervals: tuple[IntervalAdvice | None, ...] = ()
+    # Where the offers came from: the source kinds chosen, counts per cloud and kind.
+    book: OfferBook | None = None
 
 
 def current_offers(
     job: Job, now: datetime, org: OrgConfig | None = None, project: Project | None = None
 ) -> list[Offer]:
     """Offers the job could use: cached live/imported quotes over the snapshot, plus local."""
+    return current_book(job, now, org, project).offers
+
+
+def current_book(
+    job: Job,
+    now: datetime,
+    org: OrgConfig | None = None,
+    project: Project | None = None,
+    kinds: tuple[str, ...] = SOURCE_KINDS,
+) -> OfferBook:
+    """The job's clouds' offers of the chosen source kinds, plus the local target's (always)."""
+    from dataclasses import replace
+
     from router.config.local_market import load_local_market
 
     clouds = [c for c in job.resources.clouds if c != "local"]
-    offers = offers_now(clouds) if clouds else []
+    book = book_now(clouds, kinds) if clouds else OfferBook([], kinds=kinds)
     market = None
     if "local" in job.resources.clouds and org is not None:
         market = load_local_market(org, project.root if project else None)
-    return offers + local_offers(job, now, market)
+    local = local_offers(job, now, market)
+    return replace(book, offers=book.offers + local) if local else book
 
 
 def plan_job(
@@ -126,13 +142,18 @@ def plan_job(
     now: datetime,
     require_fresh: bool = False,
     top: int | None = None,
+    sources: tuple[str, ...] = SOURCE_KINDS,
 ) -> PlanReport:
-    """Load the job and rank every offer that fits it (USD totals over the expected hours)."""
+    """Load the job and rank every offer that fits it (USD totals over the expected hours).
+
+    `sources` are the price source kinds to plan on (router.prices.book.SOURCE_KINDS).
+    """
     if top is not None and top < 1:
         raise BadInput(f"--top must be at least 1, got {top}")
     job = load_job(job_path)
     org = org_config_for(project)
-    offers = current_offers(job, now, org, project)
+    book = current_book(job, now, org, project, sources)
+    offers = book.offers
     # Cached readings only: no cloud SDK on the plan path (`route quotas refresh` reads them).
     quotas = open_book_if_cached(
         quota_cache_path(spotroute_home()), now=now, clouds=job.resources.clouds
@@ -148,6 +169,7 @@ def plan_job(
         require_fresh=require_fresh or org.require_fresh,
         top=top,
         quotas=quotas,
+        refused=book.refused,
     )
     shift = None
     if result.placements and job.deadline is not None:  # only a deadline leaves room to wait
@@ -158,7 +180,8 @@ def plan_job(
         job=job,
         org=org,
         result=result,
-        offers_considered=len(offers),
+        offers_considered=len(offers) + len(book.refused),
         time_shift=shift,
         intervals=tuple(interval_advice(job, p) for p in result.placements),
+        book=book,
     )

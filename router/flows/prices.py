@@ -203,7 +203,7 @@ def pull_spot_history(
     if not types:
         raise BadInput(
             f"--gpu {gpu} --count {count}: no {cloud} instance type in the catalog carries "
-            f"{count}× {' or '.join(sorted(gpus))} — see `route prices list --gpu {gpu}`"
+            f"{count}× {' or '.join(sorted(gpus))} — see `route prices --gpu {gpu}`"
         )
     chosen = regions or snapshot_regions(cloud)
     since = now - timedelta(days=days)

@@ -18,14 +18,16 @@ from typing import Any
 from router.config.datafiles import load_catalog
 from router.config.home import spotroute_home
 from router.config.project import Project
-from router.config.stack_files import read_stack_file
+from router.config.stack_files import StackFileWrite, read_stack_file, write_stack_file
+from router.contract.stack_config import MASKED
 from router.core.catalog import gcp_accelerator_type
 from router.core.errors import OperationFailed
 from router.core.job.model import Job
 from router.core.job.problems import secret_values
-from router.core.placement import Placement
+from router.core.placement import Placement, PlanResult
+from router.core.plan_explain import no_fit_reason
 from router.core.stackconfig import StackConfig, config_diff, stack_config
-from router.flows.plan import plan_job
+from router.flows.plan import PlanReport, plan_job
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,9 @@ def propose(
     """
 
     report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
-    candidates = candidates_within(report.job, report.result.placements, to, job_path)
+    candidates = candidates_within(
+        report.job, report.result.placements, to, job_path, report.result
+    )
     report, candidates, refreshed, allowed_stale = fresh_candidates(
         report,
         candidates,
@@ -133,7 +137,9 @@ def fresh_candidates(
         refreshed = tuple(refresh(clouds, candidates[0].gpu))
         if any(o.quotes_stored for o in refreshed):
             report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
-            candidates = candidates_within(report.job, report.result.placements, to, job_path)
+            candidates = candidates_within(
+                report.job, report.result.placements, to, job_path, report.result
+            )
     chosen = candidates[0]
     allowed_stale = False
     if _stale_cloud(chosen):
@@ -156,14 +162,25 @@ def fresh_candidates(
 
 
 def candidates_within(
-    job: Job, ranked: Sequence[Placement], to: str | None, job_path: Path | str
+    job: Job,
+    ranked: Sequence[Placement],
+    to: str | None,
+    job_path: Path | str,
+    planned: PlanResult | None = None,
 ) -> list[Placement]:
-    """The ranked placements inside `to` (CLOUD or CLOUD/REGION); OperationFailed if none."""
+    """The ranked placements inside `to` (CLOUD or CLOUD/REGION); OperationFailed if none,
+    saying (from `planned`'s rejections) which filter removed the cheapest offer when nothing
+    fits at all."""
     candidates = [p for p in ranked if to is None or _matches(p, to)]
     if not candidates:
         where = f" in {to}" if to else ""
+        why = ""
+        if planned is not None and not ranked:  # read only here: building the reasons costs
+            why = f": {no_fit_reason(job, planned.rejected)}"
+        # The advice first: a long reason is cut at the message limit, the advice never is.
         raise OperationFailed(
-            f"no placement{where} fits job '{job.name}' — see `route plan {job_path} --explain`"
+            f"no placement{where} fits job '{job.name}' (see `route plan {job_path} --explain`)"
+            + why
         )
     return candidates
 
@@ -177,14 +194,20 @@ def proposal_for(
     project: Project,
     stack: str = "",
     job_file: Path | None = None,
+    read_secrets: bool = True,
 ) -> Proposal:
     """The stack config of placing `job` at `chosen` (in `stack`, default the job's own).
 
     The job's secrets are read here, from run.env or this process's environment (BadInput, exit
     2, naming the variable when one has no value), and go only into the secret config key.
+    `read_secrets=False` (`route plan --write`, which never writes that key) reads none of them.
     """
     home = spotroute_home()
-    secrets = secret_values(job, os.environ, str(job_file) if job_file else f"job {job.name}")
+    secrets = (
+        secret_values(job, os.environ, str(job_file) if job_file else f"job {job.name}")
+        if read_secrets
+        else dict.fromkeys(job.run.secrets, MASKED)
+    )
     config = stack_config(
         job,
         chosen,
@@ -208,3 +231,29 @@ def proposal_for(
         stack,
         job_file.absolute() if job_file else None,
     )
+
+
+@dataclass(frozen=True)
+class ReviewedStack:
+    """`route plan --write`: the placement written and what the stack file write did."""
+
+    proposal: Proposal
+    write: StackFileWrite
+
+
+def write_for_review(report: PlanReport, *, project: Project, job_file: Path) -> ReviewedStack:
+    """Write the best placement's stack config into stacks/Pulumi.<job>.yaml for review — the
+    config `route deploy` would write (the same `proposal_for`), without engine, provider plugins
+    or credentials. Secret values are left out (only the engine encrypts them); deploy adds them.
+    """
+    if not report.result.placements:
+        raise OperationFailed(
+            f"no placement fits job '{report.job.name}': no stack file written — see "
+            f"`route plan {job_file} --explain`"
+        )
+    placements = report.result.placements
+    proposal = proposal_for(
+        report.job, report.org, placements[0], placements, project=project,
+        job_file=job_file, read_secrets=False,
+    )  # fmt: skip
+    return ReviewedStack(proposal, write_stack_file(proposal.stack_file, proposal.config))

@@ -65,7 +65,9 @@ def _config(text: str | None) -> dict[str, str]:
         if isinstance(value, dict) and set(value) == {"secure"}:
             out[str(key)] = json.dumps(MASKED)
     names = config.get(f"{NAMESPACE}:secretEnvNames")
-    if f"{NAMESPACE}:secretEnv" in out and isinstance(names, list):
+    # A file from `route plan --write` names the secrets but holds no ciphertext yet (deploy adds
+    # it): the placeholders stand in for the values either way.
+    if isinstance(names, list) and (names or f"{NAMESPACE}:secretEnv" in out):
         out[f"{NAMESPACE}:secretEnv"] = json.dumps({str(n): MASKED for n in names})
     return out
 
@@ -132,7 +134,7 @@ def review_stack(job: str, *, project: Project, against: str | None = "") -> Sta
     if not path.is_file():
         raise BadInput(
             f"JOB: no {path.relative_to(project.root)} — review reads the job's reviewed stack "
-            f"file; write it with `route deploy JOB_FILE --dry-run` first"
+            f"file; write it with `route plan JOB_FILE --write` (JOB_FILE: the job's .yaml)"
         )
     root = code_root(project)
     [now_answer] = render([_request(job, _config(path.read_text()))], root)

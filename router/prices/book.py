@@ -2,26 +2,29 @@
 
 Offers come from three places, freshest wins per (cloud, region, zone, instance type, market):
 live API quotes and imports kept in the SQLite cache, and the bundled snapshot (the embedded
-default that makes everything work with no credentials). Cloud SDKs are imported only by
-`refresh`, through the per-cloud modules.
+default that makes everything work with no credentials). `route plan --sources` chooses among
+them (SOURCE_KINDS). Cloud SDKs are imported only by `refresh`, through the per-cloud modules.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
 from router.config.datafiles import load_catalog
 from router.config.home import cache_path
 from router.core.catalog import Catalog, offers_from_quotes
-from router.core.errors import RouteError
+from router.core.errors import BadInput, RouteError
 from router.core.offers import Offer, Quote
 from router.prices.cache import QuoteCache
+from router.prices.imports import SOURCE as IMPORT_SOURCE
 from router.prices.request import PriceRequest
+from router.prices.snapshot import SOURCE as SNAPSHOT_SOURCE
 from router.prices.snapshot import load_snapshot
 from router.prices.sources import PriceSource, price_source
 
@@ -31,7 +34,39 @@ class QuoteStore(Protocol):
 
     def add(self, quotes: Iterable[Quote]) -> int: ...
 
-    def latest(self, *, clouds: Sequence[str] | None = None) -> list[Quote]: ...
+    def latest(
+        self, *, clouds: Sequence[str] | None = None, sources: Sequence[str] | None = None
+    ) -> list[Quote]: ...
+
+    def sources(self) -> Mapping[str, object]: ...
+
+
+# What `--sources` chooses among: quotes read from clouds' APIs (refresh, or pulled from the team's
+# backend), imported price files, the bundled snapshot.
+SOURCE_KINDS: tuple[str, ...] = ("import", "live", "snapshot")
+
+
+def source_kind(source: str) -> str:
+    """"snapshot", "import" (import:skypilot) or "live" (aws-api, gcp-api, azure-api)."""
+    if source == SNAPSHOT_SOURCE:
+        return "snapshot"
+    if source.startswith(IMPORT_SOURCE.partition(":")[0] + ":"):
+        return "import"
+    return "live"
+
+
+def parse_source_kinds(text: str | None) -> tuple[str, ...]:
+    """`--sources import,live` → ("import", "live"); None/"" = all; BadInput names the option."""
+    if not text:
+        return SOURCE_KINDS
+    kinds = tuple(dict.fromkeys(k.strip().lower() for k in text.split(",") if k.strip()))
+    unknown = [k for k in kinds if k not in SOURCE_KINDS]
+    if unknown or not kinds:
+        raise BadInput(
+            f"--sources: '{','.join(unknown) or text}' is not a price source — use a "
+            f"comma-separated list of {', '.join(SOURCE_KINDS)}"
+        )
+    return kinds
 
 
 def freshest(quotes: Iterable[Quote]) -> list[Quote]:
@@ -45,34 +80,90 @@ def freshest(quotes: Iterable[Quote]) -> list[Quote]:
     return list(best.values())
 
 
+@dataclass(frozen=True)
+class OfferBook:
+    """The offers known now, the ones a cloud's image cannot drive (with why), and the sources
+    they came from (`kinds` chosen; `by_cloud` counts offers per cloud and source kind)."""
+
+    offers: list[Offer]
+    refused: tuple[tuple[Offer, str], ...] = ()
+    kinds: tuple[str, ...] = SOURCE_KINDS
+    by_cloud: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def snapshot_mixed(self) -> dict[str, int]:
+        """Per cloud where fresher sources (import, live) price some places and the snapshot the
+        rest: how many of its offers are the snapshot's."""
+        return {
+            cloud: counts["snapshot"]
+            for cloud, counts in sorted(self.by_cloud.items())
+            if counts.get("snapshot") and (counts.get("import") or counts.get("live"))
+        }
+
+
 def known_offers(
     catalog: Catalog,
     snapshot: Sequence[Quote],
     store: QuoteStore | None,
     clouds: Sequence[str] | None = None,
 ) -> list[Offer]:
-    """Every offer known now: cached live/imported quotes merged over the snapshot.
+    """Every offer known now: cached live/imported quotes merged over the snapshot."""
+    return offer_book(catalog, snapshot, store, clouds).offers
+
+
+def offer_book(
+    catalog: Catalog,
+    snapshot: Sequence[Quote],
+    store: QuoteStore | None,
+    clouds: Sequence[str] | None = None,
+    kinds: Sequence[str] = SOURCE_KINDS,
+) -> OfferBook:
+    """The offers of the chosen source kinds: cached live/imported quotes merged over the snapshot.
 
     A cached quote for a (cloud, region, type, market) replaces every snapshot row for it, even
     when the two name zones differently (the snapshot prices AWS on-demand per region and names
     AWS zones by ID; the live API prices per zone name).
     """
     wanted = set(clouds) if clouds else None
-    cached = store.latest(clouds=sorted(wanted) if wanted else None) if store is not None else []
+    cached: list[Quote] = []
+    if store is not None and ("import" in kinds or "live" in kinds):
+        names = None
+        if not {"import", "live"} <= set(kinds):  # only one of them: ask the cache for its names
+            names = sorted(name for name in store.sources() if source_kind(name) in kinds)
+        if names is None or names:
+            cloud_list = sorted(wanted) if wanted else None
+            cached = (
+                store.latest(clouds=cloud_list)
+                if names is None
+                else store.latest(clouds=cloud_list, sources=names)
+            )
     covered = {(q.cloud, q.region, q.instance_type, q.market) for q in cached}
     quotes = [
         q
-        for q in snapshot
+        for q in (snapshot if "snapshot" in kinds else ())
         if (wanted is None or q.cloud in wanted)
         and (q.cloud, q.region, q.instance_type, q.market) not in covered
     ]
-    return offers_from_quotes(freshest([*quotes, *cached]), catalog).offers
+    made = offers_from_quotes(freshest([*quotes, *cached]), catalog)
+    counts: dict[str, Counter[str]] = {}
+    for o in (*made.offers, *(o for o, _why in made.refused_offers)):
+        counts.setdefault(o.cloud, Counter())[source_kind(o.source)] += 1
+    return OfferBook(
+        made.offers,
+        made.refused_offers,
+        tuple(k for k in SOURCE_KINDS if k in kinds),
+        {cloud: dict(c) for cloud, c in sorted(counts.items())},
+    )
 
 
 def offers_now(clouds: Sequence[str] | None = None) -> list[Offer]:
     """Every offer known now: the price cache in SPOTROUTE_HOME over the bundled snapshot."""
+    return book_now(clouds).offers
+
+
+def book_now(clouds: Sequence[str] | None = None, kinds: Sequence[str] = SOURCE_KINDS) -> OfferBook:
+    """The OfferBook of the price cache in SPOTROUTE_HOME and the bundled snapshot."""
     with QuoteCache(cache_path()) as cache:
-        return known_offers(load_catalog(), load_snapshot(), cache, clouds)
+        return offer_book(load_catalog(), load_snapshot(), cache, clouds, kinds)
 
 
 @dataclass(frozen=True)

@@ -106,8 +106,10 @@ class QuoteCache(SqliteStore):
         markets: Iterable[str] | None = None,
         max_age_s: float | None = None,
         now: datetime | None = None,
+        sources: Iterable[str] | None = None,
     ) -> list[Quote]:
-        """Newest quote per (cloud, region, zone, instance_type, market), from any source.
+        """Newest quote per (cloud, region, zone, instance_type, market), from any source
+        (or from `sources` only: the newest of theirs, even where another source is newer).
 
         `max_age_s` drops places whose newest quote is older than that many seconds
         before `now` (default: the current time). Ties on observed_at go to the quote
@@ -119,6 +121,7 @@ class QuoteCache(SqliteStore):
             ("cloud", clouds),
             ("instance_type", instance_types),
             ("market", markets),
+            ("source", sources),
         ):
             if values is None:
                 continue

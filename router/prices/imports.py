@@ -10,6 +10,10 @@ SkyPilot catalog facts this relies on (read from skypilot-org/skypilot-catalog, 
   row with an empty InstanceType: AcceleratorName, AcceleratorCount, Region, zone and the
   price of that many GPUs. An instance's price is host + GPU row for the same zone.
 - SkyPilot's "A100" is the 40 GB part; "H100-MEGA" is the H100 of a3-megagpu machines.
+- Some rows are placeholders: a SpotPrice equal to Price (no spot market priced), or an
+  AcceleratorName/AcceleratorCount that disagrees with the type's hardware (spotroute's catalog,
+  each row with its provider source). Neither is imported as a price; `ImportResult.notes` says
+  which types, so a plan never runs on them unsaid.
 """
 
 from __future__ import annotations
@@ -49,6 +53,10 @@ PRICE_NOT_NUMBER = "price is not a number"
 PRICE_NOT_POSITIVE = "price is zero or negative"
 NO_GPU_ROW = "no GPU-only row for the host's GPUs in its zone"
 GPU_ROW_UNUSED = "GPU-only row no spotroute type uses"
+NO_HOST_ROW = "GPU-only row whose host machines have no row in its zone"
+HARDWARE_MISMATCH = "GPUs disagree with spotroute's catalog"
+# A note, not a skip reason: the row still gives its on-demand quote.
+PLACEHOLDER_SPOT = "SpotPrice equals Price, a placeholder — its spot price is not imported"
 DUPLICATE = "duplicate of an earlier row"
 MALFORMED = "row without a region or accelerator count"
 UNTRUSTED = "region, zone or price not valid for the cloud"
@@ -83,6 +91,9 @@ class ImportResult:
     rows_skipped: int
     skipped_reasons: dict[str, int]
     cloud: str
+    # One line per type or GPU whose rows were flagged: hardware that disagrees with the catalog,
+    # placeholder spot prices (spot = on-demand), GPU rows whose host rows are missing.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -95,6 +106,7 @@ class _Row:
     prices: dict[str, float]  # market -> USD per hour, only the usable ones
     problem: str | None  # why no price was usable, when none was
     used: bool = False
+    placeholder_spot: bool = False  # SpotPrice == Price: the spot price was dropped
 
 
 @dataclass(slots=True)
@@ -102,6 +114,18 @@ class _Tally:
     quotes: list[Quote] = field(default_factory=list)
     seen: set[tuple[str, str | None, str, str]] = field(default_factory=set)
     skipped: Counter[str] = field(default_factory=Counter)
+    # note key (a type or GPU) -> (what is wrong, how many rows)
+    flagged: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def flag(self, key: str, text: str) -> None:
+        _text, count = self.flagged.get(key, (text, 0))
+        self.flagged[key] = (text, count + 1)
+
+    def notes(self) -> tuple[str, ...]:
+        return tuple(
+            f"{key}: {text} ({count} row{'s' if count > 1 else ''})"
+            for key, (text, count) in sorted(self.flagged.items())
+        )
 
     def emit(self, quote: Quote) -> bool:
         if quote_problem(quote) is not None:
@@ -161,6 +185,7 @@ def import_skypilot(
         rows_skipped=sum(tally.skipped.values()),
         skipped_reasons=dict(sorted(tally.skipped.items())),
         cloud=chosen,
+        notes=tally.notes(),
     )
 
 
@@ -220,6 +245,10 @@ def _parse_row(header: dict[str, int], fields: list[str]) -> _Row:
             prices[market] = price
         elif problem is not None:
             problems.append(problem)
+    # A spot price equal to the on-demand one is the catalog's placeholder, not a spot market.
+    placeholder = "spot" in prices and prices.get("on-demand") == prices["spot"]
+    if placeholder:
+        del prices["spot"]
     return _Row(
         instance_type=cell("InstanceType"),
         accelerator=cell("AcceleratorName"),
@@ -228,6 +257,7 @@ def _parse_row(header: dict[str, int], fields: list[str]) -> _Row:
         zone=cell(ZONE_COLUMN) or None,
         prices=prices,
         problem=None if prices else problems[0],
+        placeholder_spot=placeholder,
     )
 
 
@@ -321,10 +351,14 @@ def _whole_instance_quotes(
     tally: _Tally,
 ) -> None:
     """AWS and Azure rows price the whole instance, GPUs included: one quote per market."""
-    names = {entry.instance_type for entry in known}
+    by_name = {entry.instance_type: entry for entry in known}
     for row in rows:
-        if row.instance_type not in names:
+        entry = by_name.get(row.instance_type)
+        if entry is None:
             tally.skipped[NOT_KNOWN] += 1
+        elif (mismatch := _hardware_mismatch(row, entry)) is not None:
+            tally.skipped[HARDWARE_MISMATCH] += 1
+            tally.flag(f"{cloud} {row.instance_type}", mismatch)
         elif not row.region:
             tally.skipped[MALFORMED] += 1
         elif row.problem is not None:
@@ -336,6 +370,8 @@ def _whole_instance_quotes(
             ]
             if not any(new):
                 tally.skipped[DUPLICATE] += 1
+            if row.placeholder_spot:
+                tally.flag(f"{cloud} {row.instance_type}", PLACEHOLDER_SPOT)
 
 
 def _gcp_quotes(
@@ -370,12 +406,19 @@ def _gcp_quotes(
         if not entries:
             tally.skipped[NOT_KNOWN] += 1
             continue
+        mismatch = _hardware_mismatch(row, entries[0]) if len(entries) == 1 else None
+        if mismatch is not None:  # a host row that names its own accelerators, wrongly
+            tally.skipped[HARDWARE_MISMATCH] += 1
+            tally.flag(f"gcp {row.instance_type}", mismatch)
+            continue
         if not row.region:
             tally.skipped[MALFORMED] += 1
             continue
         if row.problem is not None:
             tally.skipped[row.problem] += 1
             continue
+        if row.placeholder_spot:
+            tally.flag(f"gcp {row.instance_type}", PLACEHOLDER_SPOT)
         produced = False
         reason = NO_GPU_ROW
         for entry in entries:
@@ -391,13 +434,61 @@ def _gcp_quotes(
             tally.skipped[reason] += 1
 
     indexed = {id(row) for row in gpu_rows.values()}
+    host_zones = {(row.instance_type, row.region, row.zone) for row in hosts}
     for row in gpu_only:
         if row.used:
+            if row.placeholder_spot:
+                tally.flag(f"gcp {row.accelerator}:{row.accelerator_count} GPU rows",
+                           PLACEHOLDER_SPOT)  # fmt: skip
             continue
         if id(row) not in indexed:
             tally.skipped[DUPLICATE] += 1
+        elif row.problem is not None:
+            tally.skipped[row.problem] += 1
+        elif missing := _missing_hosts(row, known, host_zones):
+            # A spotroute type uses these GPUs: only the host rows are missing.
+            tally.skipped[NO_HOST_ROW] += 1
+            tally.flag(
+                f"gcp {row.accelerator}:{row.accelerator_count} GPU rows",
+                f"no host row in their zone for spotroute's {', '.join(missing)} — GPU rows "
+                "price nothing without one (a catalog gap, not a GPU spotroute lacks)",
+            )
         else:
-            tally.skipped[row.problem or GPU_ROW_UNUSED] += 1
+            tally.skipped[GPU_ROW_UNUSED] += 1
+
+
+def _missing_hosts(
+    row: _Row, known: list[CatalogEntry], host_zones: set[tuple[str, str, str | None]]
+) -> list[str]:
+    """The catalog types this GPU-only row would price, had their host row been in its zone."""
+    canonical = _canonical(row.accelerator)
+    users = [
+        entry.instance_type
+        for entry in known
+        if canonical is not None
+        and entry.gpu == canonical
+        and row.accelerator_count in (entry.gpu_count, 1)
+        and not _FAMILY_GPU_ROW_NAMES.get("-".join(entry.instance_type.split("-")[:2]))
+        and (entry.instance_type.partition("+")[0], row.region, row.zone) not in host_zones
+    ]
+    return sorted(users)
+
+
+def _hardware_mismatch(row: _Row, entry: CatalogEntry) -> str | None:
+    """How a row's AcceleratorName/AcceleratorCount disagree with the type's catalog hardware;
+    None when they agree or the row does not say."""
+    if not row.accelerator:
+        return None
+    canonical = _canonical(row.accelerator)
+    count = row.accelerator_count
+    same_gpu = canonical is None or canonical == entry.gpu
+    if same_gpu and (count is None or count == entry.gpu_count):
+        return None
+    return (
+        f"the file says {count if count is not None else '?'}× {row.accelerator}, spotroute's "
+        f"catalog (router/data/instances.csv, from the provider's page) {entry.gpu_count}× "
+        f"{entry.gpu} — not imported"
+    )
 
 
 def _instance_prices(

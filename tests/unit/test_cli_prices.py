@@ -165,14 +165,15 @@ def test_prices_bad_market_is_a_usage_error(
 # --- import -------------------------------------------------------------------------------------
 
 
-def test_import_prints_one_summary_line_with_the_counts() -> None:
+def test_import_prints_one_summary_line_with_the_counts_then_one_line_per_flagged_type() -> None:
     data_rows = len(skypilot_rows(SKYPILOT_GCP_SAMPLE))
 
     run = invoke("prices", "import", SKYPILOT_GCP_SAMPLE, "--format", "skypilot")
 
     assert run.code == 0
     lines = run.out.strip().splitlines()
-    assert len(lines) == 1, lines
+    # The sample's H100:1 and T4:2 GPU rows lack their a3 / n1-standard-16 host rows.
+    assert len(lines) == 3 and all(ln.startswith("  flagged gcp ") for ln in lines[1:]), lines
     assert lines[0].startswith("imported ")
     assert "(gcp)" in lines[0]
     assert f"from {data_rows} rows" in lines[0]
@@ -184,7 +185,9 @@ def test_import_json_counts_every_row_as_quoted_or_skipped_with_a_reason(home: P
     run = invoke("prices", "import", SKYPILOT_GCP_SAMPLE, "--format", "skypilot", "--json")
 
     summary = run.json()
-    assert set(summary) == {"cloud", "quotes", "rows_read", "rows_skipped", "skipped_reasons"}
+    assert set(summary) == {
+        "cloud", "quotes", "rows_read", "rows_skipped", "skipped_reasons", "notes"
+    }
     assert summary["cloud"] == "gcp"
     assert summary["rows_read"] == data_rows
     assert summary["quotes"] > 0

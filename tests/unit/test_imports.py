@@ -308,3 +308,84 @@ def test_spotroutes_own_catalog_recognises_the_sample_gpu_types() -> None:
     assert price(gcp, "n1-standard-8+V100:1", "us-central1-a", "on-demand") == 0.37997 + 2.48
     assert price(aws, "p4d.24xlarge", "use1-az4", "on-demand") == 32.7726
     assert price(azure, "Standard_ND96asr_v4", None, "spot") == 2.99167
+
+
+# --- rows spotroute does not plan on, and says so ------------------------------------------------
+
+AWS_HEADER = ("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,"
+              "SpotPrice,Region,AvailabilityZone\n")
+
+
+def _aws_file(tmp_path: Path, *rows: str) -> Path:
+    path = tmp_path / "aws" / "vms.csv"
+    path.parent.mkdir()
+    path.write_text(AWS_HEADER + "".join(f"{row}\n" for row in rows))
+    return path
+
+
+def test_gcp_gpu_rows_whose_host_rows_are_missing_are_said_not_called_unused() -> None:
+    catalog = [*CATALOG, Entry("gcp", "a3-highgpu-1g", "H100-80GB", 1)]
+    result = import_skypilot(SAMPLES / "gcp" / "vms.csv", now=NOW, catalog=catalog)
+    # The H100:1 row of us-central1-a: spotroute's a3-highgpu-1g uses it, but the file has no
+    # a3-highgpu-1g row there. (With CATALOG alone no type uses it: test above.)
+    assert result.skipped_reasons["GPU-only row whose host machines have no row in its zone"] == 1
+    assert "GPU-only row no spotroute type uses" not in result.skipped_reasons
+    assert result.rows_skipped == 4
+    assert result.notes == (
+        "gcp H100:1 GPU rows: no host row in their zone for spotroute's a3-highgpu-1g — GPU "
+        "rows price nothing without one (a catalog gap, not a GPU spotroute lacks) (1 row)",
+    )
+
+
+def test_rows_whose_gpus_disagree_with_the_catalog_are_not_imported_and_said(
+    tmp_path: Path,
+) -> None:
+    path = _aws_file(
+        tmp_path,
+        "p5.48xlarge,H100,12.0,192.0,2048.0,,98.32,31.464,us-east-2,use2-az2",
+        "g4dn.xlarge,V100,1.0,4.0,16.0,,0.526,0.2,us-east-1,use1-az4",
+        "g5.xlarge,A10G,1.0,4.0,16.0,,1.006,0.4177,us-east-1,use1-az1",
+    )
+    result = import_skypilot(path, now=NOW, catalog=CATALOG)
+    assert {q.instance_type for q in result.quotes} == {"g5.xlarge"}
+    assert result.skipped_reasons == {"GPUs disagree with spotroute's catalog": 2}
+    assert result.notes == (
+        "aws g4dn.xlarge: the file says 1× V100, spotroute's catalog (router/data/instances.csv, "
+        "from the provider's page) 1× T4 — not imported (1 row)",
+        "aws p5.48xlarge: the file says 12× H100, spotroute's catalog (router/data/instances.csv, "
+        "from the provider's page) 8× H100-80GB — not imported (1 row)",
+    )
+
+
+def test_a_spot_price_equal_to_on_demand_is_a_placeholder_and_only_on_demand_is_imported(
+    tmp_path: Path,
+) -> None:
+    path = _aws_file(
+        tmp_path,
+        "g5.xlarge,A10G,1.0,4.0,16.0,,1.006,1.006,us-east-1,use1-az1",
+        "g5.xlarge,A10G,1.0,4.0,16.0,,1.006,1.006,us-east-1,use1-az2",
+        "a1.large,,,2.0,4.0,,0.051,0.051,us-east-1,use1-az2",  # not spotroute's: not said
+    )
+    result = import_skypilot(path, now=NOW, catalog=CATALOG)
+    assert {(q.zone, q.market) for q in result.quotes} == {
+        ("use1-az1", "on-demand"), ("use1-az2", "on-demand")}
+    assert result.rows_skipped == 1  # a1.large; the g5 rows gave their on-demand quote
+    assert result.notes == (
+        "aws g5.xlarge: SpotPrice equals Price, a placeholder — its spot price is not imported "
+        "(2 rows)",
+    )
+
+
+def test_cli_import_prints_each_flagged_type_and_json_lists_the_notes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.unit.cli_harness import isolate, route
+
+    isolate(monkeypatch, tmp_path)
+    path = _aws_file(tmp_path, "p5.48xlarge,H100,12.0,192.0,2048.0,,98.32,31.464,us-east-2,"
+                     "use2-az2")
+    run = route(monkeypatch, capsys, "prices", "import", path, "--format", "skypilot")
+    assert run.code == 0, run
+    assert run.out.splitlines()[1].startswith("  flagged aws p5.48xlarge: the file says 12× H100")
+    run = route(monkeypatch, capsys, "prices", "import", path, "--format", "skypilot", "--json")
+    assert run.json()["notes"][0].startswith("aws p5.48xlarge: the file says 12× H100")

@@ -28,6 +28,9 @@ SKYPILOT_ASKS = {
     "set_of_gpus": ({("A100-40GB", 1), ("V100", 1)}, 1, "on-demand", {"gcp"}, None),
     "zone_spot_gcp": ({("L4", 1)}, 1, "spot", {"gcp"}, {"us-central1"}),
     "ordered_regions": ({("A100-40GB", 8)}, 1, "on-demand", {"aws"}, {"us-east-1", "us-west-2"}),
+    "lora_checkpoint_bucket": ({("A100-40GB", 8)}, 1, "spot", None, None),
+    "managed_job_checkpoint": ({("L4", 1)}, 1, "spot", {"gcp"}, None),
+    "azure_blob_storage": ({("A100-80GB", 1)}, 1, "on-demand", {"azure"}, None),
     "reference_all_fields": (
         {("H100-80GB", 8)}, 4, "on-demand", {"aws", "gcp"}, {"us-west-2", "us-central1"}
     ),
