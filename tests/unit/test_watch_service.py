@@ -16,18 +16,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from router.config.project import Project
+from router.core.errors import OperationFailed
 from router.engine.job_records import JobRecords, holder_id
 from router.flows.jobs import engine_for
 from router.flows.watch import JobReport, Watcher
 from router.flows.watch_events import JOB_STATES, JsonLog, PassReport, price_ages
 from router.flows.watch_metrics import WatchMetrics
+from tests.log_lines import LogLines
 from tests.unit.cli_harness import REPO, clean_env
 
 TRACE = "at,region,market,price_per_hour,capacity\n0s,local-a,spot,1.00,8\n0s,local-b,spot,1.00,8\n"
@@ -224,6 +225,39 @@ def test_price_ages_are_the_oldest_price_compared_per_source_over_the_pass() -> 
     assert ages(second) == {"gcp-api": 60.0}  # sources no job compared any more are dropped
 
 
+def test_a_pass_that_fails_as_a_whole_is_counted_and_the_loop_goes_on(
+    service: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listed: list[int] = []
+
+    def jobs(self: Watcher) -> list[str]:
+        listed.append(1)
+        if len(listed) == 1:  # the backend is unreachable for one pass
+            raise OperationFailed("backend s3://acme-state: unreachable — check the network")
+        return ["steady"]
+
+    monkeypatch.setattr(Watcher, "jobs", jobs)
+    metrics = WatchMetrics(holder="h", interval_s=0.0, version="test")
+    passes: list[PassReport] = []
+
+    def passed(done: PassReport) -> None:
+        passes.append(done)
+        metrics.pass_done(done)
+
+    watcher = Watcher(service, interval_s=0.0, on_pass=passed,
+                      stop_requested=lambda: len(passes) >= 2)  # fmt: skip
+    watcher.loop()
+    from prometheus_client import generate_latest
+
+    got = samples(generate_latest(metrics.registry).decode())
+    assert [(d.ok, d.error) for d in passes] == [
+        (False, "backend s3://acme-state: unreachable — check the network"), (True, None),
+    ]  # fmt: skip
+    assert [r.action for r in passes[1].reports] == ["stay"]
+    assert got[("spotroute_watch_passes_total", (("result", "failed"),))] == 1.0
+    assert got[("spotroute_watch_passes_total", (("result", "ok"),))] == 1.0
+
+
 def _move(saving: float, outcome: str) -> JobReport:
     decision = {"action": "move", "numbers": {"saving_usd": saving, "threshold_usd": 1.0}}
     return JobReport("j", "move", f"move: … saves ${saving:.2f}", decision, "m-1", outcome)
@@ -317,19 +351,6 @@ def _start(project: Project, *args: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def _next_event(proc: subprocess.Popen[str], kind: str, timeout_s: float = 90) -> dict[str, Any]:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        event: dict[str, Any] = json.loads(line)
-        if event["event"] == kind:
-            return event
-    raise AssertionError(f"no {kind} event; stderr: {proc.stderr.read() if proc.stderr else ''}")
-
-
 def test_route_watch_serves_metrics_logs_json_lines_and_stops_on_sigterm(
     service: Project, tmp_path: Path
 ) -> None:
@@ -338,13 +359,14 @@ def test_route_watch_serves_metrics_logs_json_lines_and_stops_on_sigterm(
     jobs = [a for name in JOBS for a in ("--job", name)]
     proc = _start(service, *jobs, "--interval", "1s", "--log-format", "json",
                   "--metrics-port", "0", "--metrics-file", str(prom))  # fmt: skip
+    log = LogLines(proc)
     try:
-        start = _next_event(proc, "start")
+        start = log.next("start")
         assert start["metrics_url"].startswith("http://127.0.0.1:")
         assert start["jobs"] == list(JOBS) and start["interval_s"] == 1.0
-        first = _next_event(proc, "pass")
+        first = log.next("pass")
         assert first["ok"] and first["states"]["error"] == 1
-        _next_event(proc, "pass")  # a second pass: the loop goes on after a job's error
+        log.next("pass")  # a second pass: the loop goes on after a job's error
         got = scrape(start["metrics_url"])
         assert got[("spotroute_watch_passes_total", (("result", "ok"),))] >= 2
         assert got[("spotroute_watch_jobs", (("state", "running"),))] == 1.0
@@ -353,10 +375,10 @@ def test_route_watch_serves_metrics_logs_json_lines_and_stops_on_sigterm(
         assert not any(name.startswith("process_") for name, _ in written)  # ours only
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+    events = log.rest()
+    err = proc.stderr.read() if proc.stderr else ""
     assert proc.returncode == 0, err
     assert "Traceback" not in err
-    events = [json.loads(line) for line in out.splitlines()]
     assert events[-1]["event"] == "stop" and events[-1]["passes"] >= 2
     with pytest.raises(httpx.TransportError):  # the server went with the process
         httpx.get(start["metrics_url"], timeout=2)
