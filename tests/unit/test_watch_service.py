@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,7 +27,7 @@ from router.core.errors import OperationFailed
 from router.engine.job_records import JobRecords, holder_id
 from router.flows.jobs import engine_for
 from router.flows.watch import JobReport, Watcher
-from router.flows.watch_events import JOB_STATES, JsonLog, PassReport, price_ages
+from router.flows.watch_events import JOB_STATES, REASON_CODES, JsonLog, PassReport, price_ages
 from router.flows.watch_metrics import WatchMetrics
 from tests.log_lines import LogLines
 from tests.unit.cli_harness import REPO, clean_env
@@ -453,3 +454,25 @@ def test_route_help_and_watch_help_do_not_import_prometheus_client(tmp_path: Pat
         imported = {ln.rsplit("|", 1)[1].strip() for ln in run.stderr.splitlines() if "|" in ln}
         assert "prometheus_client" not in imported
         assert "router.cli.commands" in imported
+
+
+def test_cli_json_doc_names_every_log_field_and_metric_the_watcher_writes(
+    service: Project, tmp_path: Path
+) -> None:
+    doc = (REPO / "docs" / "cli-json.md").read_text()
+    prom = tmp_path / "spotroute.prom"
+    proc = _start(service, "--once", *(a for n in JOBS for a in ("--job", n)), "--log-format",
+                  "json", "--metrics-port", "0", "--metrics-file", str(prom))  # fmt: skip
+    events = LogLines(proc).rest()
+    from router.flows.watch_events import step_event
+
+    events.append(step_event("j", "m-1", "intent", "migrate j", datetime.now(UTC)))
+    fields = {key for e in events for key in e} | {e["event"] for e in events}
+    families = {name.removesuffix("_total") for name, _labels in samples(prom.read_text())}
+    families = {re.sub(r"_(bucket|count|sum|created)$", "", n) for n in families}
+
+    assert proc.returncode == 1  # one job errored in this --once pass
+    assert {e["event"] for e in events} == {"start", "decision", "error", "pass", "stop", "step"}
+    assert sorted(f for f in fields if f"`{f}`" not in doc) == []
+    assert sorted(f for f in families if f"`{f}" not in doc) == []
+    assert sorted(code for code in REASON_CODES if f"`{code}`" not in doc) == []
