@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +19,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from router.config.project import Project
 from router.core.errors import OperationFailed
@@ -29,7 +27,7 @@ from router.flows.jobs import engine_for
 from router.flows.watch import JobReport, Watcher
 from router.flows.watch_events import JOB_STATES, REASON_CODES, JsonLog, PassReport, price_ages
 from router.flows.watch_metrics import WatchMetrics
-from tests.log_lines import LogLines
+from tests.service_io import LogLines, Samples, samples
 from tests.unit.cli_harness import REPO, clean_env
 
 TRACE = "at,region,market,price_per_hour,capacity\n0s,local-a,spot,1.00,8\n0s,local-b,spot,1.00,8\n"
@@ -105,20 +103,12 @@ def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Project
     sleeper.wait()
 
 
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def scrape(url: str) -> Samples:
     """GET /metrics like Prometheus does; every sample by (name, labels)."""
     response = httpx.get(url, timeout=10)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     return samples(response.text)
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def test_a_pass_is_scraped_over_http_with_jobs_by_state_decisions_and_price_ages(
@@ -152,6 +142,7 @@ def test_a_pass_is_scraped_over_http_with_jobs_by_state_decisions_and_price_ages
         before = time.time()
         reports = watcher.once(list(JOBS))
         got = scrape(url)
+        refused = httpx.post(url, content=b"x", timeout=10).status_code
     finally:
         metrics.close()
 
@@ -181,6 +172,7 @@ def test_a_pass_is_scraped_over_http_with_jobs_by_state_decisions_and_price_ages
     assert ages == {("spotroute_watch_price_age_seconds", (("source", "local market"),)): 0.0}
     assert got[("spotroute_watch_info", (("holder", "h:1:2:n"), ("version", "test")))] == 1.0
     assert got[("process_open_fds", ())] > 0  # the served registry adds the process's own
+    assert refused == 405  # the endpoint reads, nothing it accepts writes
 
     events = [json.loads(line) for line in lines]
     assert all(line.endswith("\n") and line.count("\n") == 1 for line in lines)
@@ -218,7 +210,7 @@ def test_price_ages_are_the_oldest_price_compared_per_source_over_the_pass() -> 
     metrics.pass_done(PassReport(datetime.now(UTC), 1.0, (later,)))
     second = samples(generate_latest(metrics.registry).decode())
 
-    def ages(got: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
+    def ages(got: Samples) -> dict[str, float]:
         return {dict(k[1])["source"]: v for k, v in got.items()
                 if k[0] == "spotroute_watch_price_age_seconds"}  # fmt: skip
 
@@ -375,11 +367,7 @@ def test_route_watch_serves_metrics_logs_json_lines_and_stops_on_sigterm(
         assert written[("spotroute_watch_jobs", (("state", "finished"),))] == 1.0
         assert not any(name.startswith("process_") for name, _ in written)  # ours only
     finally:
-        proc.send_signal(signal.SIGTERM)
-    events = log.rest()
-    err = proc.stderr.read() if proc.stderr else ""
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err
+        events = log.stop()
     assert events[-1]["event"] == "stop" and events[-1]["passes"] >= 2
     with pytest.raises(httpx.TransportError):  # the server went with the process
         httpx.get(start["metrics_url"], timeout=2)
@@ -476,3 +464,16 @@ def test_cli_json_doc_names_every_log_field_and_metric_the_watcher_writes(
     assert sorted(f for f in fields if f"`{f}`" not in doc) == []
     assert sorted(f for f in families if f"`{f}" not in doc) == []
     assert sorted(code for code in REASON_CODES if f"`{code}`" not in doc) == []
+
+
+def test_text_mode_says_where_the_metrics_are_and_keeps_its_report_lines(
+    service: Project,
+) -> None:
+    proc = _start(service, "--once", "--job", "steady", "--job", "done", "--metrics-port", "0")
+    out, err = proc.communicate(timeout=90)
+
+    assert proc.returncode == 0, err
+    assert re.fullmatch(r"route watch: metrics at http://127\.0\.0\.1:\d+/metrics\n", err)
+    assert [line.split(" — ")[0] for line in out.splitlines()] in (
+        ["steady: stay", "done: finished"], ["done: finished", "steady: stay"],
+    )  # fmt: skip

@@ -4,25 +4,14 @@ the textfile, and SIGTERM ends the service with exit 0."""
 
 from __future__ import annotations
 
-import signal
-
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.engine.engine_cli import Route, wait_for
 from tests.engine.market import placement, write_market, write_trainer_job
-from tests.log_lines import LogLines
+from tests.service_io import LogLines, samples
 
 JOB = "served"
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 @pytest.mark.engine
@@ -51,11 +40,7 @@ def test_a_move_by_the_watch_service_is_logged_counted_and_scraped(route: Route)
         scraped = samples(httpx.get(url, timeout=10).text)
         written = samples(prom.read_text())
     finally:
-        proc.send_signal(signal.SIGTERM)
-    events = log.rest()
-    err = proc.stderr.read() if proc.stderr else ""
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err
+        events = log.stop()
 
     assert moved["outcome"] == "done" and moved["reason_code"] == "cheaper"
     saving = moved["decision"]["numbers"]["saving_usd"]

@@ -1,14 +1,29 @@
-"""Reading a running `route watch --log-format json`: its stdout lines as events, with a
-timeout (a reader thread, so a silent process fails the test instead of hanging it)."""
+"""Reading a running `route watch` as its operators do: its `--log-format json` lines as events,
+with a timeout (a reader thread, so a silent process fails the test instead of hanging it), its
+Prometheus exposition as samples, and its stop on SIGTERM."""
 
 from __future__ import annotations
 
 import json
 import queue
+import signal
 import subprocess
 import threading
 import time
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples(text: str) -> Samples:
+    """Every sample of a Prometheus text exposition by (name, sorted labels)."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 class LogLines:
@@ -50,3 +65,13 @@ class LogLines:
         while (line := self._lines.get(timeout=30)) is not None:
             self.seen.append(json.loads(line))
         return self.seen
+
+    def stop(self) -> list[dict[str, Any]]:
+        """SIGTERM, as systemd or a container runtime stops the service: every event, once it
+        exited 0 without a traceback."""
+        self.proc.send_signal(signal.SIGTERM)
+        events = self.rest()
+        err = self.proc.stderr.read() if self.proc.stderr else ""
+        assert self.proc.returncode == 0, err
+        assert "Traceback" not in err
+        return events
