@@ -398,6 +398,22 @@ def preempt(ctx: click.Context, job: str, grace: str, as_json: bool) -> None:
     help="Jobs observed and decided at once.",
 )  # fmt: skip
 @click.option("--job", "jobs", multiple=True, help="Only these jobs (repeatable).")
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="json: one JSON line per decision, journal step, pass and error on stdout.",
+)  # fmt: skip
+@click.option(
+    "--metrics-port", type=click.IntRange(0, 65535),
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (0: a free port, printed).",
+)  # fmt: skip
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True,
+    help="Address the metrics server binds: loopback unless widened (docs/security.md).",
+)  # fmt: skip
+@click.option(
+    "--metrics-file", type=click.Path(path_type=Path, dir_okay=False),
+    help="After every pass write the metrics to this *.prom file (node-exporter textfile).",
+)  # fmt: skip
 @json_option
 @click.pass_context
 def watch(
@@ -406,55 +422,59 @@ def watch(
     interval: str,
     concurrency: int,
     jobs: tuple[str, ...],
+    log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
+    metrics_file: Path | None,
     as_json: bool,
 ) -> None:
     """Keep jobs on the cheapest capacity: re-place after interruptions, move for money or
     deadlines, back to spot — every decision recorded (see `route status JOB --history`).
 
-    SIGTERM or Ctrl-C finishes the step in flight and exits; the journal stays consistent.
+    SIGTERM or Ctrl-C finishes the step in flight and exits 0; the journal stays consistent.
+    A pass that fails as a whole is logged and tried again at the next interval.
     """
     import signal
 
-    from router.cli import render, render_deploy
+    from router.cli import render
+    from router.cli.watch_output import WatchOutput
     from router.flows.watch import Watcher
 
+    if as_json and log_format == "json":
+        raise click.UsageError("--json and --log-format json both write to stdout — use one")
+    source = ctx.get_parameter_source("metrics_host")
+    if metrics_port is None and source is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--metrics-host needs --metrics-port")
     project = ctx_project(ctx, required=True)
+    watcher = Watcher(
+        project, interval_s=_duration_s(interval, "--interval"), concurrency=concurrency
+    )
+    out = WatchOutput.open(
+        log_format=log_format, as_json=as_json, once=once, holder=watcher.holder,
+        interval_s=watcher.interval_s, jobs=jobs, metrics_host=metrics_host,
+        metrics_port=metrics_port, metrics_file=metrics_file,
+    )  # fmt: skip
     stopping: list[bool] = []
 
     def stop(_signum: int, _frame: object) -> None:
         stopping.append(True)
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    reports: list[Any] = []
-
-    def on_report(report: Any) -> None:
-        reports.append(report)
-        if not as_json:
-            render_deploy.watch_report(report)
-
-    def on_step(journal: Any, step: str, what: str) -> None:
-        if not as_json:
-            render_deploy.journal_step(f"{journal.job} {step}", what)
-
-    watcher = Watcher(
-        project,
-        interval_s=_duration_s(interval, "--interval"),
-        concurrency=concurrency,
-        stop_requested=lambda: bool(stopping),
-        on_report=on_report,
-        on_step=on_step,
-    )
+    watcher.stop_requested = lambda: bool(stopping)
+    watcher.on_report, watcher.on_step, watcher.on_pass = out.report, out.step, out.passed
     try:
         if once:
             watcher.once(list(jobs) if jobs else None)
         else:
-            watcher.loop()
+            watcher.loop(list(jobs) if jobs else None)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        out.close()
     if as_json:
-        render.print_json([r.to_json() for r in reports])
-    if any(r.action == "error" for r in reports):
+        render.print_json([r.to_json() for r in out.reports])
+    # A loop stopped on request ends 0 (its errors are in the log and the metrics).
+    if once and out.failed:
         sys.exit(EXIT_FAILED)
 
 

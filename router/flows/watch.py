@@ -47,6 +47,7 @@ from router.core.journal import job_of_stack
 from router.core.node_exit import all_exited
 from router.engine.job_records import holder_id
 from router.flows.migrate import LeaseLost, Mover, _group_alive
+from router.flows.watch_events import PassReport, price_ages
 
 DEFAULT_INTERVAL_S = 60.0
 DEFAULT_CONCURRENCY = 4
@@ -81,6 +82,7 @@ class JobReport:
     router_s: float = 0.0  # seconds spent in the router for this job, engine excluded
     decide_s: float = 0.0  # seconds in decide() alone
     engine_s: float = 0.0  # seconds in engine actions (migrations)
+    price_ages_s: dict[str, float] = field(default_factory=dict)  # oldest compared, per source
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,6 +108,7 @@ class Watcher:
     stop_requested: Callable[[], bool] = field(default=lambda: False)
     on_report: Callable[[JobReport], None] | None = None
     on_step: Callable[[Any, str, str], None] | None = None
+    on_pass: Callable[[PassReport], None] | None = None  # logs and metrics (watch_events.py)
     _engine_lock: threading.Lock = field(default_factory=threading.Lock)
     _mover: Mover | None = None
 
@@ -125,16 +128,30 @@ class Watcher:
 
     def once(self, jobs: Sequence[str] | None = None) -> list[JobReport]:
         """One pass over the jobs (all, or the ones named), at most `concurrency` at a time."""
-        names = list(jobs) if jobs is not None else self.jobs()
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            reports = list(pool.map(self._guarded, names))
+        began, started = _now(), time.monotonic()
+        try:
+            names = list(jobs) if jobs is not None else self.jobs()
+            with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
+                reports = list(pool.map(self._guarded, names))
+        except Exception as exc:
+            why = exc.message if isinstance(exc, RouteError) else f"unexpected {exc!r}"
+            self._passed(PassReport(began, time.monotonic() - started, error=why))
+            raise
+        self._passed(PassReport(began, time.monotonic() - started, tuple(reports)))
         return reports
 
-    def loop(self) -> None:
-        """Pass after pass every interval until stop_requested() (SIGTERM / Ctrl-C)."""
+    def _passed(self, done: PassReport) -> None:
+        if self.on_pass is not None:
+            self.on_pass(done)
+
+    def loop(self, jobs: Sequence[str] | None = None) -> None:
+        """Pass after pass every interval until stop_requested() (SIGTERM / Ctrl-C). A pass that
+        fails as a whole (the backend unreachable) is reported through on_pass and tried again
+        at the next interval: a service outlives a network blip."""
         while not self.stop_requested():
             started = time.monotonic()
-            self.once()
+            with contextlib.suppress(Exception):  # on_pass has it; the next pass retries
+                self.once(jobs)
             while not self.stop_requested() and time.monotonic() - started < self.interval_s:
                 time.sleep(0.2)
 
@@ -240,6 +257,7 @@ class Watcher:
             records.write_state(job, state)
         report = JobReport(job, decision.action, decision.reason, decision.to_json(),
                            decide_s=decide_s)  # fmt: skip
+        report.price_ages_s = price_ages(observed.candidates)
         if decision.action in (MOVE, SWITCH_MARKET, REPLACE) and decision.target is not None:
             target = observed.placement_for(decision)
             if observed.current.interrupted:
