@@ -1,6 +1,7 @@
 """Pure AWS rules the components apply: zone ids, physical names and tags, S3 URLs, the job
 role's IAM policy documents (checkpoints, data, Session Manager, secret env) and the instant
-fleet's capacity check, the GPU images (AMI parameter, root device). No resources here; components/aws.py and aws_network.py use them.
+fleet's capacity check, the GPU images (AMI parameter, root device). No resources here;
+components/aws.py and aws_network.py use them.
 """
 
 from __future__ import annotations
