@@ -80,7 +80,11 @@ class CheckpointBucket(pulumi.ComponentResource):
         # A staging container (expire_days > 0) holds a copy of data: destroying the stack
         # deletes it with its group.
         staging = args.expire_days > 0
-        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=not staging)
+        # A discarded copy (keep_on_destroy false, set by the router on a stack whose checkpoints
+        # it has verified elsewhere) goes with its group: Azure deletes a resource group with
+        # everything in it, a storage account with its blobs.
+        retained = args.keep_on_destroy and not staging
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=retained)
         tags = azure_tags(args.job_name, args.labels)
         group = resources.ResourceGroup(
             f"{name}-checkpoints-rg", location=args.region, tags=tags, opts=keep
@@ -184,7 +188,7 @@ class CheckpointBucket(pulumi.ComponentResource):
                 ]
             ),
             opts=pulumi.ResourceOptions(
-                parent=self, retain_on_delete=not staging, depends_on=[service]
+                parent=self, retain_on_delete=retained, depends_on=[service]
             ),
         )
         self.account_name = account.name
