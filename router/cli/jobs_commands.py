@@ -249,8 +249,11 @@ def status(ctx: click.Context, job: str | None, history: bool, as_json: bool) ->
 
         if job is None:
             raise click.UsageError("--history needs a JOB")
-        job_status(project=ctx_project(ctx, required=True), now=now, job=job)  # exists?
         data = job_history(job, project=ctx_project(ctx, required=True))
+        if not data["decisions"] and not data["journals"]:
+            # Unknown job: the one-line "no deployed job" error. A job route watch tore down
+            # when it finished has no stack left, but its history stays readable.
+            job_status(project=ctx_project(ctx, required=True), now=now, job=job)
         if as_json:
             render.print_json(data)
         else:
