@@ -282,9 +282,14 @@ def destroy(ctx: click.Context, job: str, yes: bool) -> None:
         if not sys.stdin.isatty():
             raise click.UsageError("not a terminal to confirm on — pass --yes to destroy")
         click.confirm(f"Destroy job {job}?", default=False, abort=True)
+    record = jobs.read_placement(jobs.engine_for(project).records(), job) or {}
+    kept = str((record.get("outputs") or {}).get("checkpointUrl") or "")
     with render_deploy.EngineProgress(f"destroying {job}") as progress:
         deleted = jobs.destroy_job(job, project=project, on_event=progress, notify=progress.notice)
     click.echo(f"destroyed {job}: {deleted} resources deleted")
+    if kept:
+        # Checkpoints are the user's work: the bucket outlives the stack (docs/components.md).
+        click.echo(f"kept its checkpoints: {kept} — delete them when you no longer need them")
 
 
 def _duration_s(value: str, param: str) -> float:

@@ -55,6 +55,7 @@ def test_destroy_keeps_the_checkpoints_of_a_stack_deployed_before_retention(
     destroyed = route.ok("destroy", JOB, "--yes")
 
     no_traceback(destroyed)
+    assert f"kept its checkpoints: {deployed['outputs']['checkpointUrl']}" in destroyed.stdout
     assert route.stacks_in_backend() == []
     assert (checkpoints / "step").is_file()
     assert (checkpoints / "step-000000000007").is_dir(), "the engine deleted the checkpoints"
