@@ -54,7 +54,7 @@ from components.aws_names import (
     session_manager_policy_document,
 )
 from components.aws_network import Network
-from components.bootstrap.aws_permissions import aws_job_boundary_arn
+from components.bootstrap.aws_boundary import aws_job_boundary_arn
 from components.registry import CloudComponents
 from components.startup import (
     NO_SECRET_STORE_YET,

@@ -127,6 +127,9 @@ class BootstrapArgs:
     # Buckets besides spotroute-* whose IAM policy the GCP deployer may edit to grant jobs (their
     # data buckets, reused checkpoint buckets).
     gcp_job_buckets: tuple[str, ...] = ()
+    # Buckets besides this account's spotroute-* that AWS job roles may reach (the job boundary):
+    # `<bucket>` of the account, or `<bucket>@<account id>`.
+    aws_job_buckets: tuple[str, ...] = ()
     azure_subscription_id: str = ""
     azure_tenant_id: str = ""
     azure_location: str = ""  # where the deployer identity's resource group lives
@@ -149,6 +152,7 @@ class BootstrapArgs:
         )
         require_type(self.aws_outbound_federation, bool, "BootstrapArgs.aws_outbound_federation")
         require_strings(self.gcp_job_buckets, "BootstrapArgs.gcp_job_buckets")
+        require_strings(self.aws_job_buckets, "BootstrapArgs.aws_job_buckets")
         for name in (
             "home",
             "aws_account_id",
@@ -244,6 +248,12 @@ def check_bootstrap_args(args: BootstrapArgs) -> None:
                 f"gcp_project_number: {args.gcp_project_number!r} — use the numeric project "
                 "number, or leave it empty to look it up"
             )
+    if args.aws_job_buckets:
+        from components.bootstrap.aws_boundary import parse_job_buckets
+
+        if "aws" not in clouds:
+            raise ValueError("aws_job_buckets: is set but clouds does not include aws")
+        parse_job_buckets(args.aws_job_buckets, args.aws_account_id)
     for bucket in args.gcp_job_buckets:
         if "gcp" not in clouds:
             raise ValueError("gcp_job_buckets: is set but clouds does not include gcp")

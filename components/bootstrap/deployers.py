@@ -74,6 +74,7 @@ def _aws_deployer(
         outbound_federation=args.aws_outbound_federation,
         outbound_issuer_url=args.aws_outbound_issuer_url,
         state_bucket=_state_bucket(args, "s3://"),
+        job_buckets=args.aws_job_buckets,
         labels=args.labels,
     )
     return AwsDeployer("aws-deployer", deployer_args, opts)

@@ -299,7 +299,8 @@ def test_azure_secrets_user_on_the_vault_is_refused_by_the_pack() -> None:
 def test_aws_bootstrap_boundary_and_deployer_cover_the_secret_parameter() -> None:
     import fnmatch
 
-    from components.bootstrap.aws_permissions import aws_deployer_policy, aws_job_boundary_policy
+    from components.bootstrap.aws_boundary import aws_job_boundary_policy
+    from components.bootstrap.aws_permissions import aws_deployer_policy
 
     name = secret_stack("aws").one(PARAMETER).inputs["name"]
     arn = f"arn:aws:ssm:us-east-1:{ACCOUNT_ID}:parameter{name}"
@@ -313,7 +314,7 @@ def test_aws_bootstrap_boundary_and_deployer_cover_the_secret_parameter() -> Non
         )
 
     # The boundary caps the job role: without this the node's read is denied on a real account.
-    assert allows(aws_job_boundary_policy(), "ssm:GetParameter")
+    assert allows(aws_job_boundary_policy(ACCOUNT_ID), "ssm:GetParameter")
     deployer = aws_deployer_policy(ACCOUNT_ID)
     for action in ("ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
                    "ssm:AddTagsToResource", "ssm:ListTagsForResource"):  # fmt: skip
