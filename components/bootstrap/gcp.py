@@ -26,6 +26,8 @@ from components.bootstrap.gcp_permissions import (
     GCP_DEPLOYER_PERMISSIONS,
     GCP_GRANT_PERMISSIONS,
     GCP_GRANTS_ROLE_ID,
+    GCP_NAMED_PERMISSIONS,
+    GCP_NAMED_ROLE_ID,
     GCP_POOL_ID,
     GCP_REQUIRED_SERVICES,
     GCP_ROLE_ID,
@@ -33,6 +35,7 @@ from components.bootstrap.gcp_permissions import (
     GCP_TOKEN_CREATOR,
     GCP_WORKLOAD_IDENTITY_USER,
     gcp_grant_condition,
+    gcp_named_condition,
 )
 
 # --- GCP ------------------------------------------------------------------------------------------
@@ -183,9 +186,40 @@ class GcpDeployer(pulumi.ComponentResource):
                 title="spotroute buckets only",
                 description=(
                     "Buckets named spotroute-<job>-ckpt-... and the bootstrap's gcpJobBuckets, "
+                    "never the state bucket; secrets named spotroute-...-secret-env"
+                ),
+                expression=project_number.apply(
+                    lambda number: gcp_grant_condition(number, args.job_buckets, state_bucket)
+                ),
+            ),
+            opts=child,
+        )
+        # Changing, reading or deleting what spotroute made (bucket settings and contents,
+        # firewall rules, VMs, secrets): only resources named spotroute-..., never the state.
+        named = gcp.projects.IAMCustomRole(
+            f"{name}-named-role",
+            project=project,
+            role_id=GCP_NAMED_ROLE_ID,
+            title="spotroute deployer: its own resources",
+            description="Edits of resources named spotroute-... only (docs/security.md)",
+            permissions=list(GCP_NAMED_PERMISSIONS),
+            stage="GA",
+            opts=after_apis,
+        )
+        gcp.projects.IAMMember(
+            f"{name}-named-binding",
+            project=project,
+            role=named.role_id.apply(lambda role_id: f"projects/{project}/roles/{role_id}"),
+            member=account.email.apply(lambda email: f"serviceAccount:{email}"),
+            condition=gcp.projects.IAMMemberConditionArgs(
+                title="spotroute resources only",
+                description=(
+                    "Buckets spotroute-<job>-ckpt-..., firewalls, VMs and secrets spotroute-..., "
                     "never the state bucket"
                 ),
-                expression=gcp_grant_condition(args.job_buckets, state_bucket),
+                expression=project_number.apply(
+                    lambda number: gcp_named_condition(project, number, state_bucket)
+                ),
             ),
             opts=child,
         )
