@@ -59,8 +59,8 @@ class CheckpointBucketArgs:
     # objects and its settings (retain_on_delete: checkpoints are the user's work), False = delete
     # it with its contents (force_destroy). A staging bucket is always deleted.
     keep_on_destroy: bool = True
-    # GCP: salts the created bucket's fixed, global name (the stack's spotroute:deploymentId), so
-    # a stack created again after a destroy that kept its bucket gets a new bucket.
+    # GCP, Azure: salts the created bucket's / storage account's fixed, global name (the stack's
+    # spotroute:deploymentId), so a stack created again after a destroy that kept it gets a new one.
     name_salt: str = ""
 
 

@@ -172,6 +172,7 @@ def _azure_deployer(
         federation_audience=args.azure_federation_audience,
         state_bucket=_state_bucket(args, "azblob://"),
         state_storage_account_id=args.state_storage_account_id,
+        job_storage_accounts=args.azure_job_storage_accounts,
         labels=args.labels,
     )
     return AzureDeployer("azure-deployer", deployer_args, opts)

@@ -113,8 +113,8 @@ KEYS: tuple[Key, ...] = (
     # has elsewhere (a migration's old stack, a rolled-back new one), just before destroying it.
     Key("keepCheckpoints", "boolean", default=True),
     # Random hex the router writes when it creates the stack file and keeps while the file
-    # exists: GCP salts the created bucket's (global, fixed) name with it, so a stack created
-    # again after a destroy that kept its bucket gets a new bucket instead of a name clash.
+    # exists: GCP and Azure salt the created bucket's / storage account's (global, fixed) name
+    # with it, so a stack created again after a destroy that kept its bucket gets a new one.
     Key("deploymentId", "string", default=""),
     # The job's checkpoint.interval in seconds (SPOTROUTE_CHECKPOINT_INTERVAL); 0 = unset.
     Key("checkpointIntervalS", "number", default=0),

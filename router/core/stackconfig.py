@@ -89,7 +89,7 @@ def stack_config(
     `secret_env` holds the values of the job's `run.secrets` (core.job.problems.secret_values):
     they go to the secret key spotroute:secretEnv only, never into spotroute:job.
     `deployment_id` is the stack's random id (kept from its stack file, new for a new one),
-    written for GCP only (it salts the bucket name there).
+    written for GCP and Azure only (it salts the bucket / storage account name there).
     """
     secrets = dict(secret_env or {})
     if sorted(secrets) != sorted(job.run.secrets):
@@ -122,7 +122,7 @@ def stack_config(
             "checkpointing": job.checkpoint is not None,
             "checkpointUrl": checkpoint_url,
             "keepCheckpoints": True,  # destroy_stack writes false when it discards a copy
-            "deploymentId": deployment_id if on_gcp else "",
+            "deploymentId": deployment_id if chosen.cloud in ("gcp", "azure") else "",
             "checkpointIntervalS": job.checkpoint.interval_s if job.checkpoint else 0,
             **data_values(chosen),
             "remoteAccess": False,

@@ -349,10 +349,21 @@ def test_gcp_bootstrap_lets_the_deployer_create_the_secret_and_grant_only_such_s
 
 def test_azure_bootstrap_lets_the_deployer_write_the_vault_and_grant_secrets_user() -> None:
     from components.azure import KEY_VAULT_SECRETS_USER
-    from components.bootstrap.azure_permissions import AZURE_DEPLOYER_ACTIONS, azure_grant_condition
-
-    secret_stack("azure")  # the stack builds with a vault and a secret
-    assert {"Microsoft.KeyVault/vaults/write", "Microsoft.KeyVault/vaults/secrets/write"} <= set(
-        AZURE_DEPLOYER_ACTIONS
+    from components.bootstrap.azure_permissions import (
+        AZURE_JOB_STORES_RESOURCE_GROUP,
+        AZURE_STORES_ACTIONS,
+        azure_grant_scopes,
     )
-    assert KEY_VAULT_SECRETS_USER in azure_grant_condition("sub", "deployer-principal")
+
+    stack = secret_stack("azure")
+    # Vault and secret live in the stores group, where the deployer may write them...
+    for kind in ("azure-native:keyvault:Vault", "azure-native:keyvault:Secret"):
+        assert stack.one(kind).inputs["resourceGroupName"] == AZURE_JOB_STORES_RESOURCE_GROUP
+    assert {"Microsoft.KeyVault/vaults/write", "Microsoft.KeyVault/vaults/secrets/write"} <= set(
+        AZURE_STORES_ACTIONS
+    )
+    # ... and grant Key Vault Secrets User, there only.
+    scopes = {scope: roles for _part, scope, roles in azure_grant_scopes("sub")}
+    assert [s for s, roles in scopes.items() if KEY_VAULT_SECRETS_USER in roles] == [
+        f"/subscriptions/sub/resourceGroups/{AZURE_JOB_STORES_RESOURCE_GROUP}"
+    ]
