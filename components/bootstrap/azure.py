@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import pulumi
 
@@ -45,6 +46,10 @@ from components.bootstrap.azure_permissions import (
 )
 
 # --- Azure ----------------------------------------------------------------------------------------
+
+
+def _grant_condition(principal: str, grantable: tuple[str, ...]) -> str:
+    return azure_grant_condition(principal, grantable)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,7 +285,7 @@ class AzureDeployer(pulumi.ComponentResource):
                 group_scope(stores_group) if part == "grants-stores" else scope,
                 f"spotroute deployer: job role grants at {scope.rsplit('/', 1)[-1]}",
                 condition=identity.principal_id.apply(
-                    lambda principal, roles=grantable: azure_grant_condition(principal, roles)
+                    partial(_grant_condition, grantable=grantable)
                 ),
             )
         # What azure.JobIdentity assigns on the checkpoint container, under its path condition:
