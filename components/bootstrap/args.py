@@ -195,6 +195,17 @@ class BootstrapArgs:
         return next((i for i in self.oidc_issuers if i.name == wanted), None)
 
 
+def check_storage_account_ids(ids: tuple[str, ...], field: str) -> None:
+    """ValueError naming `field` unless every entry is an Azure storage account's resource id."""
+    for account_id in ids:
+        if not STORAGE_ACCOUNT_ID.fullmatch(account_id):
+            raise ValueError(
+                f"{field}: {account_id!r} is not a storage account resource id — use "
+                "/subscriptions/<id>/resourceGroups/<group>/providers/"
+                "Microsoft.Storage/storageAccounts/<account>"
+            )
+
+
 def check_bootstrap_args(args: BootstrapArgs) -> None:
     """Refuse a bootstrap that cannot work or trusts too much; ValueError names the field."""
     clouds = args.clouds
@@ -265,15 +276,9 @@ def check_bootstrap_args(args: BootstrapArgs) -> None:
         if "aws" not in clouds:
             raise ValueError("aws_job_buckets: is set but clouds does not include aws")
         parse_job_buckets(args.aws_job_buckets, args.aws_account_id)
-    for account_id in args.azure_job_storage_accounts:
-        if "azure" not in clouds:
-            raise ValueError("azure_job_storage_accounts: is set but clouds does not include azure")
-        if not STORAGE_ACCOUNT_ID.fullmatch(account_id):
-            raise ValueError(
-                f"azure_job_storage_accounts: {account_id!r} is not a storage account resource id "
-                "— use /subscriptions/<id>/resourceGroups/<group>/providers/"
-                "Microsoft.Storage/storageAccounts/<account>"
-            )
+    if args.azure_job_storage_accounts and "azure" not in clouds:
+        raise ValueError("azure_job_storage_accounts: is set but clouds does not include azure")
+    check_storage_account_ids(args.azure_job_storage_accounts, "azure_job_storage_accounts")
     for bucket in args.gcp_job_buckets:
         if "gcp" not in clouds:
             raise ValueError("gcp_job_buckets: is set but clouds does not include gcp")

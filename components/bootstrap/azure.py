@@ -13,13 +13,13 @@ from components.bootstrap.args import (
     DEPLOYER_NAME,
     GOOGLE_ISSUER,
     GUID,
-    STORAGE_ACCOUNT_ID,
     AwsHome,
     AzureHome,
     GcpHome,
     Home,
     OidcIssuer,
     bootstrap_labels,
+    check_storage_account_ids,
     require_strings,
     state_location,
 )
@@ -97,13 +97,7 @@ class AzureDeployer(pulumi.ComponentResource):
                 "AWS deployer's outbound_issuer"
             )
         require_strings(args.job_storage_accounts, "AzureDeployerArgs.job_storage_accounts")
-        for account_id in args.job_storage_accounts:
-            if not STORAGE_ACCOUNT_ID.fullmatch(account_id):
-                raise ValueError(
-                    f"job_storage_accounts: {account_id!r} is not a storage account resource id — "
-                    "use /subscriptions/<id>/resourceGroups/<group>/providers/"
-                    "Microsoft.Storage/storageAccounts/<account>"
-                )
+        check_storage_account_ids(args.job_storage_accounts, "job_storage_accounts")
         state_scope = ""
         if args.state_bucket:
             if not args.state_bucket.startswith("azblob://"):
@@ -121,13 +115,16 @@ class AzureDeployer(pulumi.ComponentResource):
         tags = bootstrap_labels(args.labels)
         subscription = f"/subscriptions/{args.subscription_id}"
 
-        group = resources.ResourceGroup(
-            f"{name}-rg",
-            resource_group_name=AZURE_RESOURCE_GROUP,
-            location=args.location,
-            tags=tags,
-            opts=child,
-        )
+        def bootstrap_group(part: str, group_name: str) -> resources.ResourceGroup:
+            return resources.ResourceGroup(
+                f"{name}-{part}",
+                resource_group_name=group_name,
+                location=args.location,
+                tags=tags,
+                opts=child,
+            )
+
+        group = bootstrap_group("rg", AZURE_RESOURCE_GROUP)
         identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity",
             resource_group_name=group.name,
@@ -228,13 +225,7 @@ class AzureDeployer(pulumi.ComponentResource):
         assign(role_id, "role-assignment", subscription, "spotroute deployer: placements only")
         # Job identities: created, deleted and attached only in this one group, so the deployer
         # can never hand a scale set another workload's identity (no assign/action elsewhere).
-        identities_group = resources.ResourceGroup(
-            f"{name}-job-identities-rg",
-            resource_group_name=AZURE_JOB_IDENTITY_RESOURCE_GROUP,
-            location=args.location,
-            tags=tags,
-            opts=child,
-        )
+        identities_group = bootstrap_group("job-identities-rg", AZURE_JOB_IDENTITY_RESOURCE_GROUP)
         assign(
             define_role(
                 AZURE_IDENTITIES_ROLE_NAME,
@@ -248,13 +239,7 @@ class AzureDeployer(pulumi.ComponentResource):
             f"spotroute deployer: identities in {AZURE_JOB_IDENTITY_RESOURCE_GROUP}",
         )
         # The jobs' checkpoint storage and Key Vaults: written only in this one group.
-        stores_group = resources.ResourceGroup(
-            f"{name}-job-stores-rg",
-            resource_group_name=AZURE_JOB_STORES_RESOURCE_GROUP,
-            location=args.location,
-            tags=tags,
-            opts=child,
-        )
+        stores_group = bootstrap_group("job-stores-rg", AZURE_JOB_STORES_RESOURCE_GROUP)
         assign(
             define_role(
                 AZURE_STORES_ROLE_NAME,
