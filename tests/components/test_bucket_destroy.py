@@ -37,6 +37,12 @@ ACCOUNT_IDS = {
     "acmedata": "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/data/"
     "providers/Microsoft.Storage/storageAccounts/acmedata"
 }
+# What a job's network bills by the hour while its stack exists (issue 21 item 4): route watch
+# destroys a finished job's stack so these go too.
+PER_HOUR_NETWORK = {
+    "aws": ("aws:ec2/natGateway:NatGateway", "aws:ec2/eip:Eip"),
+    "azure": ("azure-native:network:NatGateway", "azure-native:network:PublicIPAddress"),
+}
 # The bucket resources whose provider empties them first when force_destroy is set.
 FORCE_DESTROY = {"aws": "aws:s3/bucket:Bucket", "gcp": "gcp:storage/bucket:Bucket"}
 
@@ -67,6 +73,8 @@ def test_destroying_a_stack_keeps_its_checkpoint_bucket_with_every_setting(cloud
     # Nothing else outlives the stack: the NAT gateway, addresses and nodes stop billing.
     others = [r for r in stack.custom_resources() if r not in kept]
     assert others and not any(r.retain_on_delete for r in others)
+    hourly = {kind for kinds in PER_HOUR_NETWORK.values() for kind in kinds}
+    assert {r.type for r in others} & hourly == set(PER_HOUR_NETWORK.get(cloud, ()))
 
 
 @pytest.mark.parametrize("cloud", sorted(TARGETS))
