@@ -55,6 +55,13 @@ class CheckpointBucketArgs:
     # this many days after they were written, and `pulumi destroy` deletes the bucket with its
     # contents (a copy is worth nothing once the job is done). 0 = a checkpoint bucket.
     expire_days: int = 0
+    # What destroying the stack does with a created checkpoint bucket: True = keep the bucket, its
+    # objects and its settings (retain_on_delete: checkpoints are the user's work), False = delete
+    # it with its contents (force_destroy). A staging bucket is always deleted.
+    keep_on_destroy: bool = True
+    # GCP, Azure: salts the created bucket's / storage account's fixed, global name (the stack's
+    # spotroute:deploymentId), so a stack created again after a destroy that kept it gets a new one.
+    name_salt: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

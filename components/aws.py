@@ -55,7 +55,7 @@ from components.aws_names import (
     session_manager_policy_document,
 )
 from components.aws_network import Network
-from components.bootstrap.aws_permissions import aws_job_boundary_arn
+from components.bootstrap.aws_boundary import aws_job_boundary_arn
 from components.fabric import Fabric, group_fabric
 from components.node_exit import aws_exit_channel
 from components.registry import CloudComponents
@@ -123,15 +123,19 @@ class CheckpointBucket(pulumi.ComponentResource):
         )
 
     def _create(self, name: str, args: CheckpointBucketArgs) -> None:
-        child = pulumi.ResourceOptions(parent=self)
         job, labels = args.job_name, args.labels
         staging = args.expire_days > 0
+        # DeleteBucket refuses a bucket that holds any object version or delete marker
+        # (BucketNotEmpty), and a checkpoint bucket always does. Kept: bucket and every setting
+        # stay when the stack is destroyed (the user's checkpoints, still private, encrypted and
+        # expiring old versions). Not kept (a staged copy of data, or a checkpoint copy the router
+        # discards): force_destroy empties it first.
+        keep = args.keep_on_destroy and not staging
+        child = pulumi.ResourceOptions(parent=self, retain_on_delete=keep)
         bucket = aws.s3.Bucket(
             f"{name}-bucket",
             bucket_prefix=physical_name_prefix(job, 37),
-            # Checkpoints outlive a stack unless someone empties the bucket; a staged copy of
-            # data does not: destroying the stack deletes it.
-            force_destroy=staging,
+            force_destroy=not keep,
             tags=aws_tags(job, labels, "staging" if staging else "checkpoints"),
             opts=child,
         )
@@ -203,7 +207,7 @@ class CheckpointBucket(pulumi.ComponentResource):
                     else []
                 ),
             ],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+            opts=_after(child, versioning),
         )
         aws.s3.BucketPolicy(
             f"{name}-tls-only",
@@ -226,11 +230,16 @@ class CheckpointBucket(pulumi.ComponentResource):
                 )
             ),
             # S3 refuses bucket policies while the public access block is being applied.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_block]),
+            opts=_after(child, public_block),
         )
         self.bucket_name = bucket.bucket
         self.url = bucket.bucket.apply(lambda b: f"s3://{b}/")
         self.arn_or_id = bucket.arn
+
+
+def _after(opts: pulumi.ResourceOptions, resource: pulumi.Resource) -> pulumi.ResourceOptions:
+    """`opts` plus a dependency on `resource`."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[resource]))
 
 
 def _check_expire_days(args: CheckpointBucketArgs) -> None:

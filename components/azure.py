@@ -23,11 +23,11 @@ the shared program builds the same Args for every cloud:
         outputs: group_id (the VM scale set id), checkpoint_url
 
 Resource groups. Every Azure resource lives in one, and a resource group's deletion deletes
-everything in it. Network creates the job's resource group (VNet, NSG, scale set). The checkpoint
-storage gets its own group, kept on `pulumi destroy` together with the account and container, so
-checkpoints outlive the stack as they do on AWS. JobIdentity puts the identity into
-`JobIdentityArgs.resource_group_name` when the program passes the network's group, else into a
-group of its own.
+everything in it. Network creates the job's resource group (VNet, NAT gateway, NSG, scale set).
+The checkpoint storage account and the secret env's Key Vault go into the bootstrap's
+`spotroute-job-stores` group; account and container are kept on `pulumi destroy`, so checkpoints
+outlive the stack as they do on AWS. JobIdentity puts the identity into the bootstrap's
+`spotroute-job-identities` group unless `JobIdentityArgs.resource_group_name` names another.
 
 Existing storage. Azure grants access by resource id, which a blob URL does not carry: reusing an
 account (`existing_url`) or reading Azure data (`data_urls`) needs the Args'
@@ -63,6 +63,7 @@ from components.args import (
 )
 from components.azure_names import (
     AZURE_JOB_IDENTITY_RESOURCE_GROUP,
+    AZURE_JOB_STORES_RESOURCE_GROUP,
     azure_tags,
     blob_prefix_condition,
     container_resource_id,
@@ -423,7 +424,10 @@ def _secret_store(
     tags = azure_tags(args.job_name, args.labels)
     vault = keyvault.Vault(
         f"{name}-vault",
-        resource_group_name=net.resource_group_name,
+        # The bootstrap's stores group: the only place the deployer may write vaults and secrets
+        # (Microsoft.KeyVault/vaults/write anywhere would let it add itself to any access-policy
+        # vault's policy), and grant Key Vault Secrets User.
+        resource_group_name=AZURE_JOB_STORES_RESOURCE_GROUP,
         # Globally unique, and new for every deployment (the group's name is): a destroyed
         # job's soft-deleted vault never blocks its next one.
         vault_name=pulumi.Output.all(client.subscription_id, net.resource_group_name).apply(
@@ -445,7 +449,7 @@ def _secret_store(
     )
     secret = keyvault.Secret(
         f"{name}-secret-env",
-        resource_group_name=net.resource_group_name,
+        resource_group_name=AZURE_JOB_STORES_RESOURCE_GROUP,
         vault_name=vault.name,
         secret_name=SECRET_NAME,
         properties=keyvault.SecretPropertiesArgs(

@@ -15,6 +15,10 @@ from components.args import (
 # Job identities live in one resource group the bootstrap creates (components/bootstrap/azure.py);
 # the deployer may create, delete and attach user-assigned identities there and nowhere else.
 AZURE_JOB_IDENTITY_RESOURCE_GROUP = "spotroute-job-identities"
+# The jobs' stores — created checkpoint storage accounts and the secret env's Key Vaults — live in
+# one more: the deployer may write vaults, secrets and storage accounts, and grant the job roles on
+# them, there only (a role assignment's scope is the one limit Azure's grant conditions lack).
+AZURE_JOB_STORES_RESOURCE_GROUP = "spotroute-job-stores"
 BLOB_HOST_SUFFIX = ".blob.core.windows.net"
 _BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 _ACCOUNT = re.compile(r"[a-z0-9]{3,24}")

@@ -1,5 +1,5 @@
-"""Azure CheckpointBucket component: the checkpoint storage account and blob container in a
-resource group of their own, kept on destroy, or an existing container by URL (one of the four
+"""Azure CheckpointBucket component: the checkpoint storage account and blob container in the
+bootstrap's stores group, kept on destroy, or an existing container by URL (one of the four
 placement components; components/azure.py registers them).
 """
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 import pulumi
 from pulumi_azure_native import (
     authorization,
-    resources,
     storage,
 )
 
@@ -17,6 +16,7 @@ from components.args import (
     check_bucket_args,
 )
 from components.azure_names import (
+    AZURE_JOB_STORES_RESOURCE_GROUP,
     BLOB_HOST_SUFFIX,
     azure_tags,
     container_resource_id,
@@ -74,26 +74,33 @@ class CheckpointBucket(pulumi.ComponentResource):
         )
 
     def _create(self, name: str, args: CheckpointBucketArgs) -> None:
-        # Deleting a resource group deletes everything in it, so checkpoints get a group of their
-        # own and `pulumi destroy` leaves group, account and container in place (AWS keeps its
-        # bucket too); delete them by hand once the checkpoints are no longer needed.
-        # A staging container (expire_days > 0) holds a copy of data: destroying the stack
-        # deletes it with its group.
+        # In the bootstrap's stores group, the one place the deployer may write storage accounts
+        # and grant the job role on them. `pulumi destroy` leaves account, container and policies
+        # in place (AWS and GCP keep their buckets too); delete them by hand once the checkpoints
+        # are no longer needed. A staging container (expire_days > 0) holds a copy of data, and a
+        # discarded copy (keep_on_destroy false, set by the router on a stack whose checkpoints it
+        # has verified elsewhere) is worth nothing either: destroying the stack deletes the
+        # account, which Azure deletes with its blobs.
         staging = args.expire_days > 0
-        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=not staging)
+        retained = args.keep_on_destroy and not staging
+        # Created once: a stack from before the stores group keeps its account where it is
+        # (`<job>-checkpoints-rg`, under its old name), never replaced.
+        fixed = ["resourceGroupName", "accountName"]
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=retained, ignore_changes=fixed)
         tags = azure_tags(args.job_name, args.labels)
-        group = resources.ResourceGroup(
-            f"{name}-checkpoints-rg", location=args.region, tags=tags, opts=keep
-        )
+        group_name = AZURE_JOB_STORES_RESOURCE_GROUP
         client = authorization.get_client_config_output(
             opts=pulumi.InvokeOutputOptions(parent=self)
         )
-        account_name = pulumi.Output.all(client.subscription_id, group.name).apply(
-            lambda ids: storage_account_name(args.job_name, f"{ids[0]}/{ids[1]}")
+        # Global names: salted by subscription, stack and deployment, so a stack created again
+        # after a destroy that kept its account gets a new one.
+        where = f"{pulumi.get_stack()}/{name}/{args.name_salt}"
+        account_name = client.subscription_id.apply(
+            lambda sub: storage_account_name(args.job_name, f"{sub}/{where}")
         )
         account = storage.StorageAccount(
             f"{name}-storage",
-            resource_group_name=group.name,
+            resource_group_name=group_name,
             account_name=account_name,
             location=args.region,
             kind="StorageV2",
@@ -113,7 +120,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         )
         service = storage.BlobServiceProperties(
             f"{name}-blob-service",
-            resource_group_name=group.name,
+            resource_group_name=group_name,
             account_name=account.name,
             blob_services_name="default",
             is_versioning_enabled=True,
@@ -127,7 +134,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         )
         container = storage.BlobContainer(
             f"{name}-container",
-            resource_group_name=group.name,
+            resource_group_name=group_name,
             account_name=account.name,
             container_name=CONTAINER_NAME,
             public_access=storage.PublicAccess.NONE,
@@ -135,7 +142,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         )
         storage.ManagementPolicy(
             f"{name}-lifecycle",
-            resource_group_name=group.name,
+            resource_group_name=group_name,
             account_name=account.name,
             management_policy_name="default",
             policy=storage.ManagementPolicySchemaArgs(
@@ -183,9 +190,7 @@ class CheckpointBucket(pulumi.ComponentResource):
                     ),
                 ]
             ),
-            opts=pulumi.ResourceOptions(
-                parent=self, retain_on_delete=not staging, depends_on=[service]
-            ),
+            opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[service])),
         )
         self.account_name = account.name
         self.bucket_name = account.name.apply(lambda a: f"{a}/{CONTAINER_NAME}")

@@ -80,6 +80,8 @@ DATA_ROLE = "roles/storage.objectViewer"
 # Read a secret's versions, nothing else (no listing, no IAM, no new versions); granted on the
 # job's one secret, never on the project.
 SECRET_ROLE = "roles/secretmanager.secretAccessor"
+# Soft delete off (0; anything else must be 7-90 days): cloud.google.com/storage/docs/soft-delete.
+SOFT_DELETE_RETENTION_S = 0
 
 
 def make_provider(name: str, args: ProviderArgs) -> pulumi.ProviderResource:
@@ -126,9 +128,10 @@ class CheckpointBucket(pulumi.ComponentResource):
         # (bootstrap/gcp_permissions.py gcp_grant_condition): spotroute-<job>-ckpt-<8 hex of the
         # organization, project and stack>, which keeps two teams' "llm" jobs apart. A bucket
         # created before (autonamed <job>-ckpt-xxxxxxx) keeps its name: no replacement.
+        keep = args.keep_on_destroy and not args.expire_days
         bucket = gcp.storage.Bucket(
             f"{name}-ckpt",
-            name=_bucket_name(name),
+            name=_bucket_name(name, args.name_salt),
             location=args.region.upper(),
             storage_class="STANDARD",
             # IAM conditions (the job's prefix grant) need uniform bucket-level access.
@@ -164,20 +167,32 @@ class CheckpointBucket(pulumi.ComponentResource):
                     else []
                 ),
             ],
-            # Checkpoints outlive a stack unless someone empties the bucket; a staged copy of data
-            # does not: destroying the stack deletes it.
-            force_destroy=args.expire_days > 0,
+            # Cloud Storage keeps every object it deletes for 7 more days by default (soft
+            # delete, billed at the storage rate): each pruned checkpoint would bill a week past
+            # the noncurrent-version rule above, which already keeps old versions recoverable.
+            soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
+                retention_duration_seconds=SOFT_DELETE_RETENTION_S
+            ),
+            # Cloud Storage deletes only empty buckets (buckets.delete), and a checkpoint bucket
+            # never is. Kept: the bucket stays when the stack is destroyed (the user's
+            # checkpoints). Not kept (a staged copy of data, or a checkpoint copy the router
+            # discards): force_destroy deletes every object version first.
+            force_destroy=not keep,
             labels=gcp_labels(args.job_name, args.labels),
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["name"]),
+            opts=pulumi.ResourceOptions(
+                parent=self, ignore_changes=["name"], retain_on_delete=keep
+            ),
         )
         self.bucket_name = bucket.name
         self.url = bucket.name.apply(lambda b: f"gs://{b}/")
         self.arn_or_id = bucket.name.apply(lambda b: f"projects/_/buckets/{b}")
 
 
-def _bucket_name(name: str) -> str:
-    """`spotroute-<name>-ckpt-<8 hex>`: the hex from the Pulumi organization, project and stack."""
+def _bucket_name(name: str, salt: str) -> str:
+    """`spotroute-<name>-ckpt-<8 hex>`: the hex from the Pulumi organization, project, stack and
+    the stack's deployment id (a kept bucket's name is never taken again)."""
     where = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}/{name}"
+    where += f"/{salt}" if salt else ""
     digest = hashlib.sha256(where.encode()).hexdigest()[:AUTONAME_SUFFIX]
     return f"{GCP_JOB_BUCKET_PREFIX}{name}-ckpt-{digest}"
 

@@ -11,6 +11,7 @@ import re
 import pulumi_gcp as gcp
 
 from components.args import parse_bucket_url, standard_labels
+from components.bootstrap.gcp_permissions import GCP_NAME_PREFIX
 
 NAME_LIMIT = 63  # RFC 1035 names of compute resources
 BASE_INSTANCE_NAME_LIMIT = 54  # the MIG appends "-xxxx" to each node's name
@@ -30,11 +31,10 @@ def _digest(text: str, length: int) -> str:
 
 
 def gcp_name(job_name: str, part: str, limit: int = NAME_LIMIT) -> str:
-    """RFC 1035 name `<job>-<part>` of at most `limit` chars; long job names get a hash suffix."""
-    base = re.sub(r"[^a-z0-9-]+", "-", job_name.lower()).strip("-")
-    if not base or not base[0].isalpha():
-        base = f"sr-{base}".rstrip("-")
-    name = f"{base}-{part}"
+    """RFC 1035 name `spotroute-<job>-<part>` of at most `limit` chars; long job names get a hash
+    suffix. The fixed prefix is what the deployer's name conditions admit (gcp_permissions)."""
+    base = GCP_NAME_PREFIX + re.sub(r"[^a-z0-9-]+", "-", job_name.lower()).strip("-")
+    name = f"{base.rstrip('-')}-{part}"
     if len(name) <= limit:
         return name
     # Truncation alone would let two long job names with the same start collide.

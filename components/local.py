@@ -405,7 +405,9 @@ class CheckpointBucket(pulumi.ComponentResource):
                     "directory": _absolute(args.local_directory, "local_directory"),
                     "labels": standard_labels(args.job_name, args.labels),
                 },
-                pulumi.ResourceOptions(parent=self),
+                # Kept on destroy like a cloud's checkpoint bucket (it holds the user's work, and
+                # every placement of the job shares it); the provider's delete never runs then.
+                pulumi.ResourceOptions(parent=self, retain_on_delete=args.keep_on_destroy),
             )
             self.url = directory.url
             self.bucket_name = directory.path

@@ -78,6 +78,8 @@ class PlacementConfig:
     job: JobCommand
     checkpointing: bool
     checkpoint_url: str
+    keep_checkpoints: bool = True  # destroy keeps the created checkpoint bucket (else deletes it)
+    deployment_id: str = ""  # the stack's random id (GCP salts its bucket name with it)
     data_urls: tuple[str, ...]  # read-only, prefix-scoped: the chosen copy of every data set
     data_copy_urls: tuple[str, ...] = ()  # staged next to the GPUs (copy mode)
     staging_days: int = 0  # the staging bucket deletes copies this many days after upload
@@ -178,6 +180,8 @@ def read_placement_config(config: ConfigSource, stack_file: str = "") -> Placeme
         job=_job_command(read),
         checkpointing=checkpointing,
         checkpoint_url=checkpoint_url,
+        keep_checkpoints=read.value("keepCheckpoints"),
+        deployment_id=read.value("deploymentId"),
         data_urls=data_urls,
         data_copy_urls=data_copy_urls,
         staging_days=staging_days,
@@ -352,6 +356,8 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
             job_name=job,
             region=placement.region,
             existing_url=placement.checkpoint_url,
+            keep_on_destroy=placement.keep_checkpoints,
+            name_salt=placement.deployment_id,
             labels=labels,
             storage_account_ids=placement.storage_account_ids,
             local_directory=placement.local_checkpoint_dir,

@@ -36,6 +36,11 @@ GCP_PROJECT_ID_PATTERN = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 _SERVICE_ACCOUNT_EMAIL = re.compile(
     r"[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\.gserviceaccount\.com"
 )
+# An Azure storage account's resource id (what `azureJobStorageAccounts` lists).
+STORAGE_ACCOUNT_ID = re.compile(
+    r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}"
+    r"/providers/Microsoft\.Storage/storageAccounts/[a-z0-9]{3,24}"
+)
 GCS_BUCKET_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")  # no dots: no domain buckets
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 # Subjects and audiences end up inside CEL and ABAC string literals: no quotes, no backslashes.
@@ -127,12 +132,18 @@ class BootstrapArgs:
     # Buckets besides spotroute-* whose IAM policy the GCP deployer may edit to grant jobs (their
     # data buckets, reused checkpoint buckets).
     gcp_job_buckets: tuple[str, ...] = ()
+    # Buckets besides this account's spotroute-* that AWS job roles may reach (the job boundary):
+    # `<bucket>` of the account, or `<bucket>@<account id>`.
+    aws_job_buckets: tuple[str, ...] = ()
     azure_subscription_id: str = ""
     azure_tenant_id: str = ""
     azure_location: str = ""  # where the deployer identity's resource group lives
     azure_federation_audience: str = ""  # home azure: App ID URI the identity asks tokens for
     state_bucket: str = ""  # Pulumi DIY backend to grant: s3://b[/p], gs://b[/p], azblob://c
     state_storage_account_id: str = ""  # azblob only: the account's resource id
+    # Storage accounts (resource ids) besides spotroute's own whose containers the Azure deployer
+    # may grant jobs on (data, reused checkpoint containers).
+    azure_job_storage_accounts: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -149,6 +160,10 @@ class BootstrapArgs:
         )
         require_type(self.aws_outbound_federation, bool, "BootstrapArgs.aws_outbound_federation")
         require_strings(self.gcp_job_buckets, "BootstrapArgs.gcp_job_buckets")
+        require_strings(self.aws_job_buckets, "BootstrapArgs.aws_job_buckets")
+        require_strings(
+            self.azure_job_storage_accounts, "BootstrapArgs.azure_job_storage_accounts"
+        )
         for name in (
             "home",
             "aws_account_id",
@@ -178,6 +193,17 @@ class BootstrapArgs:
         """The issuer the router's tokens come from when home is "oidc:<name>"."""
         wanted = self.home.removeprefix("oidc:") if self.home.startswith("oidc:") else None
         return next((i for i in self.oidc_issuers if i.name == wanted), None)
+
+
+def check_storage_account_ids(ids: tuple[str, ...], field: str) -> None:
+    """ValueError naming `field` unless every entry is an Azure storage account's resource id."""
+    for account_id in ids:
+        if not STORAGE_ACCOUNT_ID.fullmatch(account_id):
+            raise ValueError(
+                f"{field}: {account_id!r} is not a storage account resource id — use "
+                "/subscriptions/<id>/resourceGroups/<group>/providers/"
+                "Microsoft.Storage/storageAccounts/<account>"
+            )
 
 
 def check_bootstrap_args(args: BootstrapArgs) -> None:
@@ -244,6 +270,15 @@ def check_bootstrap_args(args: BootstrapArgs) -> None:
                 f"gcp_project_number: {args.gcp_project_number!r} — use the numeric project "
                 "number, or leave it empty to look it up"
             )
+    if args.aws_job_buckets:
+        from components.bootstrap.aws_boundary import parse_job_buckets
+
+        if "aws" not in clouds:
+            raise ValueError("aws_job_buckets: is set but clouds does not include aws")
+        parse_job_buckets(args.aws_job_buckets, args.aws_account_id)
+    if args.azure_job_storage_accounts and "azure" not in clouds:
+        raise ValueError("azure_job_storage_accounts: is set but clouds does not include azure")
+    check_storage_account_ids(args.azure_job_storage_accounts, "azure_job_storage_accounts")
     for bucket in args.gcp_job_buckets:
         if "gcp" not in clouds:
             raise ValueError("gcp_job_buckets: is set but clouds does not include gcp")

@@ -26,11 +26,12 @@ from components.bootstrap.args import (
     require_strings,
     state_location,
 )
-from components.bootstrap.aws_permissions import (
+from components.bootstrap.aws_boundary import (
     AWS_JOB_BOUNDARY_NAME,
-    aws_deployer_policy,
     aws_job_boundary_policy,
+    parse_job_buckets,
 )
+from components.bootstrap.aws_permissions import aws_deployer_policy
 
 # --- AWS ------------------------------------------------------------------------------------------
 
@@ -97,6 +98,9 @@ class AwsDeployerArgs:
     outbound_federation: bool = False  # enable IAM outbound federation (AWS → Azure)
     outbound_issuer_url: str = ""  # ... or use the account's existing issuer
     state_bucket: str = ""  # s3://bucket[/path]
+    # Besides spotroute-*: the buckets job roles may reach (data, reused checkpoint buckets),
+    # `<bucket>` of this account or `<bucket>@<account id>`.
+    job_buckets: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
 
 
@@ -125,6 +129,13 @@ class AwsDeployer(pulumi.ComponentResource):
             if not args.state_bucket.startswith("s3://"):
                 raise ValueError(f"state_bucket: {args.state_bucket!r} is not an s3:// URL")
             state_bucket, state_prefix = state_location(args.state_bucket)
+        require_strings(args.job_buckets, "AwsDeployerArgs.job_buckets")
+        listed = {b for names in parse_job_buckets(args.job_buckets, "").values() for b in names}
+        if state_bucket and state_bucket in listed:
+            raise ValueError(
+                f"job_buckets: {state_bucket!r} is the state bucket — jobs must never reach it; "
+                "keep state and job data in different buckets"
+            )
         super().__init__("spotroute:bootstrap:AwsDeployer", name, None, opts)
         import pulumi_aws as aws
 
@@ -217,7 +228,11 @@ class AwsDeployer(pulumi.ComponentResource):
             f"{name}-job-boundary",
             name=AWS_JOB_BOUNDARY_NAME,
             description="spotroute: the most any job role may do (checkpoints, data, shell)",
-            policy=json.dumps(aws_job_boundary_policy(), indent=1),
+            policy=account_id.apply(
+                lambda acct: json.dumps(
+                    aws_job_boundary_policy(acct, args.job_buckets, state_bucket), indent=1
+                )
+            ),
             # Tells the policy pack this is a ceiling, not a grant (policies/rules/iam.py).
             tags={
                 **tags,

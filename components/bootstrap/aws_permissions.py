@@ -1,5 +1,5 @@
-"""What the AWS deployer may do: its policy document and the permissions boundary every job role
-carries, each exactly what the placement components (components/aws.py) manage.
+"""What the AWS deployer may do: its policy document, exactly what the placement components
+(components/aws.py) manage. The boundary every job role carries is in aws_boundary.py.
 """
 
 from __future__ import annotations
@@ -9,91 +9,31 @@ from typing import Any
 
 from components.aws_names import SECRET_PARAMETER_PATH
 from components.bootstrap.args import DEPLOYER_NAME, JOB_MANAGED_BY
+from components.bootstrap.aws_boundary import AWS_JOB_NAME_PREFIX, aws_job_boundary_arn
 
 # --- AWS: what the placement program creates (components/aws.py) ------------------------------
-# Job roles, instance profiles and buckets are named by aws_names.physical_name_prefix:
-# "spotroute-<job>-...".
-AWS_JOB_NAME_PREFIX = "spotroute-"
 AWS_GPU_AMI_PARAMETER_PATH = "/aws/service/deeplearning/ami/*"
 AWS_IMAGE_OWNER = "amazon"  # the Deep Learning AMIs aws.py launches are Amazon-owned
-# The permissions boundary every job role must carry (created by the bootstrap, aws.py). A job
-# role can never do more than this, whatever inline policy the deployer writes on it.
-AWS_JOB_BOUNDARY_NAME = "spotroute-job-boundary"
-# At most what aws_names.checkpoint_policy_document grants a job: its checkpoints and its data,
-# which that policy narrows to the job's prefixes. Data and reused checkpoint buckets may be any
-# bucket.
-AWS_JOB_BOUNDARY_S3_ACTIONS = (
-    "s3:GetObject",
-    "s3:PutObject",
-    "s3:DeleteObject",
-    "s3:ListBucket",
-)
-# With remoteAccess, aws.JobIdentity gives the job role what the SSM agent needs for Session
-# Manager shells (aws_names.session_manager_policy_document); the boundary must leave room for it,
-# or the agent cannot register and the node is unreachable. Instance registration is on instances;
-# the channel actions have no resource types (Resource "*" only).
-AWS_JOB_BOUNDARY_SESSION_ACTIONS = (
-    "ssm:UpdateInstanceInformation",
-    "ssmmessages:CreateControlChannel",
-    "ssmmessages:CreateDataChannel",
-    "ssmmessages:OpenControlChannel",
-    "ssmmessages:OpenDataChannel",
-)
 AWS_SERVICE_LINKED_ROLES = {
     "spot.amazonaws.com": "AWSServiceRoleForEC2Spot",
     "ec2fleet.amazonaws.com": "AWSServiceRoleForEC2Fleet",
 }
-
-
-def aws_job_boundary_arn(account_id: str) -> str:
-    """ARN of the managed policy every spotroute job role must have as its permissions boundary."""
-    return f"arn:aws:iam::{account_id}:policy/{AWS_JOB_BOUNDARY_NAME}"
-
-
-def aws_job_boundary_policy() -> dict[str, Any]:
-    """The job roles' permissions boundary: S3 objects and listings and the Session Manager
-    agent's actions, from EC2 instances only.
-
-    The boundary caps every role the deployer creates. It holds only for requests signed with an
-    EC2 instance's role credentials (ec2:SourceInstanceARN is present exactly then, as in AWS's
-    data-perimeter examples), so a job role that someone made trust an outside account is worth
-    nothing outside an instance.
-    """
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "CheckpointsAndDataFromInstances",
-                "Effect": "Allow",
-                "Action": list(AWS_JOB_BOUNDARY_S3_ACTIONS),
-                "Resource": ["arn:aws:s3:::*", "arn:aws:s3:::*/*"],
-                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
-            },
-            {
-                # aws.SpotGpuGroup's secret env: one SecureString parameter per stack under
-                # /spotroute/, read by the node at boot (the role's own policy names the one ARN).
-                "Sid": "SecretEnvFromInstances",
-                "Effect": "Allow",
-                "Action": ["ssm:GetParameter"],
-                "Resource": f"arn:aws:ssm:*:*:parameter{SECRET_PARAMETER_PATH}/*",
-                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
-            },
-            {
-                "Sid": "SessionManagerFromInstances",
-                "Effect": "Allow",
-                "Action": list(AWS_JOB_BOUNDARY_SESSION_ACTIONS[:1]),
-                "Resource": "arn:aws:ec2:*:*:instance/*",
-                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
-            },
-            {
-                "Sid": "SessionChannelsFromInstances",
-                "Effect": "Allow",
-                "Action": list(AWS_JOB_BOUNDARY_SESSION_ACTIONS[1:]),
-                "Resource": "*",
-                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
-            },
-        ],
-    }
+# What force_destroy needs to empty a versioned bucket before DeleteBucket: ListObjectVersions
+# (s3:ListBucketVersions) and DeleteObjects naming each version (s3:DeleteObjectVersion)
+# (docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html, API_DeleteObjects.html).
+AWS_EMPTY_BUCKET_ACTIONS = ("s3:ListBucketVersions", "s3:DeleteObjectVersion")
+# Bucket settings the deployer writes on its job buckets: never on the state bucket.
+AWS_BUCKET_WRITES = (
+    "s3:DeleteBucket",
+    "s3:PutBucketVersioning",
+    "s3:PutLifecycleConfiguration",
+    "s3:PutEncryptionConfiguration",
+    "s3:PutBucketPolicy",
+    "s3:DeleteBucketPolicy",
+    "s3:PutBucketPublicAccessBlock",
+    "s3:PutBucketOwnershipControls",
+    "s3:PutBucketTagging",
+)
 
 
 def aws_deployer_policy(
@@ -456,6 +396,20 @@ def aws_deployer_policy(
             "Resource": f"arn:aws:s3:::{AWS_JOB_NAME_PREFIX}*",
         },
         {
+            # force_destroy empties a bucket before deleting it: a staging bucket always, a
+            # checkpoint copy the router discards (router/engine/retention.py). Only spotroute's
+            # buckets of this account (s3:ResourceAccount: names are global). The deployer can
+            # already rewrite those buckets' lifecycle and policy, so this adds no reach.
+            "Sid": "EmptyJobBucketsOnDestroy",
+            "Effect": "Allow",
+            "Action": list(AWS_EMPTY_BUCKET_ACTIONS),
+            "Resource": [
+                f"arn:aws:s3:::{AWS_JOB_NAME_PREFIX}*",
+                f"arn:aws:s3:::{AWS_JOB_NAME_PREFIX}*/*",
+            ],
+            "Condition": {"StringEquals": {"s3:ResourceAccount": acct}},
+        },
+        {
             # Defence in depth, whatever else is attached to the deployer: no role without the
             # boundary, no boundary taken off, no trust rewritten (which could let an outside
             # account in), no managed policy attached.
@@ -517,6 +471,14 @@ def aws_deployer_policy(
     ]
     if state_bucket:
         statements += [
+            {
+                # Whatever its name (a spotroute-… state bucket matches the job buckets' pattern):
+                # the deployer never empties, deletes or reconfigures the state bucket.
+                "Sid": "NeverReconfigureTheStateBucket",
+                "Effect": "Deny",
+                "Action": [*AWS_EMPTY_BUCKET_ACTIONS, *AWS_BUCKET_WRITES],
+                "Resource": [f"arn:aws:s3:::{state_bucket}", f"arn:aws:s3:::{state_bucket}/*"],
+            },
             {
                 "Sid": "StateBackendList",
                 "Effect": "Allow",

@@ -1,8 +1,9 @@
-"""AzureDeployer: identity spotroute-deployer, federated credentials, its three custom roles."""
+"""AzureDeployer: identity spotroute-deployer, federated credentials, its four custom roles."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import pulumi
 
@@ -18,6 +19,8 @@ from components.bootstrap.args import (
     Home,
     OidcIssuer,
     bootstrap_labels,
+    check_storage_account_ids,
+    require_strings,
     state_location,
 )
 from components.bootstrap.azure_permissions import (
@@ -28,17 +31,25 @@ from components.bootstrap.azure_permissions import (
     AZURE_JOB_DATA_ACTIONS,
     AZURE_JOB_IDENTITY_RESOURCE_GROUP,
     AZURE_JOB_ROLE_NAME,
+    AZURE_JOB_STORES_RESOURCE_GROUP,
     AZURE_RESOURCE_GROUP,
     AZURE_SELF_DELETE_ACTIONS,
     AZURE_SELF_DELETE_ROLE_NAME,
     AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR,
+    AZURE_STORES_ACTIONS,
+    AZURE_STORES_ROLE_NAME,
     azure_grant_condition,
+    azure_grant_scopes,
     azure_job_role_guid,
     azure_role_guid,
     azure_self_delete_role_guid,
 )
 
 # --- Azure ----------------------------------------------------------------------------------------
+
+
+def _grant_condition(principal: str, grantable: tuple[str, ...]) -> str:
+    return azure_grant_condition(principal, grantable)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,11 +64,14 @@ class AzureDeployerArgs:
     federation_audience: str = ""  # App ID URI this identity asks tokens for when it is the home
     state_bucket: str = ""  # azblob://container
     state_storage_account_id: str = ""
+    # Storage accounts (resource ids) besides spotroute's own whose containers jobs may be granted
+    # (data, reused checkpoint containers).
+    job_storage_accounts: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
 
 
 class AzureDeployer(pulumi.ComponentResource):
-    """Identity spotroute-deployer, federated credentials, three custom roles (docs/security.md)."""
+    """Identity spotroute-deployer, federated credentials, four custom roles (docs/security.md)."""
 
     client_id: pulumi.Output[str]
     principal_id: pulumi.Output[str]
@@ -82,6 +96,8 @@ class AzureDeployer(pulumi.ComponentResource):
                 "home: AWS reaches Azure only through IAM outbound identity federation — pass the "
                 "AWS deployer's outbound_issuer"
             )
+        require_strings(args.job_storage_accounts, "AzureDeployerArgs.job_storage_accounts")
+        check_storage_account_ids(args.job_storage_accounts, "job_storage_accounts")
         state_scope = ""
         if args.state_bucket:
             if not args.state_bucket.startswith("azblob://"):
@@ -99,13 +115,16 @@ class AzureDeployer(pulumi.ComponentResource):
         tags = bootstrap_labels(args.labels)
         subscription = f"/subscriptions/{args.subscription_id}"
 
-        group = resources.ResourceGroup(
-            f"{name}-rg",
-            resource_group_name=AZURE_RESOURCE_GROUP,
-            location=args.location,
-            tags=tags,
-            opts=child,
-        )
+        def bootstrap_group(part: str, group_name: str) -> resources.ResourceGroup:
+            return resources.ResourceGroup(
+                f"{name}-{part}",
+                resource_group_name=group_name,
+                location=args.location,
+                tags=tags,
+                opts=child,
+            )
+
+        group = bootstrap_group("rg", AZURE_RESOURCE_GROUP)
         identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity",
             resource_group_name=group.name,
@@ -154,19 +173,13 @@ class AzureDeployer(pulumi.ComponentResource):
             )
             previous = [credential]
 
-        def assigned_role(
-            role_name: str,
-            parts: tuple[str, str],
-            description: str,
-            actions: tuple[str, ...],
-            scope: pulumi.Input[str],
-            purpose: str,
-            condition: pulumi.Input[str] | None = None,
+        def define_role(
+            role_name: str, part: str, description: str, actions: tuple[str, ...]
         ) -> pulumi.Output[str]:
-            """A deployer custom role and its assignment to the identity at `scope`; its full id."""
+            """A deployer custom role (assignable in the subscription); its full id."""
             guid = azure_role_guid(args.subscription_id, role_name)
             role = authorization.RoleDefinition(
-                f"{name}-{parts[0]}",
+                f"{name}-{part}",
                 role_definition_id=guid,
                 role_name=role_name,
                 description=description,
@@ -177,9 +190,17 @@ class AzureDeployer(pulumi.ComponentResource):
                 opts=child,
             )
             # The full id, computed so it is known at preview; `role.id` carries the dependency.
-            role_id = role.id.apply(lambda _: role_definition_id(args.subscription_id, guid))
+            return role.id.apply(lambda _: role_definition_id(args.subscription_id, guid))
+
+        def assign(
+            role_id: pulumi.Output[str],
+            part: str,
+            scope: pulumi.Input[str],
+            purpose: str,
+            condition: pulumi.Input[str] | None = None,
+        ) -> None:
             authorization.RoleAssignment(
-                f"{name}-{parts[1]}",
+                f"{name}-{part}",
                 scope=scope,
                 role_definition_id=role_id,
                 principal_id=identity.principal_id,
@@ -189,49 +210,69 @@ class AzureDeployer(pulumi.ComponentResource):
                 description=purpose,
                 opts=child,
             )
-            return role_id
+
+        def group_scope(group: resources.ResourceGroup) -> pulumi.Output[str]:
+            return group.name.apply(lambda g: f"{subscription}/resourceGroups/{g}")
 
         # Subscription scope: every job creates its own resource groups, which no narrower
         # assignment could cover (docs/security.md: use a dedicated subscription).
-        role_id = assigned_role(
+        role_id = define_role(
             DEPLOYER_NAME,
-            ("role", "role-assignment"),
+            "role",
             "Exactly what spotroute's Azure placements manage (docs/security.md)",
             AZURE_DEPLOYER_ACTIONS,
-            subscription,
-            "spotroute deployer: spotroute placements only",
         )
+        assign(role_id, "role-assignment", subscription, "spotroute deployer: placements only")
         # Job identities: created, deleted and attached only in this one group, so the deployer
         # can never hand a scale set another workload's identity (no assign/action elsewhere).
-        identities_group = resources.ResourceGroup(
-            f"{name}-job-identities-rg",
-            resource_group_name=AZURE_JOB_IDENTITY_RESOURCE_GROUP,
-            location=args.location,
-            tags=tags,
-            opts=child,
-        )
-        assigned_role(
-            AZURE_IDENTITIES_ROLE_NAME,
-            ("identities-role", "identities-assignment"),
-            f"Create, delete and attach job identities in {AZURE_JOB_IDENTITY_RESOURCE_GROUP} "
-            "only (docs/security.md)",
-            AZURE_IDENTITY_ACTIONS,
-            identities_group.name.apply(
-                lambda group_name: f"{subscription}/resourceGroups/{group_name}"
+        identities_group = bootstrap_group("job-identities-rg", AZURE_JOB_IDENTITY_RESOURCE_GROUP)
+        assign(
+            define_role(
+                AZURE_IDENTITIES_ROLE_NAME,
+                "identities-role",
+                f"Create, delete and attach job identities in {AZURE_JOB_IDENTITY_RESOURCE_GROUP} "
+                "only (docs/security.md)",
+                AZURE_IDENTITY_ACTIONS,
             ),
+            "identities-assignment",
+            group_scope(identities_group),
             f"spotroute deployer: identities in {AZURE_JOB_IDENTITY_RESOURCE_GROUP}",
         )
-        assigned_role(
-            f"{DEPLOYER_NAME}-grants",
-            ("grants-role", "grants-assignment"),
-            "Grant job identities the checkpoint, self-delete and Blob Data Reader roles only",
-            AZURE_GRANT_ACTIONS,
-            subscription,
-            "spotroute deployer: job checkpoint role and Blob Data Reader grants only",
-            condition=identity.principal_id.apply(
-                lambda principal: azure_grant_condition(args.subscription_id, principal)
+        # The jobs' checkpoint storage and Key Vaults: written only in this one group.
+        stores_group = bootstrap_group("job-stores-rg", AZURE_JOB_STORES_RESOURCE_GROUP)
+        assign(
+            define_role(
+                AZURE_STORES_ROLE_NAME,
+                "stores-role",
+                f"Write job storage accounts, Key Vaults and secrets in "
+                f"{AZURE_JOB_STORES_RESOURCE_GROUP} only (docs/security.md)",
+                AZURE_STORES_ACTIONS,
             ),
+            "stores-assignment",
+            group_scope(stores_group),
+            f"spotroute deployer: vaults and storage in {AZURE_JOB_STORES_RESOURCE_GROUP}",
         )
+        # Role assignments: one assignment per scope, each admitting that scope's job roles only
+        # (a grant condition cannot limit the scope: azure_grant_scopes).
+        grants_id = define_role(
+            f"{DEPLOYER_NAME}-grants",
+            "grants-role",
+            "Grant job identities spotroute's job roles only, each where it is needed",
+            AZURE_GRANT_ACTIONS,
+        )
+        for part, scope, grantable in azure_grant_scopes(
+            args.subscription_id, args.job_storage_accounts
+        ):
+            assign(
+                grants_id,
+                f"{part}-assignment",
+                # The stores group must exist before anything is assigned in it.
+                group_scope(stores_group) if part == "grants-stores" else scope,
+                f"spotroute deployer: job role grants at {scope.rsplit('/', 1)[-1]}",
+                condition=identity.principal_id.apply(
+                    partial(_grant_condition, grantable=grantable)
+                ),
+            )
         # What azure.JobIdentity assigns on the checkpoint container, under its path condition:
         # blob data actions only, no control plane (a job can never write or delete a container,
         # nor mint a user delegation key).

@@ -5,8 +5,10 @@ grants condition, each exactly what the placement components (components/azure.p
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from components.azure_names import AZURE_JOB_IDENTITY_RESOURCE_GROUP as _JOB_IDENTITY_GROUP
+from components.azure_names import AZURE_JOB_STORES_RESOURCE_GROUP as _JOB_STORES_GROUP
 from components.bootstrap.args import DEPLOYER_NAME
 
 AZURE_RESOURCE_GROUP = "spotroute-bootstrap"
@@ -55,27 +57,10 @@ AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
     "Microsoft.Compute/disks/write",
     "Microsoft.Compute/disks/delete",
     "Microsoft.Compute/locations/operations/read",
-    # SpotGpuGroup's secret env: a Key Vault per deployment (RBAC mode) and one secret in it,
-    # written through ARM (the deployer holds no data-plane role on any vault).
-    "Microsoft.KeyVault/vaults/read",
-    "Microsoft.KeyVault/vaults/write",
-    "Microsoft.KeyVault/vaults/delete",
-    "Microsoft.KeyVault/vaults/secrets/read",
-    "Microsoft.KeyVault/vaults/secrets/write",
+    # The vaults and storage accounts themselves: AZURE_STORES_ACTIONS, in the stores group only.
+    # Here only the location-level reads their long-running operations need.
     "Microsoft.KeyVault/locations/deletedVaults/read",
     "Microsoft.KeyVault/locations/operationResults/read",
-    # CheckpointBucket: account, blob service (versioning), container, lifecycle policy.
-    "Microsoft.Storage/storageAccounts/read",
-    "Microsoft.Storage/storageAccounts/write",
-    "Microsoft.Storage/storageAccounts/delete",
-    "Microsoft.Storage/storageAccounts/blobServices/read",
-    "Microsoft.Storage/storageAccounts/blobServices/write",
-    "Microsoft.Storage/storageAccounts/blobServices/containers/read",
-    "Microsoft.Storage/storageAccounts/blobServices/containers/write",
-    "Microsoft.Storage/storageAccounts/blobServices/containers/delete",
-    "Microsoft.Storage/storageAccounts/managementPolicies/read",
-    "Microsoft.Storage/storageAccounts/managementPolicies/write",
-    "Microsoft.Storage/storageAccounts/managementPolicies/delete",
     "Microsoft.Storage/locations/asyncoperations/read",
     # JobIdentity's identity: AZURE_IDENTITY_ACTIONS, in the job-identities group only (below).
     # `route prices refresh` (router/prices/azure.py): SKU availability, spot eviction rates.
@@ -96,7 +81,38 @@ AZURE_IDENTITY_ACTIONS: tuple[str, ...] = (
     "Microsoft.ManagedIdentity/userAssignedIdentities/delete",
     "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
 )
-# Role assignments live in a second role, assigned under azure_grant_condition().
+# The jobs' stores live in one more bootstrap group (components/azure_names.py): the deployer may
+# write Key Vaults, their secrets and storage accounts there and nowhere else. At subscription
+# scope `Microsoft.KeyVault/vaults/write` would let it add itself to the access policy of any
+# access-policy vault of the subscription and read its secrets, `vaults/secrets/write` overwrite
+# any vault's secrets (Microsoft's warning: learn.microsoft.com/azure/key-vault/general/
+# assign-access-policy, "can grant themselves data plane access by setting a Key Vault access
+# policy"). A fourth role, assigned at that group only.
+AZURE_JOB_STORES_RESOURCE_GROUP = _JOB_STORES_GROUP  # shared with components/azure*.py
+AZURE_STORES_ROLE_NAME = f"{DEPLOYER_NAME}-stores"
+AZURE_STORES_ACTIONS: tuple[str, ...] = (
+    # SpotGpuGroup's secret env: a Key Vault per deployment (RBAC mode) and one secret in it,
+    # written through ARM (the deployer holds no data-plane role on any vault).
+    "Microsoft.KeyVault/vaults/read",
+    "Microsoft.KeyVault/vaults/write",
+    "Microsoft.KeyVault/vaults/delete",
+    "Microsoft.KeyVault/vaults/secrets/read",
+    "Microsoft.KeyVault/vaults/secrets/write",
+    # CheckpointBucket: account, blob service (versioning), container, lifecycle policy.
+    "Microsoft.Storage/storageAccounts/read",
+    "Microsoft.Storage/storageAccounts/write",
+    "Microsoft.Storage/storageAccounts/delete",
+    "Microsoft.Storage/storageAccounts/blobServices/read",
+    "Microsoft.Storage/storageAccounts/blobServices/write",
+    "Microsoft.Storage/storageAccounts/blobServices/containers/read",
+    "Microsoft.Storage/storageAccounts/blobServices/containers/write",
+    "Microsoft.Storage/storageAccounts/blobServices/containers/delete",
+    "Microsoft.Storage/storageAccounts/managementPolicies/read",
+    "Microsoft.Storage/storageAccounts/managementPolicies/write",
+    "Microsoft.Storage/storageAccounts/managementPolicies/delete",
+)
+# Role assignments live in a second role, assigned once per scope, each under
+# azure_grant_condition() with the roles that scope needs (azure_grant_scopes).
 AZURE_GRANT_ACTIONS: tuple[str, ...] = (
     "Microsoft.Authorization/roleAssignments/read",
     "Microsoft.Authorization/roleAssignments/write",
@@ -153,27 +169,54 @@ def azure_self_delete_role_guid(subscription_id: str) -> str:
     return azure_role_guid(subscription_id, AZURE_SELF_DELETE_ROLE_NAME)
 
 
-def azure_grant_condition(subscription_id: str, deployer_principal_id: str) -> str:
-    """ABAC condition (version 2.0) of the deployer's roleAssignments rights.
+def azure_grant_scopes(
+    subscription_id: str, storage_account_ids: Sequence[str] = ()
+) -> list[tuple[str, str, tuple[str, ...]]]:
+    """Where the deployer may grant which job roles: (name part, scope, role GUIDs).
 
-    Writes: only the job checkpoint role, the self-delete role, Storage Blob Data Reader or Key
-    Vault Secrets User (the job's secret env), only to service principals (managed identities),
-    and never to the deployer itself (it could otherwise grant itself any container's blobs, any
-    vault's secrets, or any VM's deletion). Deletes: only assignments of those four roles to
-    service principals (never a person's or a group's).
+    - the subscription: the self-delete role only, which azure.SpotGpuGroup assigns at the job's
+      resource group (a new, autonamed group per deployment: no narrower scope exists for it);
+    - the stores group: the job checkpoint role (created checkpoint and staging containers) and
+      Key Vault Secrets User (the secret env's secret);
+    - each storage account the bootstrap lists (`azureJobStorageAccounts`: data, reused
+      checkpoint containers): the job checkpoint role and Storage Blob Data Reader.
+    """
+    subscription = f"/subscriptions/{subscription_id}"
+    job_role = azure_job_role_guid(subscription_id)
+    scopes = [
+        ("grants", subscription, (azure_self_delete_role_guid(subscription_id),)),
+        (
+            "grants-stores",
+            f"{subscription}/resourceGroups/{AZURE_JOB_STORES_RESOURCE_GROUP}",
+            (job_role, AZURE_KEY_VAULT_SECRETS_USER),
+        ),
+    ]
+    for account_id in storage_account_ids:
+        account = account_id.rstrip("/").rsplit("/", 1)[-1]
+        scopes.append(
+            (f"grants-{account}", account_id, (job_role, AZURE_STORAGE_BLOB_DATA_READER))
+        )
+    return scopes
+
+
+def azure_grant_condition(deployer_principal_id: str, grantable: Sequence[str]) -> str:
+    """ABAC condition (version 2.0) of the deployer's roleAssignments rights at one scope.
+
+    Writes: only the `grantable` roles (job roles: azure_grant_scopes), only to service principals
+    (managed identities), and never to the deployer itself (it could otherwise grant itself a
+    container's blobs, a vault's secrets, or a VM's deletion). Deletes: only assignments of those
+    roles to service principals (never a person's or a group's).
 
     That is all Azure's role-assignment conditions can say: their attributes are the role
     definition, the principal id and the principal type, nothing about the assignment's scope or
-    the principal's resource group (docs/security.md, "What Azure conditions cannot express").
+    the principal's resource group (docs/security.md, "What Azure conditions cannot express"),
+    which is why each scope gets its own assignment with its own roles.
     """
-    grantable = (
-        f"{azure_job_role_guid(subscription_id)}, {azure_self_delete_role_guid(subscription_id)}, "
-        f"{AZURE_STORAGE_BLOB_DATA_READER}, {AZURE_KEY_VAULT_SECRETS_USER}"
-    )
+    roles = ", ".join(grantable)
     return (
         "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n (\n"
         "  @Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
-        f"ForAnyOfAnyValues:GuidEquals {{{grantable}}}\n"
+        f"ForAnyOfAnyValues:GuidEquals {{{roles}}}\n"
         "  AND\n"
         "  @Request[Microsoft.Authorization/roleAssignments:PrincipalType] "
         "ForAnyOfAnyValues:StringEqualsIgnoreCase {'ServicePrincipal'}\n"
@@ -183,7 +226,7 @@ def azure_grant_condition(subscription_id: str, deployer_principal_id: str) -> s
         " )\n)\nAND\n(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})\n"
         " )\n OR\n (\n"
         "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
-        f"ForAnyOfAnyValues:GuidEquals {{{grantable}}}\n"
+        f"ForAnyOfAnyValues:GuidEquals {{{roles}}}\n"
         "  AND\n"
         "  @Resource[Microsoft.Authorization/roleAssignments:PrincipalType] "
         "ForAnyOfAnyValues:StringEqualsIgnoreCase {'ServicePrincipal'}\n"

@@ -74,6 +74,7 @@ def _aws_deployer(
         outbound_federation=args.aws_outbound_federation,
         outbound_issuer_url=args.aws_outbound_issuer_url,
         state_bucket=_state_bucket(args, "s3://"),
+        job_buckets=args.aws_job_buckets,
         labels=args.labels,
     )
     return AwsDeployer("aws-deployer", deployer_args, opts)
@@ -171,6 +172,7 @@ def _azure_deployer(
         federation_audience=args.azure_federation_audience,
         state_bucket=_state_bucket(args, "azblob://"),
         state_storage_account_id=args.state_storage_account_id,
+        job_storage_accounts=args.azure_job_storage_accounts,
         labels=args.labels,
     )
     return AzureDeployer("azure-deployer", deployer_args, opts)

@@ -26,6 +26,8 @@ from components.bootstrap.gcp_permissions import (
     GCP_DEPLOYER_PERMISSIONS,
     GCP_GRANT_PERMISSIONS,
     GCP_GRANTS_ROLE_ID,
+    GCP_NAMED_PERMISSIONS,
+    GCP_NAMED_ROLE_ID,
     GCP_POOL_ID,
     GCP_REQUIRED_SERVICES,
     GCP_ROLE_ID,
@@ -33,6 +35,7 @@ from components.bootstrap.gcp_permissions import (
     GCP_TOKEN_CREATOR,
     GCP_WORKLOAD_IDENTITY_USER,
     gcp_grant_condition,
+    gcp_named_condition,
 )
 
 # --- GCP ------------------------------------------------------------------------------------------
@@ -144,57 +147,89 @@ class GcpDeployer(pulumi.ComponentResource):
         account_resource = account.email.apply(
             lambda email: f"projects/{project}/serviceAccounts/{email}"
         )
-        role = gcp.projects.IAMCustomRole(
-            f"{name}-role",
-            project=project,
-            role_id=GCP_ROLE_ID,
-            title="spotroute deployer",
-            description="Exactly what spotroute's GCP placements manage (docs/security.md)",
-            permissions=list(GCP_DEPLOYER_PERMISSIONS),
-            stage="GA",
-            opts=after_apis,
-        )
-        role_name = role.role_id.apply(lambda role_id: f"projects/{project}/roles/{role_id}")
-        gcp.projects.IAMMember(
-            f"{name}-role-binding",
-            project=project,
-            role=role_name,
-            member=account.email.apply(lambda email: f"serviceAccount:{email}"),
-            opts=child,
+        member = account.email.apply(lambda email: f"serviceAccount:{email}")
+
+        def bound_role(
+            parts: tuple[str, str],
+            role_id: str,
+            title: str,
+            description: str,
+            permissions: tuple[str, ...],
+            condition: gcp.projects.IAMMemberConditionArgs | None = None,
+        ) -> pulumi.Output[str]:
+            """A custom role of the project bound to the deployer (under `condition`)."""
+            role = gcp.projects.IAMCustomRole(
+                f"{name}-{parts[0]}",
+                project=project,
+                role_id=role_id,
+                title=title,
+                description=description,
+                permissions=list(permissions),
+                stage="GA",
+                opts=after_apis,
+            )
+            full_name = role.role_id.apply(lambda rid: f"projects/{project}/roles/{rid}")
+            gcp.projects.IAMMember(
+                f"{name}-{parts[1]}",
+                project=project,
+                role=full_name,
+                member=member,
+                condition=condition,
+                opts=child,
+            )
+            return full_name
+
+        role_name = bound_role(
+            ("role", "role-binding"),
+            GCP_ROLE_ID,
+            "spotroute deployer",
+            "Exactly what spotroute's GCP placements manage (docs/security.md)",
+            GCP_DEPLOYER_PERMISSIONS,
         )
         # Bucket IAM policies only on spotroute's buckets and the listed ones: a project-wide
         # setIamPolicy would let the deployer grant itself (or anyone) any bucket.
-        grants = gcp.projects.IAMCustomRole(
-            f"{name}-grants-role",
-            project=project,
-            role_id=GCP_GRANTS_ROLE_ID,
-            title="spotroute deployer grants",
-            description="Job grants on spotroute's buckets only (docs/security.md)",
-            permissions=list(GCP_GRANT_PERMISSIONS),
-            stage="GA",
-            opts=after_apis,
-        )
-        gcp.projects.IAMMember(
-            f"{name}-grants-binding",
-            project=project,
-            role=grants.role_id.apply(lambda role_id: f"projects/{project}/roles/{role_id}"),
-            member=account.email.apply(lambda email: f"serviceAccount:{email}"),
-            condition=gcp.projects.IAMMemberConditionArgs(
+        bound_role(
+            ("grants-role", "grants-binding"),
+            GCP_GRANTS_ROLE_ID,
+            "spotroute deployer grants",
+            "Job grants on spotroute's buckets only (docs/security.md)",
+            GCP_GRANT_PERMISSIONS,
+            gcp.projects.IAMMemberConditionArgs(
                 title="spotroute buckets only",
                 description=(
                     "Buckets named spotroute-<job>-ckpt-... and the bootstrap's gcpJobBuckets, "
+                    "never the state bucket; secrets named spotroute-...-secret-env"
+                ),
+                expression=project_number.apply(
+                    lambda number: gcp_grant_condition(number, args.job_buckets, state_bucket)
+                ),
+            ),
+        )
+        # Changing, reading or deleting what spotroute made (bucket settings and contents,
+        # firewall rules, VMs, secrets): only resources named spotroute-..., never the state.
+        bound_role(
+            ("named-role", "named-binding"),
+            GCP_NAMED_ROLE_ID,
+            "spotroute deployer: its own resources",
+            "Edits of resources named spotroute-... only (docs/security.md)",
+            GCP_NAMED_PERMISSIONS,
+            gcp.projects.IAMMemberConditionArgs(
+                title="spotroute resources only",
+                description=(
+                    "Buckets spotroute-<job>-ckpt-..., firewalls, VMs and secrets spotroute-..., "
                     "never the state bucket"
                 ),
-                expression=gcp_grant_condition(args.job_buckets, state_bucket),
+                expression=project_number.apply(
+                    lambda number: gcp_named_condition(project, number, state_bucket)
+                ),
             ),
-            opts=child,
         )
         if state_bucket:
             gcp.storage.BucketIAMMember(
                 f"{name}-state",
                 bucket=state_bucket,
                 role=GCP_STATE_ROLE,
-                member=account.email.apply(lambda email: f"serviceAccount:{email}"),
+                member=member,
                 condition=gcp.storage.BucketIAMMemberConditionArgs(
                     title="spotroute state",
                     description=f"Pulumi state under gs://{state_bucket}/{state_prefix}",

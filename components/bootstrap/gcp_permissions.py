@@ -48,8 +48,6 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     "compute.routers.update",
     "compute.firewalls.create",
     "compute.firewalls.get",
-    "compute.firewalls.delete",
-    "compute.firewalls.update",
     # SpotGpuGroup: instance template + zonal or regional managed instance group.
     "compute.instanceTemplates.create",
     "compute.instanceTemplates.get",
@@ -63,17 +61,11 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     "compute.instanceGroups.get",
     "compute.instanceGroups.delete",
     "compute.instanceGroups.update",
-    # The group's VMs and boot disks: created in the caller's name; the router restarts stopped
-    # (preempted) nodes.
+    # The group's VMs and boot disks: created in the caller's name. What changes an existing VM
+    # (metadata, service account, labels, start/stop, delete) is in GCP_NAMED_PERMISSIONS.
     "compute.instances.create",
     "compute.instances.get",
     "compute.instances.list",
-    "compute.instances.delete",
-    "compute.instances.start",
-    "compute.instances.stop",
-    "compute.instances.setMetadata",
-    "compute.instances.setLabels",
-    "compute.instances.setServiceAccount",
     "compute.disks.create",
     "compute.disks.get",
     "compute.disks.delete",
@@ -89,12 +81,11 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     # `route prices refresh` (router/prices/gcp.py).
     "compute.machineTypes.list",
     "compute.acceleratorTypes.list",
-    # CheckpointBucket. Its IAM policy (the job's prefix-conditioned grant) needs
-    # GCP_GRANT_PERMISSIONS, held under a bucket-name condition.
+    # CheckpointBucket: create and read here; update, delete and emptying it (force_destroy) in
+    # GCP_NAMED_PERMISSIONS; its IAM policy (the job's prefix-conditioned grant) needs
+    # GCP_GRANT_PERMISSIONS. Both under bucket-name conditions.
     "storage.buckets.create",
     "storage.buckets.get",
-    "storage.buckets.update",
-    "storage.buckets.delete",
     # JobIdentity: the job's service account; actAs lets the group's VMs run as it. actAs stays
     # project-wide: IAM Conditions recognise resource.name/type/service only for the services
     # their attribute reference lists, and IAM (service accounts) is not one, so a name condition
@@ -106,9 +97,36 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     "iam.serviceAccounts.update",
     "iam.serviceAccounts.delete",
     "iam.serviceAccounts.actAs",
-    # SpotGpuGroup's secret env: one secret `<stack>-secret-env` and its versions. Its IAM policy
-    # (the job account's secretAccessor) needs GCP_GRANT_PERMISSIONS, under a name condition.
+    # SpotGpuGroup's secret env: one secret `spotroute-<stack>-secret-env`, created here (creation
+    # is checked on the project); reading, changing and deleting it and its versions is in
+    # GCP_NAMED_PERMISSIONS, its IAM policy in GCP_GRANT_PERMISSIONS, both under name conditions.
     "secretmanager.secrets.create",
+)
+
+# Every project-scoped name spotroute gives a GCP resource starts with this (gcp_names.gcp_name;
+# buckets: GCP_JOB_BUCKET_PREFIX): the deployer's name conditions admit nothing else.
+GCP_NAME_PREFIX = "spotroute-"
+# What changes or reads an existing resource spotroute made, held under gcp_named_condition: only
+# on resources named spotroute-… (buckets: spotroute-<job>-ckpt-…), never the state bucket.
+GCP_NAMED_ROLE_ID = "spotrouteDeployerNamed"
+GCP_NAMED_PERMISSIONS: tuple[str, ...] = (
+    # CheckpointBucket settings, and emptying a bucket before deleting it (force_destroy: a
+    # staging bucket, a checkpoint copy the router discards): objects.list + objects.delete.
+    "storage.buckets.update",
+    "storage.buckets.delete",
+    "storage.objects.list",
+    "storage.objects.delete",
+    # Firewall rules: edited and deleted by name (created above, inside the job's network).
+    "compute.firewalls.update",
+    "compute.firewalls.delete",
+    # The group's VMs: metadata (the start-up script), service account, labels, restart, delete.
+    "compute.instances.setMetadata",
+    "compute.instances.setServiceAccount",
+    "compute.instances.setLabels",
+    "compute.instances.start",
+    "compute.instances.stop",
+    "compute.instances.delete",
+    # The secret env's secret and its versions.
     "secretmanager.secrets.get",
     "secretmanager.secrets.update",
     "secretmanager.secrets.delete",
@@ -130,37 +148,78 @@ GCP_GRANT_PERMISSIONS: tuple[str, ...] = (
     "secretmanager.secrets.getIamPolicy",
     "secretmanager.secrets.setIamPolicy",
 )
-# gcp.SpotGpuGroup names its secret <stack>-secret-env (components/gcp.py); Secret Manager names
-# it projects/<number>/secrets/<id> in IAM Conditions.
+# gcp.SpotGpuGroup names its secret spotroute-<stack>-secret-env (components/gcp.py); Secret
+# Manager names it projects/<number>/secrets/<id> in IAM Conditions.
 GCP_SECRET_SUFFIX = "-secret-env"
-GCP_JOB_BUCKET_PREFIX = "spotroute-"
-# gcp.CheckpointBucket names every bucket it creates spotroute-<job>-ckpt-<8 hex>; the grants
-# condition asks for both parts, so another bucket that merely starts with spotroute- (a state
-# bucket, someone's logs) is not grantable.
+GCP_JOB_BUCKET_PREFIX = GCP_NAME_PREFIX
+# gcp.CheckpointBucket names every bucket it creates spotroute-<job>-ckpt-<8 hex>; the conditions
+# ask for both parts, so another bucket that merely starts with spotroute- (a state bucket,
+# someone's logs) is not a job bucket.
 GCP_JOB_BUCKET_MARKER = "-ckpt-"
+_BUCKETS = "projects/_/buckets/"
+_JOB_BUCKETS = (
+    f'(resource.name.startsWith("{_BUCKETS}{GCP_JOB_BUCKET_PREFIX}") && '
+    f'resource.name.extract("{_BUCKETS}{GCP_JOB_BUCKET_PREFIX}{{job}}{GCP_JOB_BUCKET_MARKER}")'
+    ' != "")'
+)
 
 
-def gcp_grant_condition(extra_buckets: Sequence[str] = (), state_bucket: str = "") -> str:
-    """CEL condition on the grants role: spotroute's job buckets or listed ones, never the state.
+def _secrets(project_number: str) -> str:
+    return f'resource.name.startsWith("projects/{project_number}/secrets/{GCP_NAME_PREFIX}")'
+
+
+def gcp_grant_condition(
+    project_number: str, extra_buckets: Sequence[str] = (), state_bucket: str = ""
+) -> str:
+    """CEL condition on the grants role: spotroute's job buckets or listed ones, never the state;
+    spotroute's secret env secrets (spotroute-…-secret-env) in this project.
 
     Cloud Storage names a bucket `projects/_/buckets/<name>` in IAM Conditions, whose resource
     names take only ==, !=, startsWith, endsWith and extract: `extract` returns "" when the
     name lacks the template, so `spotroute-{job}-ckpt-` matches exactly CheckpointBucket's names.
     Callers have refused names with quotes or backslashes.
     """
-    buckets = "projects/_/buckets/"
-    job_buckets = (
-        f'(resource.name.startsWith("{buckets}{GCP_JOB_BUCKET_PREFIX}") && '
-        f'resource.name.extract("{buckets}{GCP_JOB_BUCKET_PREFIX}{{job}}{GCP_JOB_BUCKET_MARKER}")'
-        ' != "")'
-    )
-    names = [job_buckets, *(f'resource.name == "{buckets}{bucket}"' for bucket in extra_buckets)]
+    names = [_JOB_BUCKETS, *(f'resource.name == "{_BUCKETS}{bucket}"' for bucket in extra_buckets)]
     condition = f'resource.type == "storage.googleapis.com/Bucket" && ({" || ".join(names)})'
     if state_bucket:
         # Whatever its name: a grant on the state bucket would open every stack's state.
-        condition += f' && resource.name != "{buckets}{state_bucket}"'
+        condition += f' && resource.name != "{_BUCKETS}{state_bucket}"'
     secrets = (
         'resource.type == "secretmanager.googleapis.com/Secret" && '
-        f'resource.name.endsWith("{GCP_SECRET_SUFFIX}")'
+        f'{_secrets(project_number)} && resource.name.endsWith("{GCP_SECRET_SUFFIX}")'
     )
     return f"({condition}) || ({secrets})"
+
+
+def gcp_named_condition(project_id: str, project_number: str, state_bucket: str = "") -> str:
+    """CEL condition on GCP_NAMED_PERMISSIONS: each resource type paired with spotroute's names.
+
+    Resource names as IAM Conditions see them (cloud.google.com/iam/docs/conditions-resource-
+    attributes): `projects/_/buckets/<b>[/objects/<o>]`, `projects/<p>/global/firewalls/<f>`,
+    `projects/<p>/zones/<z>/instances/<i>`, `projects/<number>/secrets/<s>[/versions/<v>]`.
+    Objects are named after their bucket, so an object of a job bucket matches the bucket's rule.
+    """
+    storage = (
+        '(resource.type == "storage.googleapis.com/Bucket" || '
+        f'resource.type == "storage.googleapis.com/Object") && {_JOB_BUCKETS}'
+    )
+    if state_bucket:
+        # The state bucket and its objects, whatever the bucket is called.
+        storage += (
+            f' && resource.name != "{_BUCKETS}{state_bucket}"'
+            f' && !resource.name.startsWith("{_BUCKETS}{state_bucket}/")'
+        )
+    firewalls = (
+        'resource.type == "compute.googleapis.com/Firewall" && '
+        f'resource.name.startsWith("projects/{project_id}/global/firewalls/{GCP_NAME_PREFIX}")'
+    )
+    instances = (
+        'resource.type == "compute.googleapis.com/Instance" && resource.name.extract('
+        f'"projects/{project_id}/zones/{{zone}}/instances/{GCP_NAME_PREFIX}") != ""'
+    )
+    secrets = (
+        '(resource.type == "secretmanager.googleapis.com/Secret" || '
+        f'resource.type == "secretmanager.googleapis.com/SecretVersion") && '
+        f"{_secrets(project_number)}"
+    )
+    return " || ".join(f"({clause})" for clause in (storage, firewalls, instances, secrets))

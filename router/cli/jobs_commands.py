@@ -249,8 +249,11 @@ def status(ctx: click.Context, job: str | None, history: bool, as_json: bool) ->
 
         if job is None:
             raise click.UsageError("--history needs a JOB")
-        job_status(project=ctx_project(ctx, required=True), now=now, job=job)  # exists?
         data = job_history(job, project=ctx_project(ctx, required=True))
+        if not data["decisions"] and not data["journals"]:
+            # Unknown job: the one-line "no deployed job" error. A job route watch tore down
+            # when it finished has no stack left, but its history stays readable.
+            job_status(project=ctx_project(ctx, required=True), now=now, job=job)
         if as_json:
             render.print_json(data)
         else:
@@ -279,9 +282,14 @@ def destroy(ctx: click.Context, job: str, yes: bool) -> None:
         if not sys.stdin.isatty():
             raise click.UsageError("not a terminal to confirm on — pass --yes to destroy")
         click.confirm(f"Destroy job {job}?", default=False, abort=True)
+    record = jobs.read_placement(jobs.engine_for(project).records(), job) or {}
+    kept = str((record.get("outputs") or {}).get("checkpointUrl") or "")
     with render_deploy.EngineProgress(f"destroying {job}") as progress:
         deleted = jobs.destroy_job(job, project=project, on_event=progress, notify=progress.notice)
     click.echo(f"destroyed {job}: {deleted} resources deleted")
+    if kept:
+        # Checkpoints are the user's work: the bucket outlives the stack (docs/components.md).
+        click.echo(f"kept its checkpoints: {kept} — delete them when you no longer need them")
 
 
 def _duration_s(value: str, param: str) -> float:

@@ -121,6 +121,15 @@ KEYS: tuple[Key, ...] = (
     Key("job", "object", required=True),
     Key("checkpointing", "boolean", default=False),
     Key("checkpointUrl", "string", default=""),
+    # What `pulumi destroy` does with a checkpoint bucket the stack created: true = keep it and
+    # its objects (retain_on_delete; the user's work), false = delete it with its contents. The
+    # router writes false only onto a stack whose checkpoints are a verified copy of what the job
+    # has elsewhere (a migration's old stack, a rolled-back new one), just before destroying it.
+    Key("keepCheckpoints", "boolean", default=True),
+    # Random hex the router writes when it creates the stack file and keeps while the file
+    # exists: GCP and Azure salt the created bucket's / storage account's (global, fixed) name
+    # with it, so a stack created again after a destroy that kept its bucket gets a new one.
+    Key("deploymentId", "string", default=""),
     # The job's checkpoint.interval in seconds (SPOTROUTE_CHECKPOINT_INTERVAL); 0 = unset.
     Key("checkpointIntervalS", "number", default=0),
     # Data sets (job.yaml data): the chosen copy of each, and the ones staged next to the GPUs.

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 STEPS = (
     "intent",
@@ -177,3 +178,15 @@ def next_stack_name(job: str, existing: set[str]) -> str:
 def job_of_stack(stack: str) -> str:
     """The job a placement stack belongs to: `train.3` → `train`."""
     return stack.split(".", 1)[0]
+
+
+def copied_elsewhere(journal: Journal) -> bool:
+    """Whether the hand-over checkpoint was copied, verified, into storage outside the old
+    placement's bucket: then the old stack's own bucket holds nothing the job still needs."""
+    copied = journal.data("checkpoint-copied")
+    if copied.get("skipped") or copied.get("step") is None:
+        return False  # same storage, or nothing complete to copy: the old bucket is the job's
+    source = str(journal.data("intent").get("checkpoint_url") or "")
+    target = str((journal.data("new-stack-up").get("outputs") or {}).get("checkpointUrl") or "")
+    # Another bucket (S3, GCS) or storage account (Azure), never a prefix of the same one.
+    return bool(source and target) and urlsplit(source).netloc != urlsplit(target).netloc

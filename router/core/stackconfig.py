@@ -80,6 +80,7 @@ def stack_config(
     gcp_accelerator_type: str = "",
     local_dirs: tuple[str, str] = ("", ""),
     secret_env: Mapping[str, str] | None = None,
+    deployment_id: str = "",
 ) -> StackConfig:
     """The `spotroute:*` config for deploying `job` at `chosen` (keys without the namespace).
 
@@ -87,6 +88,8 @@ def stack_config(
     local target's (sandbox, checkpoint) directories. Each is written only for its own cloud.
     `secret_env` holds the values of the job's `run.secrets` (core.job.problems.secret_values):
     they go to the secret key spotroute:secretEnv only, never into spotroute:job.
+    `deployment_id` is the stack's random id (kept from its stack file, new for a new one),
+    written for GCP and Azure only (it salts the bucket / storage account name there).
     """
     secrets = dict(secret_env or {})
     if sorted(secrets) != sorted(job.run.secrets):
@@ -118,6 +121,8 @@ def stack_config(
             },
             "checkpointing": job.checkpoint is not None,
             "checkpointUrl": checkpoint_url,
+            "keepCheckpoints": True,  # destroy_stack writes false when it discards a copy
+            "deploymentId": deployment_id if chosen.cloud in ("gcp", "azure") else "",
             "checkpointIntervalS": job.checkpoint.interval_s if job.checkpoint else 0,
             **data_values(chosen),
             "remoteAccess": False,

@@ -248,8 +248,13 @@ def _remove_half_created(engine: Engine, stack: str, exc: BaseException) -> None
     from router.engine.automation import EngineFailed
 
     if isinstance(exc, EngineFailed) and classify_launch_error(exc.detail) is not None:
+        from router.engine.retention import settle_checkpoints
+
         try:
-            engine.stack(stack, create=False).destroy()
+            created = engine.stack(stack, create=False)
+            # The bucket this try created holds nothing of the job's (it never ran): delete it.
+            settle_checkpoints(created, job_of_stack(stack), keep=False)
+            created.destroy()
         except Exception:
             return
     _remove_if_empty(engine, stack)
@@ -392,10 +397,13 @@ def destroy_job(
     project: Project,
     on_event: EventHandler | None = None,
     notify: Notify | None = None,
+    reason: str = "destroyed",
+    engine: Engine | None = None,
 ) -> int:
-    """Tear down every stack of the job (its placements) and forget it; resources deleted."""
+    """Tear down every stack of the job (its placements) and forget it; resources deleted, the
+    checkpoint buckets kept. `reason` is what `route report` says ended the placement."""
     _check_job_name(job)
-    engine = engine_for(project)
+    engine = engine or engine_for(project)
     recover(engine, job, notify)
     stacks = [s.name for s in engine.list_stacks() if job_of_stack(s.name) == job]
     if not stacks:
@@ -404,7 +412,7 @@ def destroy_job(
     for name in sorted(stacks, key=lambda n: (n != job, n)):
         deleted += destroy_stack(engine, name, project=project, on_event=on_event, notify=notify)
     records = engine.records()  # the spend is kept (route report) before the live record goes
-    record_ended(records, read_placement(records, job), datetime.now(UTC), "destroyed")
+    record_ended(records, read_placement(records, job), datetime.now(UTC), reason)
     records.delete(placement_key(job))
     return deleted
 
@@ -416,9 +424,18 @@ def destroy_stack(
     project: Project,
     on_event: EventHandler | None = None,
     notify: Notify | None = None,
+    keep_checkpoints: bool = True,
 ) -> int:
-    """Destroy and remove one placement stack and its stack file; 0 if it is already gone."""
+    """Destroy and remove one placement stack and its stack file; 0 if it is already gone.
+
+    The checkpoint bucket the stack created is kept (retained, with its objects) unless
+    `keep_checkpoints` is false: then it is deleted with its contents. Either way the state is
+    made to say so first (router.engine.retention), so a stack from before retention existed,
+    or one whose program no longer runs, converges too.
+    """
     from pulumi import automation as auto
+
+    from router.engine.retention import settle_checkpoints
 
     if not any(s.name == stack_name for s in engine.list_stacks()):
         project.stack_config_path(stack_name).unlink(missing_ok=True)
@@ -428,6 +445,7 @@ def destroy_stack(
         recover(engine, stack_name, notify)
         stack = engine.stack(stack_name, create=False)
         try:
+            settle_checkpoints(stack, job_of_stack(stack_name), keep_checkpoints)
             result = stack.destroy(on_event=on_event)
             stack.workspace.remove_stack(stack_name)
         except auto.CommandError as exc:

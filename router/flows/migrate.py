@@ -32,7 +32,7 @@ from typing import Any
 from router.config import checkpoints as ckpt
 from router.config.project import Project
 from router.core.errors import OperationFailed
-from router.core.journal import STEPS, Journal, next_stack_name
+from router.core.journal import STEPS, Journal, copied_elsewhere, next_stack_name
 from router.core.placement import Placement
 from router.engine.automation import Engine
 from router.engine.job_records import JobRecords
@@ -300,10 +300,13 @@ class Mover:
     def _old_stack_down(self, journal: Journal) -> dict[str, Any]:
         from router.flows.jobs import destroy_stack
 
-        deleted = destroy_stack(self.engine, journal.from_stack, project=self.project)
+        keep = not copied_elsewhere(journal)
+        deleted = destroy_stack(
+            self.engine, journal.from_stack, project=self.project, keep_checkpoints=keep
+        )
         with contextlib.suppress(OperationFailed):
             ckpt.withdraw_request(self._old_checkpoint_dir(journal), journal.id)
-        return {"deleted": deleted}
+        return {"deleted": deleted, "checkpoints": "kept" if keep else "deleted (copied)"}
 
     def _done(self, journal: Journal) -> dict[str, Any]:
         state = self.records.read_state(journal.job)
@@ -322,7 +325,9 @@ class Mover:
         from router.flows.jobs import destroy_stack
 
         kill_point("before:rollback")
-        destroy_stack(self.engine, journal.to_stack, project=self.project)
+        # The new stack's own bucket holds at most a copy of the old placement's checkpoints and
+        # what the abandoned new job wrote: the job goes on from the old ones, so it is deleted.
+        destroy_stack(self.engine, journal.to_stack, project=self.project, keep_checkpoints=False)
         with contextlib.suppress(OperationFailed):
             ckpt.withdraw_request(self._old_checkpoint_dir(journal), journal.id)
         journal = journal.rolled_back(_now())
@@ -490,7 +495,8 @@ def _describe(step: str, data: dict[str, Any]) -> str:
     if step == "resume-confirmed":
         return f"resumed at step {data.get('step')} on {data.get('placement')}"
     if step == "old-stack-down":
-        return f"old placement destroyed ({data.get('deleted', 0)} resources)"
+        kept = f"; its checkpoints {data['checkpoints']}" if data.get("checkpoints") else ""
+        return f"old placement destroyed ({data.get('deleted', 0)} resources){kept}"
     return step
 
 

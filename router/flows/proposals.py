@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 from router.config.datafiles import load_catalog
@@ -208,6 +209,8 @@ def proposal_for(
         if read_secrets
         else dict.fromkeys(job.run.secrets, MASKED)
     )
+    stack_file = project.stack_config_path(stack or job.name)
+    before = read_stack_file(stack_file)
     config = stack_config(
         job,
         chosen,
@@ -220,13 +223,14 @@ def proposal_for(
             str(home / "checkpoints" / job.name),
         ),
         secret_env=secrets,
+        # Kept while the stack file lives (a redeploy changes no bucket name), new otherwise.
+        deployment_id=str(before.get("deploymentId") or token_hex(4)),
     )
-    stack_file = project.stack_config_path(stack or job.name)
     return Proposal(
         job,
         chosen,
         config,
-        tuple(config_diff(read_stack_file(stack_file), config)),
+        tuple(config_diff(before, config)),
         stack_file,
         stack,
         job_file.absolute() if job_file else None,

@@ -4,8 +4,9 @@ Observe: the job's placement record and stack outputs, whether its process/insta
 the checkpoint files (newest complete checkpoint, interruption marker, finished record) and
 today's prices (the planner's ranked placements, minus zones blocked by launch failures).
 Decide: router.core.decide.decide — the same function the backtest replays. Act: migrate
-(move / switch-market), re-place after an interruption, or stay; every decision is recorded
-with its numbers in the state backend, shown by `route status JOB --history`.
+(move / switch-market), re-place after an interruption, or stay; a finished job's stacks are
+destroyed (its checkpoints kept), so nothing of it bills; every decision is recorded with its
+numbers in the state backend, shown by `route status JOB --history`.
 
 One job's failure is recorded and never stops the others. Jobs are observed and decided
 concurrently (a thread pool of `concurrency`); engine actions run one at a time per watcher
@@ -216,7 +217,7 @@ class Watcher:
             return JobReport(job, "skipped", "no placement recorded (deployed elsewhere?)")
         observed = observe(self.project, record, now, self.nodes)
         if observed.finished:
-            return JobReport(job, "finished", f"finished at step {observed.finished_step}")
+            return self._tear_down_finished(job, record, observed.finished_step)
         state = records.read_state(job)
         history = _history(state)
         rules = observed.rules
@@ -284,6 +285,28 @@ class Watcher:
             return report
         records.append_decision(job, {**entry, "acted": False})
         return report
+
+
+    def _tear_down_finished(
+        self, job: str, record: dict[str, Any], step: int | None
+    ) -> JobReport:
+        """A finished job's placement stops billing: destroy its stacks (network, NAT gateway,
+        public address, nodes, identity), keep its checkpoints, record it as a decision."""
+        from router.flows.jobs import destroy_job
+
+        kept = str((record.get("outputs") or {}).get("checkpointUrl") or "")
+        started = time.monotonic()
+        with self._engine_lock:
+            deleted = destroy_job(job, project=self.project, reason="finished",
+                                  engine=self.mover.engine)  # fmt: skip
+        reason = (f"finished at step {step}: destroyed its placement ({deleted} resources) so "
+                  "nothing bills" + (f"; checkpoints kept at {kept}" if kept else ""))  # fmt: skip
+        self.mover.records.append_decision(
+            job, {"at": _now().isoformat(), "by": "route watch", "action": "finished",
+                  "reason": reason, "acted": True, "checkpoints": kept or None,
+                  "stack": record.get("stack") or job}
+        )  # fmt: skip
+        return JobReport(job, "finished", reason, engine_s=time.monotonic() - started)
 
 
 def _now() -> datetime:

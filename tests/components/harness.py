@@ -59,6 +59,7 @@ class CapturedResource:
     delete_before_replace: bool = False
     replace_on_changes: tuple[str, ...] = ()  # wire (camelCase) property names
     secret_inputs: tuple[str, ...] = ()  # dotted paths of inputs sent as secrets, e.g. "value"
+    retain_on_delete: bool = False  # `pulumi destroy` forgets it instead of deleting it
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                         delete_before_replace=bool(request.deleteBeforeReplace),
                         replace_on_changes=tuple(request.replaceOnChanges),
                         secret_inputs=tuple(_secret_paths(request.object)),
+                        retain_on_delete=bool(request.retainOnDelete),
                     )
                 )
         return response

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from harness import (
     CallAnswer,
+    CapturedResource,
     CapturedStack,
     StateFiller,
     run_components,
@@ -374,7 +375,6 @@ def test_checkpoint_storage_survives_stack_destroy_but_compute_does_not(
     run_components(build, calls=AZURE_CALLS, states=AZURE_STATES)
 
     assert {name for name, keep in kept.items() if keep} == {
-        "llm-checkpoints-rg",
         "llm-storage",
         "llm-blob-service",
         "llm-container",
@@ -579,13 +579,15 @@ def test_role_definitions_are_looked_up_in_the_deploying_subscription_via_the_pr
 # --- resource groups --------------------------------------------------------------------------
 
 
-def test_program_gives_the_job_two_groups_and_its_identity_to_the_bootstraps_group(
+def test_program_gives_the_job_one_group_and_its_identity_and_storage_to_the_bootstraps(
     azure_config: dict[str, Any],
 ) -> None:
     stack = placement(azure_config)
     groups = {r.name: r for r in stack.of_type(GROUP)}
 
-    assert set(groups) == {"llm-finetune-rg", "llm-finetune-checkpoints-rg"}
+    assert set(groups) == {"llm-finetune-rg"}
+    # The one group where the deployer may write storage accounts and grant the job role there.
+    assert stack.one(ACCOUNT).inputs["resourceGroupName"] == "spotroute-job-stores"
     assert all(g.inputs["location"] == "eastus" for g in groups.values())
     assert stack.one(VMSS).inputs["resourceGroupName"] == "llm-finetune-rga1b2c3"
     # The one group where the deployer may create and attach identities (bootstrap, item 12).
@@ -597,12 +599,23 @@ def test_identity_goes_to_the_bootstraps_identities_group_and_creates_no_group_o
 ) -> None:
     stack = wired(azure_config)
 
-    assert {r.name for r in stack.of_type(GROUP)} == {
-        "llm-finetune-rg",
-        "llm-finetune-checkpoints-rg",
-    }
+    assert {r.name for r in stack.of_type(GROUP)} == {"llm-finetune-rg"}
     assert stack.one(IDENTITY).inputs["resourceGroupName"] == "spotroute-job-identities"
-    assert stack.one(ACCOUNT).inputs["resourceGroupName"] == "llm-finetune-checkpoints-rga1b2c3"
+    assert stack.one(ACCOUNT).inputs["resourceGroupName"] == "spotroute-job-stores"
+
+
+def test_created_storage_gets_a_new_account_for_each_deployment_and_never_moves(
+    azure_config: dict[str, Any],
+) -> None:
+    def account(deployment: str) -> CapturedResource:
+        return placement({**azure_config, "deploymentId": deployment}).one(ACCOUNT)
+
+    # A kept account keeps its global name: a stack created again must not ask for it (ARM's
+    # create-or-update would adopt the old job's checkpoints).
+    assert account("1a2b3c4d").inputs["accountName"] == account("1a2b3c4d").inputs["accountName"]
+    assert account("1a2b3c4d").inputs["accountName"] != account("5e6f7a8b").inputs["accountName"]
+    # A stack from before the stores group keeps its account in its old group, under its name.
+    assert {"resourceGroupName", "accountName"} <= set(account("1a2b3c4d").ignore_changes)
 
 
 # --- nodes ------------------------------------------------------------------------------------

@@ -233,17 +233,24 @@ def test_bootstrap_creates_the_job_boundary_which_holds_only_on_ec2_instances() 
     boundary = stack.one(MANAGED_POLICY)
     assert boundary.inputs["name"] == "spotroute-job-boundary"
     assert stack.outputs["aws_job_permissions_boundary"] == BOUNDARY
+    from_instances = {"Null": {"ec2:SourceInstanceARN": "false"}}
     assert document(stack, MANAGED_POLICY, "policy") == {
         "Version": "2012-10-17",
         "Statement": [
             {
-                "Sid": "CheckpointsAndDataFromInstances",
+                # spotroute's own buckets, of this account only: bucket names are global, and
+                # s3:ResourceAccount is the owner's account (Amazon S3 condition keys,
+                # docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html).
+                "Sid": "OwnBucketsFromInstances",
                 "Effect": "Allow",
                 "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"],
-                "Resource": ["arn:aws:s3:::*", "arn:aws:s3:::*/*"],
-                # Present only for EC2 instance-role credentials: a job role trusted by an
-                # outside account would be worth nothing there.
-                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+                "Resource": ["arn:aws:s3:::spotroute-*", "arn:aws:s3:::spotroute-*/*"],
+                # ec2:SourceInstanceARN is present only for EC2 instance-role credentials: a job
+                # role trusted by an outside account would be worth nothing there.
+                "Condition": {
+                    "StringEquals": {"s3:ResourceAccount": ACCOUNT_ID},
+                    **from_instances,
+                },
             },
             {
                 # The secret env: the node reads its stack's one SecureString parameter.
@@ -251,7 +258,7 @@ def test_bootstrap_creates_the_job_boundary_which_holds_only_on_ec2_instances() 
                 "Effect": "Allow",
                 "Action": ["ssm:GetParameter"],
                 "Resource": "arn:aws:ssm:*:*:parameter/spotroute/*",
-                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+                "Condition": from_instances,
             },
             {
                 # remoteAccess: the SSM agent registers its own instance...
@@ -259,7 +266,7 @@ def test_bootstrap_creates_the_job_boundary_which_holds_only_on_ec2_instances() 
                 "Effect": "Allow",
                 "Action": ["ssm:UpdateInstanceInformation"],
                 "Resource": "arn:aws:ec2:*:*:instance/*",
-                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+                "Condition": from_instances,
             },
             {
                 # ... and opens the shell's channels (no resource types: "*" only).
@@ -272,10 +279,69 @@ def test_bootstrap_creates_the_job_boundary_which_holds_only_on_ec2_instances() 
                     "ssmmessages:OpenDataChannel",
                 ],
                 "Resource": "*",
-                "Condition": {"Null": {"ec2:SourceInstanceARN": "false"}},
+                "Condition": from_instances,
             },
         ],
     }
+
+
+def test_the_job_boundary_reaches_listed_buckets_each_in_its_own_account_never_the_state() -> None:
+    stack = deploy(
+        args(
+            clouds=("aws",),
+            aws_job_buckets=("acme-datasets", "lake-eval@210987654321"),
+            state_bucket="s3://spotroute-state/teams/ml",
+        )
+    )
+    boundary = document(stack, MANAGED_POLICY, "policy")
+
+    own = statement(boundary, f"ListedBucketsOf{ACCOUNT_ID}FromInstances")
+    assert own["Resource"] == ["arn:aws:s3:::acme-datasets", "arn:aws:s3:::acme-datasets/*"]
+    assert own["Condition"]["StringEquals"] == {"s3:ResourceAccount": ACCOUNT_ID}
+    lake = statement(boundary, "ListedBucketsOf210987654321FromInstances")
+    assert lake["Resource"] == ["arn:aws:s3:::lake-eval", "arn:aws:s3:::lake-eval/*"]
+    assert lake["Condition"]["StringEquals"] == {"s3:ResourceAccount": "210987654321"}
+    # No statement reaches every bucket any more.
+    s3 = [r for grant in boundary["Statement"] for r in listed(grant["Resource"]) if ":s3:" in r]
+    assert not any(r.startswith(("arn:aws:s3:::*", "arn:aws:s3:::*/")) for r in s3), s3
+    # The state bucket matches spotroute-*: the boundary denies it to every job role.
+    never = statement(boundary, "NeverTheStateBucket")
+    assert never["Effect"] == "Deny"
+    assert never["Resource"] == ["arn:aws:s3:::spotroute-state", "arn:aws:s3:::spotroute-state/*"]
+
+
+@pytest.mark.parametrize(
+    ("buckets", "problem"),
+    [
+        (("acme.data",), "'acme.data'"),
+        (("acme@12345",), "'acme@12345'"),
+        (("s3://acme",), "'s3://acme'"),
+    ],
+)
+def test_a_listed_aws_job_bucket_must_be_a_bucket_name(
+    buckets: tuple[str, ...], problem: str
+) -> None:
+    with pytest.raises(ValueError, match=f"aws_job_buckets: {problem}"):
+        args(clouds=("aws",), aws_job_buckets=buckets)
+
+
+def test_the_job_boundary_covers_every_bucket_a_placement_grants(
+    aws_config: dict[str, Any],
+) -> None:
+    import fnmatch
+
+    boundary = document(
+        deploy(args(clouds=("aws",), aws_job_buckets=("acme-data",))), MANAGED_POLICY, "policy"
+    )
+    reach = [r for grant in boundary["Statement"] if grant["Effect"] == "Allow"
+             for r in listed(grant["Resource"]) if r.startswith("arn:aws:s3:::")]  # fmt: skip
+    placement = run_program({**aws_config, "dataUrls": ["s3://acme-data/imagenet/"]})
+
+    for resource in placement.of_type(ROLE_POLICY):
+        for grant in json.loads(resource.inputs["policy"])["Statement"]:
+            for arn in listed(grant["Resource"]):
+                if arn.startswith("arn:aws:s3:::"):
+                    assert any(fnmatch.fnmatchcase(arn, pattern) for pattern in reach), arn
 
 
 def test_the_job_boundary_covers_every_action_a_job_role_is_granted(
@@ -375,7 +441,14 @@ AWS_NEEDS: dict[str, set[str]] = {
         "ec2:DeleteNatGateway",
         "ec2:DescribeNatGateways",
     },
-    "aws:s3/bucket:Bucket": {"s3:CreateBucket", "s3:DeleteBucket", "s3:PutBucketTagging"},
+    # force_destroy (staging buckets, discarded copies) lists and deletes every object version.
+    "aws:s3/bucket:Bucket": {
+        "s3:CreateBucket",
+        "s3:DeleteBucket",
+        "s3:PutBucketTagging",
+        "s3:ListBucketVersions",
+        "s3:DeleteObjectVersion",
+    },
     "aws:s3/bucketVersioning:BucketVersioning": {"s3:PutBucketVersioning"},
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": {
         "s3:PutEncryptionConfiguration"
@@ -497,6 +570,35 @@ def test_s3_state_backend_is_granted_under_its_pulumi_prefix_only() -> None:
     assert objects["Resource"] == "arn:aws:s3:::acme-state/teams/ml/.pulumi/*"
     assert set(objects["Action"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
     assert statement(policy, "StateBackendList")["Resource"] == "arn:aws:s3:::acme-state"
+
+
+def test_aws_deployer_may_empty_only_spotroutes_buckets_of_its_account() -> None:
+    # force_destroy lists every version (ListObjectVersions needs s3:ListBucketVersions) and
+    # deletes each by version id (s3:DeleteObjectVersion): docs.aws.amazon.com/AmazonS3/latest/
+    # API/API_ListObjectVersions.html and API_DeleteObjects.html. Without them a staging
+    # bucket's destroy fails with AccessDenied.
+    policy = document(deploy(args(clouds=("aws",))), ROLE_POLICY, "policy")
+
+    empty = statement(policy, "EmptyJobBucketsOnDestroy")
+    assert set(empty["Action"]) == {"s3:ListBucketVersions", "s3:DeleteObjectVersion"}
+    assert empty["Resource"] == ["arn:aws:s3:::spotroute-*", "arn:aws:s3:::spotroute-*/*"]
+    assert empty["Condition"] == {"StringEquals": {"s3:ResourceAccount": ACCOUNT_ID}}
+    holders = [g["Sid"] for g in policy["Statement"] if g["Effect"] == "Allow"
+               and {"s3:ListBucketVersions", "s3:DeleteObjectVersion"} & set(listed(g["Action"]))]
+    assert holders == ["EmptyJobBucketsOnDestroy"]  # fmt: skip
+
+
+def test_aws_deployer_never_empties_or_reconfigures_a_spotroute_named_state_bucket() -> None:
+    stack = deploy(args(clouds=("aws",), state_bucket="s3://spotroute-state/teams/ml"))
+    policy = document(stack, ROLE_POLICY, "policy")
+
+    never = statement(policy, "NeverReconfigureTheStateBucket")
+    assert never["Effect"] == "Deny"
+    assert never["Resource"] == ["arn:aws:s3:::spotroute-state", "arn:aws:s3:::spotroute-state/*"]
+    assert {"s3:DeleteObjectVersion", "s3:DeleteBucket", "s3:PutLifecycleConfiguration",
+            "s3:PutBucketPolicy"} <= set(never["Action"])  # fmt: skip
+    # The backend itself still works: objects under its prefix.
+    assert "s3:PutObject" not in never["Action"]
 
 
 # --- AWS home: outbound identity federation into Azure ------------------------------------------

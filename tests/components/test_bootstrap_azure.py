@@ -1,4 +1,4 @@
-"""The Azure deployer: federated credentials with exact subjects and its three roles."""
+"""The Azure deployer: federated credentials with exact subjects and its four roles."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from components.bootstrap.azure_permissions import (
     AZURE_IDENTITY_ACTIONS,
     AZURE_JOB_IDENTITY_RESOURCE_GROUP,
     AZURE_SELF_DELETE_ACTIONS,
+    AZURE_STORES_ACTIONS,
     azure_job_role_guid,
     azure_self_delete_role_guid,
 )
@@ -103,6 +104,7 @@ def test_azure_deployer_roles_list_actions_and_never_broad_built_ins(home: str) 
         "spotroute-deployer",
         "spotroute-deployer-grants",
         "spotroute-deployer-identities",  # job identities, one resource group only (below)
+        "spotroute-deployer-stores",  # job storage and Key Vaults, one resource group only
         "spotroute-job-checkpoints",  # for job identities (test_azure_job_role.py)
         "spotroute-job-self-delete",  # finished nodes end their bill (test_azure.py)
     }
@@ -133,20 +135,19 @@ def test_azure_deployer_roles_list_actions_and_never_broad_built_ins(home: str) 
         assert assignment.inputs["principalId"] == PRINCIPAL_ID
 
 
-def test_azure_deployer_grants_only_the_job_data_roles_and_never_to_itself() -> None:
-    stack = deploy(args(clouds=("azure",)))
+SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # Key Vault Secrets User (secret env)
+DATA_ACCOUNT = (
+    f"/subscriptions/{SUBSCRIPTION}/resourceGroups/data/providers/Microsoft.Storage/"
+    "storageAccounts/acmedata"
+)
 
-    grants = next(a.inputs for a in stack.of_type(AZ_ROLE_ASSIGNMENT) if "grants" in a.name)
-    condition = grants["condition"]
-    assert grants["conditionVersion"] == "2.0"
-    job_role = f"{azure_job_role_guid(SUBSCRIPTION)}, {azure_self_delete_role_guid(SUBSCRIPTION)}"
-    SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"  # Key Vault Secrets User (secret env)
+
+def grant_condition(roles: str) -> str:
     request = "@Request[Microsoft.Authorization/roleAssignments:"
-    assert condition == (
+    return (
         "(\n (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})\n )\n OR\n"
         " (\n"
-        f"  {request}RoleDefinitionId] ForAnyOfAnyValues:GuidEquals "
-        f"{{{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}, {SECRETS_USER}}}\n"
+        f"  {request}RoleDefinitionId] ForAnyOfAnyValues:GuidEquals {{{roles}}}\n"
         "  AND\n"
         f"  {request}PrincipalType] ForAnyOfAnyValues:StringEqualsIgnoreCase "
         "{'ServicePrincipal'}\n"
@@ -157,21 +158,75 @@ def test_azure_deployer_grants_only_the_job_data_roles_and_never_to_itself() -> 
         " (\n  !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})\n )\n OR\n"
         " (\n"
         "  @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] "
-        "ForAnyOfAnyValues:GuidEquals "
-        f"{{{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}, {SECRETS_USER}}}\n"
+        f"ForAnyOfAnyValues:GuidEquals {{{roles}}}\n"
         "  AND\n"
         # Never a person's or a group's assignment of those roles, e.g. a user's data reader.
         "  @Resource[Microsoft.Authorization/roleAssignments:PrincipalType] "
         "ForAnyOfAnyValues:StringEqualsIgnoreCase {'ServicePrincipal'}\n"
         " )\n)"
     )
+
+
+def test_azure_deployer_grants_each_job_role_only_where_it_is_needed_never_to_itself() -> None:
+    # A role-assignment condition cannot limit the scope (its attributes are the role, the
+    # principal and its type: learn.microsoft.com/azure/role-based-access-control/
+    # delegate-role-assignments-portal), so each scope has an assignment of its own.
+    stack = deploy(args(clouds=("azure",), azure_job_storage_accounts=(DATA_ACCOUNT,)))
+    grants = {a.name: a.inputs for a in stack.of_type(AZ_ROLE_ASSIGNMENT) if "grants" in a.name}
+    job_role, self_delete = azure_job_role_guid(SUBSCRIPTION), azure_self_delete_role_guid(
+        SUBSCRIPTION
+    )
+
+    subscription = f"/subscriptions/{SUBSCRIPTION}"
+    assert {g["scope"]: g["condition"] for g in grants.values()} == {
+        # Job groups are new (autonamed) per deployment: only the self-delete role goes there.
+        subscription: grant_condition(self_delete),
+        f"{subscription}/resourceGroups/spotroute-job-stores": grant_condition(
+            f"{job_role}, {SECRETS_USER}"
+        ),
+        DATA_ACCOUNT: grant_condition(f"{job_role}, {AZURE_STORAGE_BLOB_DATA_READER}"),
+    }
+    assert all(g["conditionVersion"] == "2.0" for g in grants.values())
     # Storage Blob Data Contributor (container writes and deletes) is no longer grantable.
-    assert AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR not in condition
+    assert not [g for g in grants.values() if AZURE_STORAGE_BLOB_DATA_CONTRIBUTOR in g["condition"]]
     resources = next(
         a.inputs for a in stack.of_type(AZ_ROLE_ASSIGNMENT) if a.name.endswith("-role-assignment")
     )
     assert "condition" not in resources
-    assert resources["scope"] == f"/subscriptions/{SUBSCRIPTION}"
+    assert resources["scope"] == subscription
+
+
+def test_azure_deployer_writes_vaults_secrets_and_storage_in_the_stores_group_only() -> None:
+    stack = deploy(args(clouds=("azure",)))
+
+    # Microsoft.KeyVault/vaults/write anywhere would let the deployer add itself to the access
+    # policy of any access-policy vault and read its secrets (learn.microsoft.com/azure/
+    # key-vault/general/assign-access-policy); secrets/write would overwrite any vault's secrets.
+    subscription_wide = set(AZURE_DEPLOYER_ACTIONS)
+    for action in ("Microsoft.KeyVault/vaults/write", "Microsoft.KeyVault/vaults/secrets/write",
+                   "Microsoft.Storage/storageAccounts/write"):
+        assert action in AZURE_STORES_ACTIONS and action not in subscription_wide
+    assert not [a for a in subscription_wide
+                if a.startswith(("Microsoft.KeyVault/vaults", "Microsoft.Storage/storageAccounts"))]
+    role = next(r.inputs for r in stack.of_type(AZ_ROLE_DEFINITION)
+                if r.inputs["roleName"] == "spotroute-deployer-stores")  # fmt: skip
+    assert role["permissions"] == [{"actions": list(AZURE_STORES_ACTIONS)}]
+    groups = {g.inputs["resourceGroupName"] for g in stack.of_type(AZ_GROUP)}
+    assert "spotroute-job-stores" in groups
+    assignments = stack.of_type(AZ_ROLE_ASSIGNMENT)
+    (assignment,) = [a.inputs for a in assignments if a.name.endswith("deployer-stores-assignment")]
+    assert assignment["scope"] == (
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/spotroute-job-stores"
+    )
+    assert assignment["roleDefinitionId"].endswith(role["roleDefinitionId"])
+
+
+@pytest.mark.parametrize(
+    "account", ["acmedata", "/subscriptions/x/resourceGroups/data", f"{DATA_ACCOUNT}/blobServices"]
+)
+def test_a_listed_azure_storage_account_must_be_its_resource_id(account: str) -> None:
+    with pytest.raises(ValueError, match=r"azure_job_storage_accounts: .* not a storage account"):
+        args(clouds=("azure",), azure_job_storage_accounts=(account,))
 
 
 def test_azure_deployer_attaches_identities_of_the_job_identities_group_only() -> None:
@@ -334,7 +389,8 @@ def test_azure_deployer_may_manage_everything_an_azure_placement_creates(
     aws_config: dict[str, Any],
 ) -> None:
     placement = _azure_placement(aws_config)
-    granted = set(AZURE_DEPLOYER_ACTIONS) | set(AZURE_GRANT_ACTIONS) | set(AZURE_IDENTITY_ACTIONS)
+    granted = {*AZURE_DEPLOYER_ACTIONS, *AZURE_GRANT_ACTIONS, *AZURE_IDENTITY_ACTIONS,
+               *AZURE_STORES_ACTIONS}  # fmt: skip
 
     created = {r.type for r in placement.custom_resources()}
     assert created <= set(AZURE_NEEDS), f"unlisted types: {created - set(AZURE_NEEDS)}"
@@ -361,3 +417,25 @@ def test_azure_placement_job_identities_live_in_the_job_identities_group(
     assert identities
     for identity in identities:
         assert identity.inputs["resourceGroupName"] == AZURE_JOB_IDENTITY_RESOURCE_GROUP
+
+
+def test_azure_placement_storage_lives_in_the_stores_group_where_its_grant_is_allowed(
+    aws_config: dict[str, Any],
+) -> None:
+    placement = _azure_placement(aws_config)
+    stores = "spotroute-job-stores"
+
+    for type_ in ("azure-native:storage:StorageAccount", "azure-native:storage:BlobContainer",
+                  "azure-native:storage:BlobServiceProperties",
+                  "azure-native:storage:ManagementPolicy"):  # fmt: skip
+        assert [r.inputs["resourceGroupName"] for r in placement.of_type(type_)] == [stores]
+    # The checkpoint grant is scoped to the container, inside the stores group, and is the job
+    # role the stores-group assignment admits; self-delete goes to the job's own group.
+    by_guid = {
+        a.inputs["roleDefinitionId"].rsplit("/", 1)[-1]: a.inputs["scope"]
+        for a in placement.of_type("azure-native:authorization:RoleAssignment")
+    }
+    assert by_guid[azure_job_role_guid(SUBSCRIPTION)] == (
+        placement.one("azure-native:storage:BlobContainer").name + "-id"
+    )
+    assert "/resourceGroups/llm-finetune-rg" in by_guid[azure_self_delete_role_guid(SUBSCRIPTION)]

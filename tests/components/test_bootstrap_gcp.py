@@ -19,6 +19,7 @@ from test_bootstrap import (
     PRIMITIVE_GCP_ROLES,
     PRINCIPAL_ID,
     PROJECT_ID,
+    PROJECT_NUMBER,
     TENANT,
     args,
     deploy,
@@ -33,7 +34,11 @@ from components.bootstrap.gcp_permissions import (
     GCP_GRANT_PERMISSIONS,
     GCP_JOB_BUCKET_MARKER,
     GCP_JOB_BUCKET_PREFIX,
+    GCP_NAMED_PERMISSIONS,
 )
+
+# Everything the deployer holds: project-wide, grants and name-conditioned.
+ALL_GRANTED = {*GCP_DEPLOYER_PERMISSIONS, *GCP_GRANT_PERMISSIONS, *GCP_NAMED_PERMISSIONS}
 
 # --- GCP ------------------------------------------------------------------------------------------
 
@@ -53,6 +58,7 @@ def test_gcp_deployer_holds_one_custom_role_and_no_primitive_role(home: str) -> 
     roles = {r.inputs["roleId"]: r.inputs for r in stack.of_type(GCP_CUSTOM_ROLE)}
     assert roles["spotrouteDeployer"]["permissions"] == list(GCP_DEPLOYER_PERMISSIONS)
     assert roles["spotrouteDeployerGrants"]["permissions"] == list(GCP_GRANT_PERMISSIONS)
+    assert roles["spotrouteDeployerNamed"]["permissions"] == list(GCP_NAMED_PERMISSIONS)
     for role in roles.values():
         assert not [p for p in role["permissions"] if "*" in p]
         assert role["stage"] == "GA"
@@ -60,6 +66,7 @@ def test_gcp_deployer_holds_one_custom_role_and_no_primitive_role(home: str) -> 
     assert set(bindings) == {
         f"projects/{PROJECT_ID}/roles/spotrouteDeployer",
         f"projects/{PROJECT_ID}/roles/spotrouteDeployerGrants",
+        f"projects/{PROJECT_ID}/roles/spotrouteDeployerNamed",
     }
     for binding in bindings.values():
         assert (
@@ -205,9 +212,11 @@ JOB_BUCKETS = (
     '(resource.name.startsWith("projects/_/buckets/spotroute-") && '
     'resource.name.extract("projects/_/buckets/spotroute-{job}-ckpt-") != "")'
 )
-# gcp.SpotGpuGroup's secret env: the job account's secretAccessor on its <stack>-secret-env.
+# gcp.SpotGpuGroup's secret env: the job account's secretAccessor on its
+# spotroute-<stack>-secret-env; Secret Manager names secrets by project number in conditions.
 SECRETS = (
     '(resource.type == "secretmanager.googleapis.com/Secret" && '
+    f'resource.name.startsWith("projects/{PROJECT_NUMBER}/secrets/spotroute-") && '
     'resource.name.endsWith("-secret-env"))'
 )
 
@@ -262,6 +271,54 @@ def test_a_gcp_job_bucket_that_is_not_a_bucket_name_is_refused(bucket: str) -> N
         args(clouds=("gcp",), gcp_job_buckets=(bucket,))
 
 
+NAMED_ROLE = f"projects/{PROJECT_ID}/roles/spotrouteDeployerNamed"
+
+
+def named_condition(stack: Any) -> str:
+    (binding,) = [
+        b.inputs for b in stack.of_type(GCP_PROJECT_MEMBER) if b.inputs["role"] == NAMED_ROLE
+    ]
+    expression: str = binding["condition"]["expression"]
+    return expression
+
+
+def test_gcp_deployer_changes_only_resources_named_spotroute() -> None:
+    stack = deploy(args(clouds=("gcp",)))
+
+    # Reading every secret, deleting or reconfiguring any bucket, editing any firewall or VM:
+    # none of that is project-wide any more.
+    project_wide = set(GCP_DEPLOYER_PERMISSIONS)
+    assert not set(GCP_NAMED_PERMISSIONS) & project_wide
+    for permission in ("secretmanager.versions.access", "storage.buckets.update",
+                       "storage.buckets.delete", "compute.firewalls.update",
+                       "compute.instances.setMetadata", "compute.instances.setServiceAccount"):
+        assert permission in GCP_NAMED_PERMISSIONS and permission not in project_wide
+    # Resource names as IAM Conditions see them (cloud.google.com/iam/docs/
+    # conditions-resource-attributes): buckets and their objects, global firewalls, zonal VMs,
+    # secrets by project number.
+    assert named_condition(stack) == (
+        '((resource.type == "storage.googleapis.com/Bucket" || '
+        f'resource.type == "storage.googleapis.com/Object") && {JOB_BUCKETS})'
+        ' || (resource.type == "compute.googleapis.com/Firewall" && resource.name.startsWith('
+        f'"projects/{PROJECT_ID}/global/firewalls/spotroute-"))'
+        ' || (resource.type == "compute.googleapis.com/Instance" && resource.name.extract('
+        f'"projects/{PROJECT_ID}/zones/{{zone}}/instances/spotroute-") != "")'
+        ' || ((resource.type == "secretmanager.googleapis.com/Secret" || '
+        'resource.type == "secretmanager.googleapis.com/SecretVersion") && '
+        f'resource.name.startsWith("projects/{PROJECT_NUMBER}/secrets/spotroute-"))'
+    )  # fmt: skip
+
+
+def test_gcp_deployer_never_empties_or_deletes_the_state_bucket() -> None:
+    stack = deploy(args(clouds=("gcp",), state_bucket="gs://spotroute-team-ckpt-state/stacks"))
+
+    storage = named_condition(stack).split(" || (resource.type == \"compute", 1)[0]
+    assert storage.endswith(
+        ' && resource.name != "projects/_/buckets/spotroute-team-ckpt-state"'
+        ' && !resource.name.startsWith("projects/_/buckets/spotroute-team-ckpt-state/"))'
+    ), storage
+
+
 def test_gcp_deployer_may_still_act_as_any_service_account_of_the_project() -> None:
     # The documented residual risk (docs/security.md): IAM Conditions cannot name service
     # accounts, so actAs stays in the project-wide role; a dedicated project contains it.
@@ -313,7 +370,13 @@ GCP_NEEDS: dict[str, set[str]] = {
         "compute.firewalls.delete",
         "compute.networks.updatePolicy",
     },
-    "gcp:storage/bucket:Bucket": {"storage.buckets.create", "storage.buckets.delete"},
+    # force_destroy (staging buckets, discarded copies) lists and deletes every object first.
+    "gcp:storage/bucket:Bucket": {
+        "storage.buckets.create",
+        "storage.buckets.delete",
+        "storage.objects.list",
+        "storage.objects.delete",
+    },
     "gcp:storage/bucketIAMMember:BucketIAMMember": {
         "storage.buckets.getIamPolicy",
         "storage.buckets.setIamPolicy",
@@ -400,7 +463,8 @@ GCP_UPKEEP = {
 def test_every_gcp_deployer_permission_is_justified() -> None:
     needed = {p for permissions in GCP_NEEDS.values() for p in permissions}
 
-    assert set(GCP_DEPLOYER_PERMISSIONS) | set(GCP_GRANT_PERMISSIONS) == needed | GCP_UPKEEP
+    granted = ALL_GRANTED
+    assert granted == needed | GCP_UPKEEP
 
 
 @pytest.mark.parametrize("zone", ["us-central1-a", ""])
@@ -426,5 +490,4 @@ def test_gcp_deployer_may_manage_everything_a_gcp_placement_creates(
     created = {r.type for r in placement.custom_resources()}
     assert created <= set(GCP_NEEDS), f"unlisted types: {created - set(GCP_NEEDS)}"
     for type_ in created:
-        granted = set(GCP_DEPLOYER_PERMISSIONS) | set(GCP_GRANT_PERMISSIONS)
-        assert GCP_NEEDS[type_] <= granted, type_
+        assert GCP_NEEDS[type_] <= ALL_GRANTED, type_

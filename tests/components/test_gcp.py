@@ -200,7 +200,8 @@ def test_firewall_admits_only_the_jobs_own_nodes_by_default(gcp_config: dict[str
     assert deny["network"] == f"{network.name}-id"
     internal = rules["llm-finetune-internal"]
     assert internal["allows"] == [{"protocol": "all"}]
-    assert internal["sourceTags"] == internal["targetTags"] == tag == ["llm-finetune-node"]
+    assert internal["sourceTags"] == internal["targetTags"] == tag
+    assert tag == ["spotroute-llm-finetune-node"]
     assert "sourceRanges" not in internal
     assert internal["priority"] < deny["priority"]
     assert set(rules) == {"llm-finetune-deny-ingress", "llm-finetune-internal"}
@@ -212,7 +213,7 @@ def test_remote_access_opens_ssh_to_the_nodes_from_iap_only(gcp_config: dict[str
 
     assert iap["sourceRanges"] == ["35.235.240.0/20"]
     assert iap["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
-    assert iap["targetTags"] == ["llm-finetune-node"]
+    assert iap["targetTags"] == ["spotroute-llm-finetune-node"]
     assert stack.one(TEMPLATE).inputs["metadata"]["enable-oslogin"] == "TRUE"
 
 
@@ -537,6 +538,23 @@ def test_template_disk_and_bucket_carry_the_sanitized_labels(gcp_config: dict[st
 def test_resource_names_are_valid_rfc1035_names(job_name: str) -> None:
     for part in ("vpc", "subnet", "deny-ingress", "group"):
         assert RFC1035.fullmatch(gcp_names.gcp_name(job_name, part)), (job_name, part)
+
+
+def test_every_project_scoped_name_starts_with_spotroute(gcp_config: dict[str, Any]) -> None:
+    # The deployer may edit or delete firewalls, VMs, secrets and buckets named spotroute-…
+    # only (bootstrap/gcp_permissions.py gcp_named_condition): every name must carry the prefix.
+    stack = placement(gcp_config, remoteAccess=True)
+    named = {
+        r.name: str(r.inputs.get("name") or r.inputs.get("namePrefix") or "")
+        for r in stack.custom_resources()
+        if r.inputs.get("name") or r.inputs.get("namePrefix")
+    }
+
+    assert len(named) >= 10, named
+    assert all(name.startswith("spotroute-") for name in named.values()), named
+    assert stack.one(TEMPLATE).inputs["tags"] == ["spotroute-llm-finetune-node"]
+    group = stack.one("gcp:compute/instanceGroupManager:InstanceGroupManager").inputs
+    assert group["baseInstanceName"] == "spotroute-llm-finetune-node"
 
 
 def test_long_job_names_get_distinct_resource_names() -> None:

@@ -299,7 +299,8 @@ def test_azure_secrets_user_on_the_vault_is_refused_by_the_pack() -> None:
 def test_aws_bootstrap_boundary_and_deployer_cover_the_secret_parameter() -> None:
     import fnmatch
 
-    from components.bootstrap.aws_permissions import aws_deployer_policy, aws_job_boundary_policy
+    from components.bootstrap.aws_boundary import aws_job_boundary_policy
+    from components.bootstrap.aws_permissions import aws_deployer_policy
 
     name = secret_stack("aws").one(PARAMETER).inputs["name"]
     arn = f"arn:aws:ssm:us-east-1:{ACCOUNT_ID}:parameter{name}"
@@ -313,7 +314,7 @@ def test_aws_bootstrap_boundary_and_deployer_cover_the_secret_parameter() -> Non
         )
 
     # The boundary caps the job role: without this the node's read is denied on a real account.
-    assert allows(aws_job_boundary_policy(), "ssm:GetParameter")
+    assert allows(aws_job_boundary_policy(ACCOUNT_ID), "ssm:GetParameter")
     deployer = aws_deployer_policy(ACCOUNT_ID)
     for action in ("ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
                    "ssm:AddTagsToResource", "ssm:ListTagsForResource"):  # fmt: skip
@@ -330,23 +331,39 @@ def test_gcp_bootstrap_lets_the_deployer_create_the_secret_and_grant_only_such_s
     )
 
     secret_id = secret_stack("gcp").one(GCP_SECRET).inputs["secretId"]
-    assert {"secretmanager.secrets.create", "secretmanager.versions.add"} <= set(
-        GCP_DEPLOYER_PERMISSIONS
-    )
+    from components.bootstrap.gcp_permissions import GCP_NAMED_PERMISSIONS
+
+    assert "secretmanager.secrets.create" in GCP_DEPLOYER_PERMISSIONS
+    # Versions are added under the name condition (spotroute-… secrets only).
+    assert "secretmanager.versions.add" in GCP_NAMED_PERMISSIONS
     assert "secretmanager.secrets.setIamPolicy" in GCP_GRANT_PERMISSIONS
     assert "secretmanager.googleapis.com" in GCP_REQUIRED_SERVICES
-    condition = gcp_grant_condition()
+    condition = gcp_grant_condition("555")
     assert 'resource.type == "secretmanager.googleapis.com/Secret"' in condition
     suffix = condition.split('resource.name.endsWith("', 1)[1].split('"', 1)[0]
     assert secret_id.endswith(suffix), (secret_id, suffix)
+    # Only spotroute's secrets: another team's `db-secret-env` is not grantable.
+    prefix = condition.split('resource.name.startsWith("projects/555/secrets/', 1)[1]
+    assert secret_id.startswith(prefix.split('"', 1)[0] or "?"), (secret_id, prefix)
 
 
 def test_azure_bootstrap_lets_the_deployer_write_the_vault_and_grant_secrets_user() -> None:
     from components.azure import KEY_VAULT_SECRETS_USER
-    from components.bootstrap.azure_permissions import AZURE_DEPLOYER_ACTIONS, azure_grant_condition
-
-    secret_stack("azure")  # the stack builds with a vault and a secret
-    assert {"Microsoft.KeyVault/vaults/write", "Microsoft.KeyVault/vaults/secrets/write"} <= set(
-        AZURE_DEPLOYER_ACTIONS
+    from components.bootstrap.azure_permissions import (
+        AZURE_JOB_STORES_RESOURCE_GROUP,
+        AZURE_STORES_ACTIONS,
+        azure_grant_scopes,
     )
-    assert KEY_VAULT_SECRETS_USER in azure_grant_condition("sub", "deployer-principal")
+
+    stack = secret_stack("azure")
+    # Vault and secret live in the stores group, where the deployer may write them...
+    for kind in ("azure-native:keyvault:Vault", "azure-native:keyvault:Secret"):
+        assert stack.one(kind).inputs["resourceGroupName"] == AZURE_JOB_STORES_RESOURCE_GROUP
+    assert {"Microsoft.KeyVault/vaults/write", "Microsoft.KeyVault/vaults/secrets/write"} <= set(
+        AZURE_STORES_ACTIONS
+    )
+    # ... and grant Key Vault Secrets User, there only.
+    scopes = {scope: roles for _part, scope, roles in azure_grant_scopes("sub")}
+    assert [s for s, roles in scopes.items() if KEY_VAULT_SECRETS_USER in roles] == [
+        f"/subscriptions/sub/resourceGroups/{AZURE_JOB_STORES_RESOURCE_GROUP}"
+    ]
