@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from router.config.user_files import CONFIG_LIMIT_BYTES, read_user_text
 from router.contract.stack_config import NAMESPACE
 from router.core.errors import BadInput
 from router.core.stackconfig import StackConfig
@@ -15,9 +16,10 @@ def read_stack_file(path: Path, namespace: str = NAMESPACE) -> StackConfig:
     """The `spotroute:*` config in a stack file (namespace stripped); {} when the file is absent."""
     if not path.exists():
         return {}
+    text = read_user_text(path, limit_bytes=CONFIG_LIMIT_BYTES, what="stack file")
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
         raise BadInput(
             f"{path}: not a readable stack file ({type(exc).__name__}) — fix or remove it"
         ) from None
