@@ -342,9 +342,11 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
     """Move JOB: checkpoint → new placement (its own stack) → resume there → old one down.
 
     Each step is journaled in the state backend before it is taken; a router killed midway is
-    finished (or rolled back) by the next `route migrate` or `route watch --once`.
+    finished (or rolled back) by the next `route migrate` or `route watch --once`. Ctrl-C (or
+    SIGTERM) once the move has begun stops at the next step (exit 130); twice stops now.
     """
     import secrets
+    import signal
 
     from router.cli import render, render_deploy
     from router.engine.job_records import holder_id
@@ -361,18 +363,34 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
             raise click.UsageError("not a terminal to confirm on — pass --yes to migrate")
         return click.confirm("Migrate?", default=False)
 
+    moving: list[bool] = []  # a step has run: from now on a stop waits for the step boundary
+    stopping: list[bool] = []
+
     def on_step(_journal: Any, step: str, what: str) -> None:
+        moving.append(True)
         if not as_json:
             render_deploy.journal_step(step, what)
 
-    outcome = migrate_job(
-        job,
-        project=project,
-        to=_target(to),
-        holder=holder_id(secrets.token_hex(4)),
-        confirm=confirm,
-        on_step=on_step,
-    )
+    def stop(signum: int, _frame: object) -> None:
+        if not moving or (stopping and signum == signal.SIGINT):
+            raise KeyboardInterrupt  # nothing begun yet, or a second Ctrl-C: stop now
+        stopping.append(True)
+        click.echo("note: stopping after the step in flight (Ctrl-C again to stop now)", err=True)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        outcome = migrate_job(
+            job,
+            project=project,
+            to=_target(to),
+            holder=holder_id(secrets.token_hex(4)),
+            confirm=confirm,
+            on_step=on_step,
+            stop_requested=lambda: bool(stopping),
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if outcome is None:
         if as_json:
             render.print_json({"job": job, "migrated": False, "outcome": "declined"})

@@ -490,3 +490,8 @@ def engine_interrupts() -> Iterator[Callable[[], bool]]:
         yield lambda: bool(noted)
     finally:
         signal.signal(signal.SIGINT, previous)
+        # A Ctrl-C noted here while no engine call was cancelled by it (between the calls, or
+        # before `destroy` started) would otherwise be lost: a caller listening for it (route
+        # migrate and watch stop at the next journal step) hears it too.
+        if noted and callable(previous) and previous is not signal.default_int_handler:
+            previous(signal.SIGINT, None)

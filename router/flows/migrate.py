@@ -31,11 +31,12 @@ from typing import Any
 
 from router.config import checkpoints as ckpt
 from router.config.project import Project
-from router.core.errors import OperationFailed
+from router.core.errors import Interrupted, OperationFailed
 from router.core.journal import STEPS, Journal, next_stack_name
 from router.core.placement import Placement
 from router.engine.automation import Engine
 from router.engine.job_records import JobRecords
+from router.flows.handover_bounds import complete_probation, job_gave_up, probation_env
 
 KILL_ENV = "SPOTROUTE_KILL_AT"
 LEASE_TTL_S = 300.0
@@ -55,9 +56,11 @@ class LeaseLost(OperationFailed):
 
 
 def kill_point(name: str) -> None:
-    """Die here, as SIGKILL would, when SPOTROUTE_KILL_AT names this point (tests only)."""
-    if os.environ.get(KILL_ENV) == name:
+    """SIGKILL here when SPOTROUTE_KILL_AT names this point; `<point>:INT`: a Ctrl-C (tests)."""
+    if (wanted := os.environ.get(KILL_ENV)) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    elif wanted == f"{name}:INT":  # as a terminal sends it: to the whole process group
+        os.killpg(os.getpgrp(), signal.SIGINT)
 
 
 def _now() -> datetime:
@@ -133,6 +136,12 @@ class Mover:
             if self.stop_requested():
                 self._say(journal, step, "stopping before this step; the journal stays open")
                 return journal
+            gave_up = job_gave_up(journal)
+            if gave_up is not None:  # the job ended the move from its side: undo ours
+                journal = journal.start_rollback(gave_up)
+                self.records.write_journal(journal)
+                self._say(journal, step, f"{gave_up} — rolling back")
+                continue
             started = time.monotonic()
             try:
                 journal = self._step(journal, step)
@@ -225,8 +234,10 @@ class Mover:
             ]
         job = report.job
         step = journal.data("checkpoint-complete").get("step")
+        env = {**job.run.env, **probation_env(journal)}  # it stops unless the move completes
         if step is not None:  # a new job on other storage waits for the copy of this step
-            env = {**job.run.env, RESTORE_STEP_ENV: str(step)}
+            env[RESTORE_STEP_ENV] = str(step)
+        if env != job.run.env:
             job = job.model_copy(update={"run": job.run.model_copy(update={"env": env})})
         try:
             outcome, proposal, tries = launch(
@@ -301,6 +312,7 @@ class Mover:
         from router.flows.jobs import destroy_stack
 
         deleted = destroy_stack(self.engine, journal.from_stack, project=self.project)
+        complete_probation(journal, _now())  # before the withdrawal: a re-run repeats both
         with contextlib.suppress(OperationFailed):
             ckpt.withdraw_request(self._old_checkpoint_dir(journal), journal.id)
         return {"deleted": deleted}
@@ -538,9 +550,10 @@ def migrate_job(
     holder: str,
     confirm: Callable[[Placement, dict[str, Any]], bool],
     on_step: Callable[[Journal, str, str], None] | None = None,
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> MigrationOutcome | None:
-    """`route migrate`: move the job to the best placement within `to`; None if declined."""
-    mover = Mover.for_project(project, holder, on_step=on_step)
+    """`route migrate`: move the job within `to`; None if declined; Interrupted on a stop."""
+    mover = Mover.for_project(project, holder, on_step=on_step, stop_requested=stop_requested)
     now = _now()
     if mover.records.acquire(job, holder, mover.lease_ttl_s, now) is None:
         lease = mover.records.current(job)
@@ -551,7 +564,7 @@ def migrate_job(
     try:
         open_journal = mover.records.open_journal(job)
         if open_journal is not None:  # a killed router's move: finish it first
-            journal = mover.run(open_journal)
+            journal = _stopped_at_a_step(mover.run(open_journal))
             return MigrationOutcome(journal, dict(mover.timings))
         target, record = choose_target(job, project=project, to=to, now=now)
         if not confirm(target, record):
@@ -574,6 +587,13 @@ def migrate_job(
                 "outcome": journal.outcome,
             },
         )
-        return MigrationOutcome(journal, dict(mover.timings))
+        return MigrationOutcome(_stopped_at_a_step(journal), dict(mover.timings))
     finally:
         mover.records.release(job, holder, _now())
+
+
+def _stopped_at_a_step(journal: Journal) -> Journal:
+    if journal.outcome == "open":  # stop_requested (Ctrl-C): the journal waits at a step
+        raise Interrupted(f"job {journal.job}: interrupted before {journal.next_step()} — the "
+                          f"move stays journaled; `route migrate {journal.job}` finishes it")
+    return journal

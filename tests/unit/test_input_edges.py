@@ -6,7 +6,6 @@ usage errors, and credentials in plain `run.env` — each one line (exit 2), or 
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ import pytest
 
 from router.config.user_files import FileProblem, read_user_bytes
 from router.core.errors import BadInput
-from tests.unit.cli_harness import Run, clean_env, isolate, route, write_job
+from tests.unit.cli_harness import Run, clean_env, isolate, route, route_process, write_job
 
 JOB = """\
 name: edges
@@ -50,30 +49,13 @@ def one_error_line(run: Run, code: int = 2) -> str:
     return run.err_lines[0]
 
 
-def route_limited(*args: str | Path, cwd: Path, home: Path, memory_gib: int = 2) -> Run:
-    """`python -m router ARGS` with its address space capped: a read without bound fails fast
-    (MemoryError, exit 1) instead of taking the machine, and a hang ends at 60 s."""
-    scratch = home.parent / "user-home"
-    scratch.mkdir(exist_ok=True)
-    cap = memory_gib << 30
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
+def route_limited(*args: str | Path, cwd: Path, home: Path) -> Run:
+    """`route ARGS` capped at 2 GiB: a read without bound fails fast (MemoryError, exit 1)
+    instead of taking the machine, and a hang (a FIFO without a writer) fails at 60 s."""
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "router", *(str(a) for a in args)],
-            cwd=cwd,
-            env=clean_env(home, scratch),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            preexec_fn=limit,
-        )
+        return route_process(*args, cwd=cwd, home=home, memory_gib=2, timeout_s=60)
     except subprocess.TimeoutExpired:
         pytest.fail(f"route {' '.join(map(str, args))} hung (a FIFO read without a writer?)")
-    return Run(done.returncode, done.stdout, done.stderr)
 
 
 # --- item 7: a regular file of bounded size, or one line ---------------------------------------
