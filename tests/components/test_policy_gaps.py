@@ -138,7 +138,7 @@ BAD: list[tuple[str, str, str, dict[str, Any], str]] = [
                 {"name": "ssh", "direction": "Inbound", "access": "Allow",
                  "sourceAddressPrefixes": ["0.0.0.0"]}
             ]
-        },  # fmt: skip
+        },
         NO_INBOUND,
     ),
     (
@@ -150,7 +150,7 @@ BAD: list[tuple[str, str, str, dict[str, Any], str]] = [
                 {"ruleNo": 100, "action": "allow", "protocol": "-1", "fromPort": 0,
                  "toPort": 0, "cidrBlock": "0.0.0.0/0"}
             ]
-        },  # fmt: skip
+        },
         NO_INBOUND,
     ),
     (
@@ -158,7 +158,7 @@ BAD: list[tuple[str, str, str, dict[str, Any], str]] = [
         "network ACL rule allows ssh from the internet",
         "aws:ec2/networkAclRule:NetworkAclRule",
         {"ruleNumber": 110, "egress": False, "ruleAction": "allow", "protocol": "6",
-         "fromPort": 22, "toPort": 22, "cidrBlock": "0.0.0.0/0"},  # fmt: skip
+         "fromPort": 22, "toPort": 22, "cidrBlock": "0.0.0.0/0"},
         NO_INBOUND,
     ),
     (
@@ -170,7 +170,7 @@ BAD: list[tuple[str, str, str, dict[str, Any], str]] = [
                 {"ruleNo": 101, "action": "allow", "protocol": "all", "fromPort": 0,
                  "toPort": 0, "ipv6CidrBlock": "::/0"}
             ]
-        },  # fmt: skip
+        },
         NO_INBOUND,
     ),
     # --- long-lived keys of any cloud
@@ -351,14 +351,14 @@ GOOD: list[tuple[str, str, dict[str, Any], str]] = [
                 {"ruleNo": 120, "action": "deny", "protocol": "-1", "fromPort": 0,
                  "toPort": 0, "cidrBlock": "0.0.0.0/0"},
             ]
-        },  # fmt: skip
+        },
         NO_INBOUND,
     ),
     (
         "network ACL egress rule to the internet",
         "aws:ec2/networkAclRule:NetworkAclRule",
         {"ruleNumber": 100, "egress": True, "ruleAction": "allow", "protocol": "-1",
-         "cidrBlock": "0.0.0.0/0"},  # fmt: skip
+         "cidrBlock": "0.0.0.0/0"},
         NO_INBOUND,
     ),
     (
