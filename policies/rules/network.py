@@ -213,6 +213,7 @@ _PORT_PROTOCOLS = ("tcp", "6", "udp", "17")
 
 
 def _network_acl_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    rules: list[Mapping[str, Any]]
     if resource_type == AWS_NETWORK_ACL_RULE:
         if is_true(props.get("egress")):
             return []
