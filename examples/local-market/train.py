@@ -11,7 +11,7 @@ It bounds a hand-over as the checkpoint library does (router/checkpoint/handover
 ends after SPOTROUTE_HOLD_TIMEOUT (handover-expired.json, then it trains on and ignores that
 request), and a new placement started for a move (SPOTROUTE_HANDOVER_ID) stops unless the
 router's handover-complete.json names the move within SPOTROUTE_HANDOVER_TIMEOUT of its start
-(handover-abandoned.json, exit 0).
+(handover-abandoned.json, exit 0); a holding job that sees that record exits 0 (handed over).
 
 Environment: SPOTROUTE_CHECKPOINT_DIR (set by the target), STEPS (0 = forever), STEP_S
 (seconds per step), CHECKPOINT_EVERY (steps), the two timeouts (seconds, or 90s / 30m / 1h).
@@ -156,6 +156,10 @@ def main():
                 sys.exit(0)
         request = read_json(os.path.join(DIR, "save-request.json"))
         if request and request.get("placement") == ME and request.get("id") not in stale:
+            done = read_json(os.path.join(DIR, "handover-complete.json")) or {}
+            if answered is not None and done.get("id") == answered:
+                print("handed over at step %d; the new placement goes on" % step, flush=True)
+                sys.exit(0)
             if answered != request.get("id"):
                 save(step, state, request.get("id"))
                 answered, held_since = request.get("id"), time.monotonic()

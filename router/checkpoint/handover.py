@@ -9,7 +9,8 @@ The router talks to the job through files beside the checkpoints, on whatever st
                      next `maybe_save` — with the id in the manifest's extra.request, then holds
                      (makes no more progress) while the request stands. The router removes it to
                      let the job go on (a rolled-back move); a stop (SIGTERM, a notice) while
-                     holding means the new placement took over: the job exits 0, no marker.
+                     holding, or the router's handover-complete.json naming the request, means
+                     the new placement took over: the job exits 0, no marker.
   resumed.json       written after every restore: {"step", "placement", "time", "job_id"} —
                      how the router confirms the new placement restored the handed-over step.
   finished.json      written by `mark_finished(step)` when training ran to the end.
@@ -26,10 +27,10 @@ Bounded from the job's side, so a router that dies mid-move leaves no paid job i
     "held_s", "time", "job_id"}, ignores that request from then on, and trains on.
   - a new placement started for a move (SPOTROUTE_HANDOVER_ID, in the new stack's job env)
     trains from the restored step and waits for the router's handover-complete.json with that
-    id, written once the old placement is down. Without it within SPOTROUTE_HANDOVER_TIMEOUT
-    (default 30 minutes, counted from the restore) it records handover-abandoned.json {"id",
-    "placement", "step", "waited_s", "time", "job_id"} and stops (exit 0): the old placement,
-    which still holds or trains, is the job.
+    id, written in both placements' storage once the router confirmed the resume. Without it
+    within SPOTROUTE_HANDOVER_TIMEOUT (default 30 minutes, counted from the restore) it records
+    handover-abandoned.json {"id", "placement", "step", "waited_s", "time", "job_id"} and stops
+    (exit 0): the old placement, which still holds or trains, is the job.
   The next `route watch` finds these records beside the checkpoints and rolls the move back
   (router/flows/migrate.py). The default hand-over timeout is the shorter of the two, so a new
   placement in doubt usually stops before the old one resumes training.
@@ -145,7 +146,7 @@ class HandOverMixin(CheckpointerState):
         while True:
             verdict = None
             if self._ranks.rank == 0:
-                if self._terminal_notice() is not None:
+                if self._terminal_notice() is not None or self._move_completed(request_id):
                     verdict = "stop"
                 elif (self._read_request() or {}).get("id") != request_id:
                     verdict = "go on"
@@ -228,6 +229,14 @@ class HandOverMixin(CheckpointerState):
         log.warning("spotroute: held step %d for hand-over %s for %.0f s without the router "
                     "letting go (SPOTROUTE_HOLD_TIMEOUT); training goes on — the next `route "
                     "watch` rolls the move back", step, request_id, held_s)
+
+    def _move_completed(self, request_id: str) -> bool:
+        """The router's handover-complete.json names this request: the new placement is the job."""
+        try:
+            record = self.location.read_json(COMPLETE_NAME) or {}
+        except Exception:  # a storage hiccup: the router's destroy stops this process anyway
+            return False
+        return record.get("id") == request_id
 
     def _handover_given_up(self) -> bool:
         """A new placement whose move the router never completed, past handover_timeout_s

@@ -8,8 +8,10 @@ records `handover-abandoned.json`. What the router does with them:
 
   - new-stack-up passes the journal id as SPOTROUTE_HANDOVER_ID (a move, not a re-placement:
     after an interruption there is no old placement to fall back on);
-  - old-stack-down writes `handover-complete.json` in the new placement's storage once the old
-    stack is destroyed;
+  - resume-confirmed, once the placement record names the new stack, writes
+    `handover-complete.json` in the new placement's storage and the old one's: the new job
+    stops waiting, the old one stops holding and exits (handed over) — so a router that dies
+    during old-stack-down leaves exactly the new placement training;
   - before each step of a move that can still be undone, a record of either kind for this
     journal rolls the move back: the old placement is the job (it trains on, or still holds and
     is let go); the new stack is destroyed. Past resume-confirmed the move rolls forward as
@@ -33,12 +35,14 @@ def probation_env(journal: Journal) -> dict[str, str]:
 
 
 def complete_probation(journal: Journal, now: datetime) -> None:
-    """Tell the new placement its move is done (idempotent); a refused write fails the step."""
+    """Tell both placements the move is done (idempotent); a refused write fails the step."""
     if journal.kind != "migrate":
         return
     outputs = journal.data("new-stack-up").get("outputs") or {}
-    store = ckpt.checkpoint_store(str(outputs.get("checkpointUrl", "")))
-    ckpt.complete_handover(store, journal.id, journal.to_stack, now)
+    new_url = str(outputs.get("checkpointUrl", ""))
+    old_url = str(journal.data("intent").get("checkpoint_url", ""))
+    for url in dict.fromkeys(u for u in (new_url, old_url) if u):
+        ckpt.complete_handover(ckpt.checkpoint_store(url), journal.id, journal.to_stack, now)
 
 
 def job_gave_up(journal: Journal) -> str | None:

@@ -306,13 +306,13 @@ class Mover:
                 )
             time.sleep(_poll_s(directory))
         self._switch_record(journal, up)
+        complete_probation(journal, _now())  # the new job is the job; the old one may stop
         return {"step": said.get("step"), "placement": journal.to_stack}
 
     def _old_stack_down(self, journal: Journal) -> dict[str, Any]:
         from router.flows.jobs import destroy_stack
 
         deleted = destroy_stack(self.engine, journal.from_stack, project=self.project)
-        complete_probation(journal, _now())  # before the withdrawal: a re-run repeats both
         with contextlib.suppress(OperationFailed):
             ckpt.withdraw_request(self._old_checkpoint_dir(journal), journal.id)
         return {"deleted": deleted}

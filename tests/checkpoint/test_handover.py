@@ -232,3 +232,28 @@ def test_a_request_written_after_the_jobs_last_save_is_answered_on_every_store(
     answer = wait_for(lambda: router_files.answered(router, "m-late"), "the answer", timeout_s=20)
     assert answer.step > 8
     old.watcher.record(Notice(cloud="local", kind="sigterm", notice_time=datetime.now(UTC)))
+
+
+def test_a_holding_job_exits_as_handed_over_once_the_router_completes_the_move(
+    store: Store,
+) -> None:
+    """resume-confirmed writes handover-complete.json in the old placement's storage too: the old
+    one stops at once instead of holding until old-stack-down (or a dead router) ends it."""
+    scheme = store.url.split("://", 1)[0]
+    router = router_files.checkpoint_store(store.url, {scheme: store.storage_options})
+    old = checkpointer(store, "train")
+    progress: list[int] = []
+    ended: dict[str, Any] = {}
+    thread = _train_in_thread(old, progress, ended)
+    wait_for(lambda: len(progress) > 2, "training to run")
+    router_files.request_save(router, "m-3", "train", NOW)
+    answer = wait_for(lambda: router_files.answered(router, "m-3"), "the answer")
+    router_files.complete_handover(router, "m-0", "train.2", NOW)  # another move's: not ours
+    time.sleep(0.5)
+    assert thread.is_alive()
+
+    router_files.complete_handover(router, "m-3", "train.2", NOW)
+    thread.join(30)
+
+    assert ended == {"exit": 0} and progress[-1] == answer.step - 1
+    assert router_files.marker(router) is None and router_files.hold_expired(router, "m-3") is None

@@ -74,15 +74,19 @@ def test_a_new_placement_that_stopped_waiting_rolls_the_move_back(tmp_path: Path
 
 def test_a_move_puts_its_new_placement_on_probation_and_completes_it(tmp_path: Path) -> None:
     old, new = tmp_path / "old", tmp_path / "new"
-    journal = _journal(old, new, upto="old-stack-down")
+    journal = _journal(old, new, upto="resume-confirmed")
     assert probation_env(journal) == {HANDOVER_ID_ENV: "m-1"}
     assert probation_env(replace(journal, kind="replace")) == {}
 
     complete_probation(journal, NOW)
     complete_probation(journal, datetime(2026, 12, 2, tzinfo=UTC))  # a re-run step: unchanged
 
-    written = ckpt.checkpoint_store(new).read_json(ckpt.COMPLETE_NAME)
-    assert written == {"id": "m-1", "placement": "train.2", "completed_at": NOW.isoformat()}
+    # Both sides are told: the new job stops waiting, the old one stops holding.
+    for where in (new, old):
+        written = ckpt.checkpoint_store(where).read_json(ckpt.COMPLETE_NAME)
+        assert written == {"id": "m-1", "placement": "train.2", "completed_at": NOW.isoformat()}
+    complete_probation(replace(journal, kind="replace", id="r-1"), NOW)  # nothing to tell
+    assert ckpt.checkpoint_store(new).read_json(ckpt.COMPLETE_NAME)["id"] == "m-1"  # type: ignore[index]
 
 
 def _trainer(directory: Path, placement: str, **env: str) -> subprocess.Popen[bytes]:
@@ -129,15 +133,27 @@ def test_the_example_trainer_stops_a_new_placement_in_doubt_then_ends_the_stale_
         old.terminate()
         old.wait(10)
 
-    # Completed in time, a new placement is the job and runs on.
-    ckpt.complete_handover(tmp_path, "m-2", "c", NOW)
-    kept = _trainer(tmp_path, "c", SPOTROUTE_HANDOVER_ID="m-2", SPOTROUTE_HANDOVER_TIMEOUT="0.5s")
+    # A move the router completes (resume confirmed): the holding job exits as handed over,
+    # the new placement is the job and runs on past its probation.
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    holder = _trainer(moved, "c")
+    kept = None
     try:
+        _wait(lambda: ckpt.latest_checkpoint(moved) is not None)
+        ckpt.request_save(moved, "m-2", "c", NOW)
+        _wait(lambda: ckpt.answered(moved, "m-2") is not None)
+        kept = _trainer(moved, "d", SPOTROUTE_HANDOVER_ID="m-2", SPOTROUTE_HANDOVER_TIMEOUT="1s")
+        _wait(lambda: (ckpt.resumed(moved) or {}).get("placement") == "d")
+        ckpt.complete_handover(moved, "m-2", "d", NOW)
+        assert holder.wait(10) == 0 and ckpt.marker(moved) is None  # handed over
         time.sleep(2)
-        assert kept.poll() is None and ckpt.handover_abandoned(tmp_path, "m-2") is None
+        assert kept.poll() is None and ckpt.handover_abandoned(moved, "m-2") is None
     finally:
-        kept.terminate()
-        kept.wait(10)
+        for proc in (holder, kept):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(10)
 
 
 def test_a_ctrl_c_the_engine_noted_reaches_the_callers_handler_when_no_call_was_cut_short() -> None:
