@@ -7,8 +7,14 @@ marker on SIGTERM, `finished.json` at the end. Its "parameters" are a determinis
 the steps done, so a run that was moved or preempted ends with the same value as one that
 was not.
 
+It bounds a hand-over as the checkpoint library does (router/checkpoint/handover.py): a hold
+ends after SPOTROUTE_HOLD_TIMEOUT (handover-expired.json, then it trains on and ignores that
+request), and a new placement started for a move (SPOTROUTE_HANDOVER_ID) stops unless the
+router's handover-complete.json names the move within SPOTROUTE_HANDOVER_TIMEOUT of its start
+(handover-abandoned.json, exit 0); a holding job that sees that record exits 0 (handed over).
+
 Environment: SPOTROUTE_CHECKPOINT_DIR (set by the target), STEPS (0 = forever), STEP_S
-(seconds per step), CHECKPOINT_EVERY (steps).
+(seconds per step), CHECKPOINT_EVERY (steps), the two timeouts (seconds, or 90s / 30m / 1h).
 """
 
 import json
@@ -27,6 +33,19 @@ STEP_S = float(os.environ.get("STEP_S", "0.5"))
 EVERY = int(os.environ.get("CHECKPOINT_EVERY", "4"))
 KEEP = 3
 FORMAT = "spotroute-checkpoint/1"
+HANDOVER_ID = os.environ.get("SPOTROUTE_HANDOVER_ID", "")
+
+
+def seconds(name, default):
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1])
+    return float(text[:-1]) * scale if scale else float(text)
+
+
+HOLD_TIMEOUT_S = seconds("SPOTROUTE_HOLD_TIMEOUT", 3600.0)
+HANDOVER_TIMEOUT_S = seconds("SPOTROUTE_HANDOVER_TIMEOUT", 1800.0)
 
 
 def now():
@@ -109,7 +128,10 @@ def main():
     print("placement %s resumed at step %d" % (ME, step), flush=True)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
-    answered = None
+    answered, held_since, restored_at = None, None, time.monotonic()
+    expired = read_json(os.path.join(DIR, "handover-expired.json")) or {}
+    stale = {expired.get("id")}  # requests whose hold ran out: never answered again
+    handed_over = not HANDOVER_ID
     while not STEPS or step < STEPS:
         if stop and answered is not None:
             # Handed over: the checkpoint for the new placement is written; stop quietly.
@@ -122,12 +144,32 @@ def main():
                  "placement": ME}).encode())
             print("notice: saved step %d and stopping" % step, flush=True)
             sys.exit(143)
+        if not handed_over:
+            complete = read_json(os.path.join(DIR, "handover-complete.json")) or {}
+            handed_over = complete.get("id") == HANDOVER_ID
+            if not handed_over and time.monotonic() - restored_at > HANDOVER_TIMEOUT_S:
+                write(os.path.join(DIR, "handover-abandoned.json"), json.dumps(
+                    {"id": HANDOVER_ID, "placement": ME, "step": step, "time": now(),
+                     "waited_s": round(time.monotonic() - restored_at, 3)}).encode())
+                print("hand-over %s never completed; stopping at step %d" % (HANDOVER_ID, step),
+                      flush=True)
+                sys.exit(0)
         request = read_json(os.path.join(DIR, "save-request.json"))
-        if request and request.get("placement") == ME:
+        if request and request.get("placement") == ME and request.get("id") not in stale:
+            done = read_json(os.path.join(DIR, "handover-complete.json")) or {}
+            if answered is not None and done.get("id") == answered:
+                print("handed over at step %d; the new placement goes on" % step, flush=True)
+                sys.exit(0)
             if answered != request.get("id"):
                 save(step, state, request.get("id"))
-                answered = request.get("id")
+                answered, held_since = request.get("id"), time.monotonic()
                 print("saved step %d for hand-over %s; holding" % (step, answered), flush=True)
+            if time.monotonic() - held_since > HOLD_TIMEOUT_S:
+                write(os.path.join(DIR, "handover-expired.json"), json.dumps(
+                    {"id": answered, "placement": ME, "step": step, "time": now(),
+                     "held_s": round(time.monotonic() - held_since, 3)}).encode())
+                print("held for hand-over %s too long; training goes on" % answered, flush=True)
+                stale.add(answered)
             time.sleep(0.1)
             continue
         answered = None

@@ -113,8 +113,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "no-inbound-from-internet",
-        "No security group, firewall or NSG rule accepts inbound traffic from 0.0.0.0/0, ::/0, "
-        "'*'/'Internet', or any set of ranges covering 1/256 or more of the address space.",
+        "No security group, network ACL (beyond the return ports 1024-65535), firewall or NSG "
+        "rule accepts inbound traffic from 0.0.0.0/0, ::/0, a bare 0.0.0.0, '*'/'Internet', or "
+        "any set of ranges covering 1/256 or more of the address space.",
         {},
         resource_check=internet_ingress_violations,
     ),

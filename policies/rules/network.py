@@ -17,6 +17,8 @@ from policies.rules.model import (
 )
 from policies.rules.resource_types import (
     AWS_INGRESS_RULE,
+    AWS_NETWORK_ACL_RULE,
+    AWS_NETWORK_ACLS,
     AWS_SECURITY_GROUP_RULE,
     AWS_SECURITY_GROUPS,
     AZURE_INTERNET_SOURCES,
@@ -41,6 +43,18 @@ _NOT_INTERNET = {
 }
 
 
+# An address written without a prefix length that can only mean "anywhere": 0.0.0.0 and :: are
+# the unspecified address (RFC 4291 2.5.2, RFC 1122 3.2.1.3), never a real source. Azure reads
+# a prefix as a single address or a CIDR (SecurityRule.sourceAddressPrefix: "CIDR or source IP
+# range. Asterisk '*' can also be used to match all source IPs",
+# https://learn.microsoft.com/en-us/rest/api/virtualnetwork/security-rules/create-or-update);
+# the NSG overview lists 0.0.0.0/0 as "all addresses"
+# (https://learn.microsoft.com/en-us/azure/virtual-network/network-security-groups-overview), and
+# Checkov's NSG checks (CKV_AZURE_9/10) count a bare 0.0.0.0 as the internet too. Refused as
+# ambiguous either way: a rule meant for one host names that host.
+_UNSPECIFIED = {"0.0.0.0": "0.0.0.0/0", "::": "::/0"}
+
+
 def _is_internet(source: str) -> bool:
     """0.0.0.0/0, ::/0 (any /0), or Azure's "*", "Internet", "Any"."""
     return bool(_wide_sources([source]))
@@ -58,6 +72,9 @@ def _wide_sources(sources: list[str]) -> list[str]:
         text = source.strip()
         if text.lower() in AZURE_INTERNET_SOURCES:
             out.append(text)
+            continue
+        if text in _UNSPECIFIED or text.startswith("0/"):
+            out.append(f"{text} (read as {_UNSPECIFIED.get(text, '0.0.0.0/0')})")
             continue
         try:
             network = ipaddress.ip_network(text, strict=False)
@@ -88,9 +105,13 @@ def _wide_sources(sources: list[str]) -> list[str]:
     return out
 
 
+_PROTOCOL_NAMES = {"6": "tcp", "17": "udp", "1": "icmp"}  # the EC2 API's protocol numbers
+
+
 def _ports(rule: Mapping[str, Any]) -> str:
     """ "tcp 22", "tcp 8000-8100" or "all traffic" (ports arrive as floats from the engine)."""
     protocol = rule.get("protocol")
+    protocol = _PROTOCOL_NAMES.get(str(protocol).removesuffix(".0"), protocol)
     low, high = (as_number(rule.get(key)) for key in ("fromPort", "toPort"))
     if protocol in ("-1", "all", -1, -1.0) or protocol is None:
         return "all traffic"
@@ -131,6 +152,8 @@ def internet_ingress_violations(
         sources = as_strings(props.get("cidrIpv4")) + as_strings(props.get("cidrIpv6"))
         for source in _wide_sources(sources):
             problems.append(f"ingress rule ({_ports(rule)}) is open to {source} — {fix}")
+    elif resource_type in AWS_NETWORK_ACLS or resource_type == AWS_NETWORK_ACL_RULE:
+        problems.extend(_network_acl_violations(resource_type, props))
     elif resource_type == GCP_FIREWALL:
         direction = str(props.get("direction") or "INGRESS").upper()
         if (
@@ -174,3 +197,51 @@ def internet_ingress_violations(
                         f"security rule {name!r} allows inbound from {source!r} — {fix}"
                     )
     return problems
+
+
+# Network ACLs are stateless: a private subnet's return traffic (replies through the NAT gateway)
+# arrives from the internet on ephemeral ports, so AWS's own custom-ACL examples allow inbound
+# 1024-65535 from 0.0.0.0/0 ("Ephemeral ports": NAT gateways use 1024-65535,
+# https://docs.aws.amazon.com/vpc/latest/userguide/nacl-ephemeral-ports.html). What an ACL must
+# not allow from the internet is everything, or the server ports below 1024 (CIS AWS Foundations
+# 5.1: no ACL ingress from 0.0.0.0/0 to remote administration ports; rules and their fields:
+# https://docs.aws.amazon.com/vpc/latest/userguide/nacl-rules.html). Protocol numbers as the
+# EC2 API takes them: -1 all, 6 tcp, 17 udp.
+EPHEMERAL_LOW_PORT = 1024
+_ALL_PROTOCOLS = ("-1", "all")
+_PORT_PROTOCOLS = ("tcp", "6", "udp", "17")
+
+
+def _network_acl_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    rules: list[Mapping[str, Any]]
+    if resource_type == AWS_NETWORK_ACL_RULE:
+        if is_true(props.get("egress")):
+            return []
+        rules = [{**props, "action": props.get("ruleAction"), "ruleNo": props.get("ruleNumber")}]
+    else:
+        rules = [r for r in as_list(props.get("ingress")) if isinstance(r, Mapping)]
+    problems = []
+    for rule in rules:
+        if str(rule.get("action", "")).lower() != "allow" or not _reaches_server_ports(rule):
+            continue
+        sources = as_strings(rule.get("cidrBlock")) + as_strings(rule.get("ipv6CidrBlock"))
+        number = as_number(rule.get("ruleNo"))
+        name = f"network ACL rule {number:g}" if number is not None else "network ACL rule"
+        for source in _wide_sources(sources):
+            problems.append(
+                f"{name} allows inbound {_ports(rule)} from {source} — allow only the return "
+                f"ports {EPHEMERAL_LOW_PORT}-65535 from the internet (security groups filter the "
+                "rest), or restrict the source"
+            )
+    return problems
+
+
+def _reaches_server_ports(rule: Mapping[str, Any]) -> bool:
+    """All protocols, or TCP/UDP ports below the ephemeral range (ICMP etc. are not ports)."""
+    protocol = str(rule.get("protocol", "-1")).lower().removesuffix(".0")
+    if protocol in _ALL_PROTOCOLS:
+        return True
+    if protocol not in _PORT_PROTOCOLS:
+        return False
+    low = as_number(rule.get("fromPort"))
+    return low is None or low < EPHEMERAL_LOW_PORT

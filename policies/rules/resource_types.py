@@ -41,6 +41,11 @@ AWS_SECURITY_GROUPS = (
 )
 AWS_SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 AWS_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+AWS_NETWORK_ACLS = (  # `ingress` blocks: action, protocol, fromPort/toPort, cidrBlock
+    "aws:ec2/networkAcl:NetworkAcl",
+    "aws:ec2/defaultNetworkAcl:DefaultNetworkAcl",
+)
+AWS_NETWORK_ACL_RULE = "aws:ec2/networkAclRule:NetworkAclRule"  # egress, ruleAction, …
 AWS_FLEET = "aws:ec2/fleet:Fleet"
 LOCAL_PROCESS = "pulumi-python:dynamic/spotroute:LocalProcess"  # components/local.py
 AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

@@ -92,6 +92,9 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         request_poll_s: float | None = None,
         restore_step: int | None = None,
         restore_wait_s: float = RESTORE_WAIT_S,
+        hold_timeout_s: float | None = None,
+        handover_id: str = "",
+        handover_timeout_s: float | None = None,
         io_threads: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -109,6 +112,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         self.placement = placement  # the stack this process runs as (save requests name it)
         self.request_poll_s = request_poll_s
         self.restore_step, self.restore_wait_s = restore_step, restore_wait_s  # handover.py
+        self._bound_handover(hold_timeout_s, handover_id, handover_timeout_s)  # handover.py
         self.asynchronous = asynchronous
         self.exit_on_notice = exit_on_notice
         # Asynchronous saves keep their CPU staging copy between saves (see _async_stager).
@@ -343,7 +347,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 >= self.interval_s)
         )
         flags = [int(terminal is not None), int(rebalance is not None), int(due), step, -step,
-                 int(request is not None)]
+                 int(request is not None), int(self._handover_given_up())]
         if self._ranks.distributed:
             flags = self._ranks.all_max(flags)
             if flags[3] != -flags[4]:
@@ -355,6 +359,8 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             self._save_on_notice(step, terminal, epoch=epoch, data_position=data_position,
                                  user=user)
             return True
+        if flags[6]:  # a new placement whose move the router never completed stops
+            return self._abandon_handover(step)
         if flags[5]:
             return self._answer_request(step, request, lambda: self.save(
                 step, blocking=True, epoch=epoch, data_position=data_position, user=user))

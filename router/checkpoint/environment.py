@@ -39,7 +39,9 @@ class FromEnvMixin(CheckpointerState):
         SPOTROUTE_CHECKPOINT_ASYNC (1 / 0), SPOTROUTE_CHECKPOINT_THREADS (files a rank writes
         at once; default one per CPU of the rank, at most 4), SPOTROUTE_PLACEMENT_ID (the stack
         this process runs as: the router's save requests name it), SPOTROUTE_RESTORE_STEP and
-        SPOTROUTE_RESTORE_WAIT (a migration's new placement: wait this long for that step).
+        SPOTROUTE_RESTORE_WAIT (a migration's new placement: wait this long for that step),
+        SPOTROUTE_HOLD_TIMEOUT (a hold's bound; default 60m), SPOTROUTE_HANDOVER_ID and
+        SPOTROUTE_HANDOVER_TIMEOUT (a new placement stops unless its move completes; 30m).
         """
         env = dict(os.environ if environ is None else environ)
         url = env.get("SPOTROUTE_CHECKPOINT_URL") or env.get("SPOTROUTE_CHECKPOINT_DIR")
@@ -87,6 +89,16 @@ class FromEnvMixin(CheckpointerState):
             raise CheckpointError(
                 f"SPOTROUTE_RESTORE_STEP / SPOTROUTE_RESTORE_WAIT: {error}"
             ) from error
+        for name, key in (("SPOTROUTE_HOLD_TIMEOUT", "hold_timeout_s"),
+                          ("SPOTROUTE_HANDOVER_TIMEOUT", "handover_timeout_s")):
+            if env.get(name):
+                try:
+                    settings[key] = parse_interval_s(env[name])
+                except ValueError as error:
+                    raise CheckpointError(f"{name}: {error}") from error
+                if not settings[key] > 0:
+                    raise CheckpointError(f"{name}={env[name]!r} must be above 0 — e.g. 30m")
+        settings["handover_id"] = env.get("SPOTROUTE_HANDOVER_ID", "")
         settings.update(overrides)
         return cls(url, **settings)
 

@@ -158,6 +158,9 @@ class Location:
 
     def read_json(self, name: str) -> dict[str, Any] | None:
         """A JSON object beside the checkpoints; None when it is missing (or not an object)."""
+        # Read afresh: s3fs answers from its listing cache, where a file the router wrote after
+        # this process last listed the root is missing (or has its old size).
+        self.fs.invalidate_cache(self.path(name))
         try:
             data = json.loads(self.fs.cat_file(self.path(name)))
         except FileNotFoundError:

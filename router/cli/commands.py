@@ -52,7 +52,7 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
 )
 def validate(jobs: tuple[Path, ...], explain: bool) -> None:
     """Check job files (or SkyPilot task files); print OK or every problem, one line each."""
-    from router.config.job_file import explain_job_file, validate_job_file
+    from router.config.job_file import explain_job_file, job_file_warnings, validate_job_file
     from router.core.user_values import MAX_MESSAGE_CHARS, printable
 
     bad = False
@@ -67,6 +67,8 @@ def validate(jobs: tuple[Path, ...], explain: bool) -> None:
                 click.echo(f"error: {printable(line, limit=MAX_MESSAGE_CHARS)}", err=True)
         else:
             click.echo(f"OK {printable(str(job))}")
+            for line in job_file_warnings(job):
+                click.echo(f"warning: {printable(line, limit=MAX_MESSAGE_CHARS)}", err=True)
     if bad:
         sys.exit(EXIT_BAD_INPUT)
 
@@ -131,6 +133,8 @@ def plan(
         job, project=project, now=now, require_fresh=require_fresh,
         sources=parse_source_kinds(sources),
     )  # fmt: skip
+    for line in report.warnings:
+        render.warning(line)
     reviewed = None
     if write and report.result.placements and project is not None:
         from router.flows.proposals import write_for_review
@@ -260,12 +264,11 @@ def main() -> None:
             sys.exit(130)
         click.echo("error: aborted", err=True)
         sys.exit(EXIT_FAILED)
+    except click.exceptions.NoArgsIsHelpError as exc:  # `route` alone: the help, as click does
+        click.echo(exc.format_message(), err=True)
+        sys.exit(EXIT_BAD_INPUT)
     except click.ClickException as exc:
-        # click quotes the user's argument back; print it through the same escape
-        hint = ""
-        if isinstance(exc, click.UsageError) and exc.ctx is not None:
-            hint = f"{exc.ctx.get_usage()}\nTry '{exc.ctx.command_path} --help' for help.\n\n"
-        click.echo(f"{hint}Error: {_line(exc.format_message())}", err=True)
+        click.echo(f"error: {_line(_click_message(exc))}", err=True)
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, click.UsageError) else exc.exit_code)
     except KeyboardInterrupt:
         click.echo("error: interrupted", err=True)
@@ -279,6 +282,18 @@ def main() -> None:
             err=True,
         )
         sys.exit(EXIT_FAILED)
+
+
+def _click_message(exc: click.ClickException) -> str:
+    """What click refused, as one line with where to look (not click's usage block)."""
+    message = exc.format_message().strip().rstrip(".")
+    message = message[:1].lower() + message[1:] if message[1:2].islower() else message
+    ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+    if ctx is None:
+        return message
+    if " — " in message:  # ours, with its fix already
+        return f"{ctx.command_path}: {message}"
+    return f"{ctx.command_path}: {message} — see '{ctx.command_path} --help'"
 
 
 def _line(message: str) -> str:

@@ -6,6 +6,7 @@ router.flows.jobs, only on these paths.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,19 +17,43 @@ from router.cli import options
 from router.cli.completion import complete_job_names, complete_target
 from router.cli.options import ctx_project, json_option
 from router.contract.clouds import CLOUDS
-from router.core.errors import EXIT_FAILED
+from router.contract.stack_config import JOB_NAME_PATTERN
+from router.core.errors import EXIT_FAILED, BadInput
+from router.core.user_values import show_value
 
 EXIT_WIDENED = 3  # route review: the change widens what a stack grants or exposes
 
 
 def _target(value: str | None) -> str | None:
+    """`--to CLOUD[/REGION]`; `local/` (no region) is refused, not read as `local`."""
     if value is None:
         return None
-    cloud = value.partition("/")[0]
-    if cloud not in CLOUDS:
-        raise click.BadParameter(
-            f"'{value}' — use CLOUD or CLOUD/REGION, e.g. aws/us-east-1", param_hint="--to"
+    cloud, slash, region = value.partition("/")
+    if cloud not in CLOUDS or (slash and not _REGION.fullmatch(region)):
+        raise BadInput(
+            f"--to: {show_value(value)} is not CLOUD or CLOUD/REGION — use e.g. aws or "
+            f"aws/us-east-1 (clouds: {', '.join(CLOUDS)})"
         )
+    return value
+
+
+def _to_option(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    return value if ctx.resilient_parsing else _target(value)
+
+
+_REGION = re.compile(r"[a-z0-9][a-z0-9-]*")  # every cloud's region names: us-east-1, eastus
+
+
+def _job_name(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+    """A JOB argument (or each --job) is a job name; refused in one line before any lookup."""
+    if ctx.resilient_parsing:  # shell completion: nothing is run
+        return value
+    for name in (value,) if isinstance(value, str) else value or ():
+        if not re.fullmatch(JOB_NAME_PATTERN, name):
+            raise BadInput(
+                f"JOB: {show_value(name)} is not a job name — use the `name` from the job file "
+                "(`route status` lists the jobs)"
+            )
     return value
 
 
@@ -39,7 +64,11 @@ def _target(value: str | None) -> str | None:
     "--dry-run", is_flag=True, help="Plan and preview only; leave the stack config as it was."
 )
 @click.option(
-    "--to", "to", shell_complete=complete_target, help="Place in this CLOUD or CLOUD/REGION only."
+    "--to",
+    "to",
+    shell_complete=complete_target,
+    callback=_to_option,
+    help="Place in this CLOUD or CLOUD/REGION only.",
 )
 @click.option("--require-fresh", is_flag=True, help="Refuse stale quotes.")
 @click.option(
@@ -80,6 +109,8 @@ def deploy(
     project = ctx_project(ctx, required=True)
     now = options.now()
     report = plan_job(job, project=project, now=now, require_fresh=require_fresh)
+    for line in report.warnings:
+        render.warning(line)
     candidates = proposals.candidates_within(
         report.job, report.result.placements, _target(to), job, report.result
     )
@@ -160,6 +191,7 @@ def deploy(
     "--to",
     "to",
     shell_complete=complete_target,
+    callback=_to_option,
     help="Preview placing in this CLOUD or CLOUD/REGION only.",
 )
 @click.option(
@@ -193,7 +225,7 @@ def preview(ctx: click.Context, job: Path, to: str | None, review_format: str | 
 
 
 @click.command()
-@click.argument("job", shell_complete=complete_job_names)
+@click.argument("job", shell_complete=complete_job_names, callback=_job_name)
 @click.option(
     "--against",
     metavar="GIT-REF",
@@ -234,7 +266,7 @@ def review(ctx: click.Context, job: str, against: str | None, no_diff: bool, fmt
 
 
 @click.command()
-@click.argument("job", required=False, shell_complete=complete_job_names)
+@click.argument("job", required=False, shell_complete=complete_job_names, callback=_job_name)
 @click.option("--history", is_flag=True, help="JOB's decisions and migrations, with their numbers.")
 @json_option
 @click.pass_context
@@ -303,8 +335,14 @@ def _duration_s(value: str, param: str) -> float:
 
 
 @click.command()
-@click.argument("job")
-@click.option("--to", "to", help="Move into this CLOUD or CLOUD/REGION (default: the best now).")
+@click.argument("job", callback=_job_name)
+@click.option(
+    "--to",
+    "to",
+    shell_complete=complete_target,
+    callback=_to_option,
+    help="Move into this CLOUD or CLOUD/REGION (default: the best now).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Migrate without asking.")
 @json_option
 @click.pass_context
@@ -312,9 +350,11 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
     """Move JOB: checkpoint → new placement (its own stack) → resume there → old one down.
 
     Each step is journaled in the state backend before it is taken; a router killed midway is
-    finished (or rolled back) by the next `route migrate` or `route watch --once`.
+    finished (or rolled back) by the next `route migrate` or `route watch --once`. Ctrl-C (or
+    SIGTERM) once the move has begun stops at the next step (exit 130); twice stops now.
     """
     import secrets
+    import signal
 
     from router.cli import render, render_deploy
     from router.engine.job_records import holder_id
@@ -331,18 +371,34 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
             raise click.UsageError("not a terminal to confirm on — pass --yes to migrate")
         return click.confirm("Migrate?", default=False)
 
+    moving: list[bool] = []  # a step has run: from now on a stop waits for the step boundary
+    stopping: list[bool] = []
+
     def on_step(_journal: Any, step: str, what: str) -> None:
+        moving.append(True)
         if not as_json:
             render_deploy.journal_step(step, what)
 
-    outcome = migrate_job(
-        job,
-        project=project,
-        to=_target(to),
-        holder=holder_id(secrets.token_hex(4)),
-        confirm=confirm,
-        on_step=on_step,
-    )
+    def stop(signum: int, _frame: object) -> None:
+        if not moving or (stopping and signum == signal.SIGINT):
+            raise KeyboardInterrupt  # nothing begun yet, or a second Ctrl-C: stop now
+        stopping.append(True)
+        click.echo("note: stopping after the step in flight (Ctrl-C again to stop now)", err=True)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        outcome = migrate_job(
+            job,
+            project=project,
+            to=_target(to),
+            holder=holder_id(secrets.token_hex(4)),
+            confirm=confirm,
+            on_step=on_step,
+            stop_requested=lambda: bool(stopping),
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if outcome is None:
         if as_json:
             render.print_json({"job": job, "migrated": False, "outcome": "declined"})
@@ -366,7 +422,7 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
 
 
 @click.command()
-@click.argument("job")
+@click.argument("job", callback=_job_name)
 @click.option(
     "--grace", "grace", default="30s", show_default=True, help="Notice before SIGKILL (e.g. 5s)."
 )
@@ -405,7 +461,9 @@ def preempt(ctx: click.Context, job: str, grace: str, as_json: bool) -> None:
     "--concurrency", type=click.IntRange(1, 64), default=4, show_default=True,
     help="Jobs observed and decided at once.",
 )  # fmt: skip
-@click.option("--job", "jobs", multiple=True, help="Only these jobs (repeatable).")
+@click.option(
+    "--job", "jobs", multiple=True, callback=_job_name, help="Only these jobs (repeatable)."
+)
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
     help="json: one JSON line per decision, journal step, pass and error on stdout.",

@@ -58,6 +58,11 @@ def notice(line: str) -> None:
     _console(stderr=True).print(f"[yellow]note[/]: {safe(line, limit=TEXT_CHARS)}")
 
 
+def warning(line: str) -> None:
+    """A one-line warning on stderr: valid input that is unwise; the exit code stays 0."""
+    _console(stderr=True).print(f"[yellow]warning[/]: {safe(line, limit=TEXT_CHARS)}")
+
+
 def money(usd: float) -> str:
     return f"${usd:,.2f}"
 

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+from router.config.user_files import CONFIG_LIMIT_BYTES, FileProblem, read_user_text
 from router.core.failover import Block, prune
 
 BLOCKS_FILE = "blocked.json"
@@ -17,9 +18,9 @@ BLOCKS_FILE = "blocked.json"
 def read_blocks(home: Path) -> list[Block]:
     """Every remembered block (active or recent); an unreadable file counts as none."""
     try:
-        data = json.loads((home / BLOCKS_FILE).read_text())
-        return [Block.from_json(item) for item in data]
-    except (OSError, ValueError, KeyError, TypeError):
+        text = read_user_text(home / BLOCKS_FILE, limit_bytes=CONFIG_LIMIT_BYTES)
+        return [Block.from_json(item) for item in json.loads(text)]
+    except (FileProblem, ValueError, KeyError, TypeError):
         return []
 
 

@@ -18,6 +18,12 @@ and the files of the hand-over protocol (docs/migration.md):
   <url>/resumed.json        written by the job when it starts: {"step", "placement", "time"},
                             the step it restored — how the router confirms a new placement.
   <url>/finished.json       written by the job at the end: {"step", "time"}.
+  <url>/handover-expired.json    the old placement ended its hold after SPOTROUTE_HOLD_TIMEOUT
+                                 (the router gone): {"id", "placement", "step", "held_s", …}
+  <url>/handover-abandoned.json  a new placement stopped, its move never completed within
+                                 SPOTROUTE_HANDOVER_TIMEOUT: {"id", "placement", "step", …}
+  <url>/handover-complete.json   written by the router in the new placement's storage once the
+                                 old placement is down: {"id", "placement", "completed_at"}
 
 and what each cloud node says when the job ends there (components/node_exit.py):
 
@@ -53,6 +59,9 @@ REQUEST_NAME = "save-request.json"
 RESUMED_NAME = "resumed.json"
 FINISHED_NAME = "finished.json"
 EXIT_PREFIX = "exit-"  # exit-<node>.json
+EXPIRED_NAME = "handover-expired.json"
+ABANDONED_NAME = "handover-abandoned.json"
+COMPLETE_NAME = "handover-complete.json"
 STEP_PREFIX = "step-"
 AZURE_BLOB_SUFFIX = ".blob.core.windows.net"
 BLOCK = 8 << 20  # bytes per read while checksumming
@@ -126,6 +135,9 @@ class CheckpointStore:
 
     def read_bytes(self, path: str) -> bytes:
         """The file at `path`; FileNotFoundError when missing, OperationFailed when unreadable."""
+        # s3fs answers from its listing cache: a file the job wrote after the last listing reads
+        # as missing, one it rewrote with the old size. The hand-over files change: read afresh.
+        self.fs.invalidate_cache(path)
         try:
             return bytes(self.fs.cat_file(path))
         except FileNotFoundError:
@@ -333,13 +345,15 @@ def request_save(
     where: CheckpointStore | Path | str, request_id: str, placement: str, at: datetime
 ) -> None:
     """Ask the job running as `placement` to save now and hold (idempotent for one id)."""
-    store = _store(where)
-    current = store.read_json(REQUEST_NAME)
-    if current and current.get("id") == request_id:
-        return
-    store.write_json(
-        REQUEST_NAME, {"id": request_id, "placement": placement, "requested_at": at.isoformat()}
-    )
+    record = {"id": request_id, "placement": placement, "requested_at": at.isoformat()}
+    _write_once(_store(where), REQUEST_NAME, record)
+
+
+def _write_once(store: CheckpointStore, name: str, record: dict[str, Any]) -> None:
+    """Write `record` unless the file holds its id already (a step run twice writes once)."""
+    current = store.read_json(name)
+    if not (current and current.get("id") == record["id"]):
+        store.write_json(name, record)
 
 
 def withdraw_request(where: CheckpointStore | Path | str, request_id: str | None = None) -> None:
@@ -378,3 +392,23 @@ def node_exits(where: CheckpointStore | Path | str) -> list[dict[str, Any]]:
     store = _store(where)
     names = sorted(n for n in store.names() if n.startswith(EXIT_PREFIX) and n.endswith(".json"))
     return [r for n in names if (r := store.read_json(n)) is not None]
+def complete_handover(
+    where: CheckpointStore | Path | str, request_id: str, placement: str, at: datetime
+) -> None:
+    """Tell the new placement its move is done (the old one is down); idempotent for one id."""
+    record = {"id": request_id, "placement": placement, "completed_at": at.isoformat()}
+    _write_once(_store(where), COMPLETE_NAME, record)
+
+
+def hold_expired(where: CheckpointStore | Path | str, request_id: str) -> dict[str, Any] | None:
+    """The old placement's record that it stopped holding for this request, if it did."""
+    record = _store(where).read_json(EXPIRED_NAME)
+    return record if record and record.get("id") == request_id else None
+
+
+def handover_abandoned(
+    where: CheckpointStore | Path | str, request_id: str
+) -> dict[str, Any] | None:
+    """The new placement's record that it gave up waiting for this move, if it did."""
+    record = _store(where).read_json(ABANDONED_NAME)
+    return record if record and record.get("id") == request_id else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+from router.config.user_files import DATA_LIMIT_BYTES, FileProblem, read_user_text
 from router.core.catalog import Catalog, parse_catalog, parse_image_limits, with_image_limits
 from router.core.egress import EgressTable, parse_egress_csv
 from router.core.errors import BadInput
@@ -32,9 +33,9 @@ def read_data_file(file_name: str, path: Path | None, what: str) -> tuple[str, s
     if path is None:
         return DATA_DIR.joinpath(file_name).read_text("utf-8"), f"router/data/{file_name}"
     try:
-        return path.read_text(encoding="utf-8"), str(path)
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read {what} ({exc.strerror})") from exc
+        return read_user_text(path, limit_bytes=DATA_LIMIT_BYTES, what=what), str(path)
+    except FileProblem as exc:
+        raise BadInput(f"{path}: cannot read {what}: {exc.text}") from None
 
 
 @lru_cache(maxsize=1)

@@ -12,13 +12,12 @@ from typing import Any
 from router.config.datafiles import load_catalog, load_gpus
 from router.config.safe_yaml import YamlProblem, parse_yaml
 from router.config.skypilot import SkyPilotProblem, explain_lines, is_skypilot_task, translate
+from router.config.user_files import CONFIG_LIMIT_BYTES, FileProblem, read_user_text
 from router.core.catalog import refused_types
 from router.core.errors import BadInput
 from router.core.job.model import Job
-from router.core.job.problems import check_data, one_line
+from router.core.job.problems import check_data, clear_credential_warnings, one_line
 from router.core.job.schema import job_schema
-
-_MAX_FILE_BYTES = 1 << 20
 
 
 def load_job(path: str | Path) -> Job:
@@ -38,6 +37,17 @@ def job_file_schema() -> dict[str, Any]:
 def validate_job_file(path: str | Path) -> list[str]:
     """Every problem in a job file, one line each; an empty list means the job is valid."""
     return _check_file(path)[1]
+
+
+def job_warnings(job: Job, path: str | Path) -> list[str]:
+    """What is valid but unwise in a job file (a credential in clear), one line each."""
+    return clear_credential_warnings(job, str(path))
+
+
+def job_file_warnings(path: str | Path) -> list[str]:
+    """`job_warnings` of a job file; empty when the file is not a valid job (validate says why)."""
+    job, _ = _check_file(path)
+    return job_warnings(job, path) if job is not None else []
 
 
 def _check_file(path: str | Path) -> tuple[Job | None, list[str]]:
@@ -124,23 +134,9 @@ def _read_yaml(path: Path, source: str) -> object:
         fix = f"pass the job file, e.g. {path / hint}" if hint else "pass a job .yaml file"
         raise _FileProblem(f"is a directory — {fix}")
     try:
-        with path.open("rb") as f:
-            raw = f.read(_MAX_FILE_BYTES + 1)
-    except OSError as e:
-        raise _FileProblem(
-            f"cannot read the file ({e.strerror or type(e).__name__}) — check it exists and"
-            " its permissions"
-        ) from None
-    if len(raw) > _MAX_FILE_BYTES:
-        raise _FileProblem("file is larger than 1 MiB — is this the job file?")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise _FileProblem(
-            f"not UTF-8 text (byte 0x{raw[e.start]:02x}) — save the file as UTF-8",
-            where=f"line {line}",
-        ) from None
+        text = read_user_text(path, limit_bytes=CONFIG_LIMIT_BYTES, what="job file")
+    except FileProblem as e:
+        raise _FileProblem(e.text, where=e.where) from None
     try:
         return parse_yaml(text, what="job file")
     except YamlProblem as e:

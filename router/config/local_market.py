@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from router.config.user_files import DATA_LIMIT_BYTES, FileProblem, read_user_text
 from router.contract.local_market import (
     LocalMarket,
     MarketError,
@@ -32,8 +33,13 @@ def load_local_market(org: OrgConfig, project_root: Path | None) -> LocalMarket 
             if not path.is_absolute() and project_root is not None:
                 path = project_root / path
             try:
-                text = path.read_text(encoding="utf-8")
+                text = read_user_text(path, limit_bytes=DATA_LIMIT_BYTES, what="trace file")
                 mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+            except FileProblem as exc:
+                raise BadInput(
+                    f"{ORG_CONFIG_FILE}: local_market.trace: cannot read {path}: {exc.text} "
+                    f"(a relative path is relative to {ORG_CONFIG_FILE})"
+                ) from None
             except OSError as exc:
                 raise BadInput(
                     f"{ORG_CONFIG_FILE}: local_market.trace: cannot read {path} "

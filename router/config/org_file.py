@@ -6,6 +6,7 @@ from pathlib import Path
 
 from router.config.project import Project
 from router.config.safe_yaml import YamlProblem, parse_yaml
+from router.config.user_files import CONFIG_LIMIT_BYTES, FileProblem, read_user_text
 from router.core.errors import BadInput
 from router.core.org import ORG_CONFIG_FILE, OrgConfig, org_config_from_data
 
@@ -24,12 +25,9 @@ def load_org_config(path: Path | None) -> OrgConfig:
         raise BadInput(f"{ORG_CONFIG_FILE}: cannot use the path ({exc.strerror})") from None
     name = path.name
     try:
-        if path.stat().st_size > 1 << 20:
-            raise BadInput(f"{name}: file is larger than 1 MiB — is this spotroute.yaml?")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise BadInput(f"{name}: cannot read the file ({why}) — check its permissions") from None
+        text = read_user_text(path, limit_bytes=CONFIG_LIMIT_BYTES, what=ORG_CONFIG_FILE)
+    except FileProblem as exc:  # named as the other spotroute.yaml problems are: by file name
+        raise FileProblem(name, exc.text, exc.where) from None
     return parse_org_config(text, name=name)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from router.config.user_files import CONFIG_LIMIT_BYTES, read_user_text
 from router.contract.stack_config import NAMESPACE, SECRET_KEYS
 from router.core.errors import BadInput, OperationFailed
 from router.core.stackconfig import StackConfig, config_diff
@@ -41,9 +42,10 @@ def read_stack_file(path: Path, namespace: str = NAMESPACE) -> StackConfig:
 def _document(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
+    text = read_user_text(path, limit_bytes=CONFIG_LIMIT_BYTES, what="stack file")
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
         raise BadInput(
             f"{path}: not a readable stack file ({type(exc).__name__}) — fix or remove it"
         ) from None

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from router.config.datafiles import load_catalog
+from router.config.user_files import DATA_LIMIT_BYTES, read_user_bytes, read_user_text
 from router.core.backtest_model import Pool
 from router.core.catalog import Catalog
 from router.core.errors import BadInput, OperationFailed
@@ -145,16 +146,16 @@ def read_price_csv(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
 def read_price_parquet(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
     """Points from a Parquet price trace: the CSV's columns (time as a UTC timestamp or text)."""
     try:
+        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise OperationFailed(
             f"{path}: reading Parquet needs pyarrow — pip install 'spotroute[parquet]' "
             "(or convert the trace to CSV)"
         ) from None
+    raw = read_user_bytes(path, limit_bytes=DATA_LIMIT_BYTES, what="trace file")
     try:
-        parquet = pq.ParquetFile(path)
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
+        parquet = pq.ParquetFile(pa.BufferReader(raw))
     except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
         raise BadInput(f"{path}: not a Parquet file ({str(err).splitlines()[0]})") from None
     header = tuple(parquet.schema_arrow.names)
@@ -331,14 +332,7 @@ def price_trace(
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
-    except UnicodeDecodeError as err:
-        raise BadInput(f"{path}: not UTF-8 text (bad byte at offset {err.start})") from None
-    except OSError as err:
-        raise BadInput(f"{path}: cannot read ({err.strerror or err})") from None
+    return read_user_text(path, limit_bytes=DATA_LIMIT_BYTES, what="trace file")
 
 
 def _read_json(path: Path) -> Any:

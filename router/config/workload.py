@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from router.config.datafiles import load_catalog, load_gpus
+from router.config.user_files import CONFIG_LIMIT_BYTES, read_user_text
 from router.core.backtest_model import Workload, WorkloadJob
 from router.core.catalog import Catalog
 from router.core.durations import parse_duration_s
@@ -46,16 +47,13 @@ class _Where:
 def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile:
     """Read a backtest workload YAML file; raises BadInput naming the file and field."""
     w = _Where(path)
+    text = read_user_text(path, limit_bytes=CONFIG_LIMIT_BYTES * 16, what="workload file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""
         raise BadInput(f"{path}: {line}not valid YAML") from None
-    except OSError as err:
-        raise BadInput(f"{path}: cannot read ({err.strerror or err})") from None
     if not isinstance(data, dict):
         raise w.fail("", "expected a mapping with name, start, days and jobs")
     _known(w, "", data, {"name", "start", "days", "step", "home_cloud", "handover", "zone_block",

@@ -190,3 +190,37 @@ def copied_elsewhere(journal: Journal) -> bool:
     target = str((journal.data("new-stack-up").get("outputs") or {}).get("checkpointUrl") or "")
     # Another bucket (S3, GCS) or storage account (Azure), never a prefix of the same one.
     return bool(source and target) and urlsplit(source).netloc != urlsplit(target).netloc
+
+
+def place_text(p: dict[str, Any]) -> str:
+    """A placement record as `cloud/region[/zone] market`."""
+    zone = f"/{p['zone']}" if p.get("zone") else ""
+    return f"{p.get('cloud')}/{p.get('region')}{zone} {p.get('market')}"
+
+
+def describe_step(step: str, data: dict[str, Any]) -> str:
+    """What a finished step did, in one line for the user (its journal data in words)."""
+    if step == "intent":
+        return "recorded"
+    if step == "checkpoint-requested":
+        return data.get("skipped") or "asked the job to save now and hold"
+    if step == "done":
+        return "journal closed"
+    if step == "checkpoint-complete":
+        return f"checkpoint at step {data.get('step')} ({data.get('bytes', 0)} bytes)"
+    if step == "new-stack-up":
+        p = data.get("placement") or {}
+        return f"new placement up: {place_text(p)} ${p.get('price_per_hour', 0):,.2f}/h"
+    if step == "checkpoint-copied":
+        if data.get("skipped"):
+            return str(data["skipped"])
+        verb = "already there" if data.get("already_there") else "copied and verified"
+        return (f"checkpoint step {data.get('step')} {verb} in {data.get('target')} "
+                f"({data.get('files')} files, {data.get('bytes', 0)} bytes, "
+                f"{data.get('seconds', 0):.1f} s)")  # fmt: skip
+    if step == "resume-confirmed":
+        return f"resumed at step {data.get('step')} on {data.get('placement')}"
+    if step == "old-stack-down":
+        kept = f"; its checkpoints {data['checkpoints']}" if data.get("checkpoints") else ""
+        return f"old placement destroyed ({data.get('deleted', 0)} resources){kept}"
+    return step

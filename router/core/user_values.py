@@ -16,7 +16,7 @@ def kind_of(value: object) -> str:
     if isinstance(value, bool):
         return f"a boolean ({str(value).lower()})"
     if isinstance(value, int | float):
-        return f"a number ({value})"
+        return f"a number ({show_value(value)})"
     if isinstance(value, str):
         return f"text {show_value(value)}"
     return type(value).__name__
@@ -28,8 +28,22 @@ def show_value(value: object) -> str:
         return kind_of(value)
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, int) and value.bit_length() > _SHOWN_INT_BITS:
+        return _long_integer(value)
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "…'"
+
+
+# Python refuses to print an integer of more than 4,300 digits (sys.get_int_max_str_digits, a
+# guard against quadratic conversion); a user's `0x` + 5,000 hex digits is such an integer. Above
+# ~57 digits the value would be cut anyway, so it is described by its size instead.
+_SHOWN_INT_BITS = 190
+
+
+def _long_integer(value: int) -> str:
+    digits = int(value.bit_length() * 0.30103) + 1  # log10(2): within one digit, no conversion
+    sign = "-" if value < 0 else ""
+    return f"{sign}an integer of about {digits:,} digits"
 
 
 # C0 controls (but tab and newline where allowed), DEL, C1 controls, bidi overrides and line

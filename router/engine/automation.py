@@ -429,9 +429,12 @@ def pulumi_project_name(project: Project) -> str:
     """The `name:` in the project's Pulumi.yaml (the DIY backend files stacks under it)."""
     import yaml
 
+    from router.config.user_files import CONFIG_LIMIT_BYTES, FileProblem, read_user_text
+
     try:
-        data = yaml.safe_load((project.root / "Pulumi.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        text = read_user_text(project.root / "Pulumi.yaml", limit_bytes=CONFIG_LIMIT_BYTES)
+        data = yaml.safe_load(text)
+    except (FileProblem, yaml.YAMLError):
         return "spotroute"
     name = data.get("name") if isinstance(data, dict) else None
     return str(name) if name else "spotroute"
@@ -499,3 +502,8 @@ def engine_interrupts() -> Iterator[Callable[[], bool]]:
         yield lambda: bool(noted)
     finally:
         signal.signal(signal.SIGINT, previous)
+        # A Ctrl-C noted here while no engine call was cancelled by it (between the calls, or
+        # before `destroy` started) would otherwise be lost: a caller listening for it (route
+        # migrate and watch stop at the next journal step) hears it too.
+        if noted and callable(previous) and previous is not signal.default_int_handler:
+            previous(signal.SIGINT, None)

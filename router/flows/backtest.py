@@ -28,6 +28,7 @@ from router.config.traces import (
     read_price_csv,
     read_price_parquet,
 )
+from router.config.user_files import DATA_LIMIT_BYTES, check_user_file
 from router.config.workload import WorkloadFile, load_workload
 from router.core.backtest import Progressed, run_backtest
 from router.core.backtest_model import BacktestResult, Pool, Trace, trace_from_points
@@ -137,11 +138,12 @@ def read_skypilot_series(paths: Sequence[Path], *, catalog: Catalog | None = Non
 def read_prices(path: Path, maker: PoolMaker | None = None) -> PriceTrace:
     """Any supported price file (or a directory of dated SkyPilot vms.csv files)."""
     maker = maker or PoolMaker()
-    if path.is_dir():
+    if _is_dir(path):
         files = sorted(path.rglob("*.csv"))
         if not files:
             raise BadInput(f"{path}: no .csv files — expected dated SkyPilot vms.csv files")
         return read_skypilot_series(files, catalog=maker.catalog)
+    check_user_file(path, limit_bytes=DATA_LIMIT_BYTES, what="trace file")  # before sniffing it
     if path.suffix.lower() == ".json":
         try:
             head = json.loads(path.read_text(encoding="utf-8"))
@@ -167,6 +169,13 @@ def read_prices(path: Path, maker: PoolMaker | None = None) -> PriceTrace:
     if "InstanceType" in first:
         return read_skypilot_series([path], catalog=maker.catalog)
     return read_price_csv(path, pools=maker)
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # e.g. a folder above it not searchable: the file check words it
+        return False
 
 
 def _on_demand_from_snapshot(

@@ -406,13 +406,15 @@ def destroy_job(
     engine = engine or engine_for(project)
     recover(engine, job, notify)
     stacks = [s.name for s in engine.list_stacks() if job_of_stack(s.name) == job]
-    if not stacks:
+    records = engine.records()
+    placed = read_placement(records, job)
+    if not stacks and placed is None:
         engine.stack(job, create=False)  # the one-line "no deployed job" error
+    # No stack but a live record: a destroy killed between the two converges here.
     deleted = 0
     for name in sorted(stacks, key=lambda n: (n != job, n)):
         deleted += destroy_stack(engine, name, project=project, on_event=on_event, notify=notify)
-    records = engine.records()  # the spend is kept (route report) before the live record goes
-    record_ended(records, read_placement(records, job), datetime.now(UTC), reason)
+    record_ended(records, placed, datetime.now(UTC), reason)  # the spend, kept for route report
     records.delete(placement_key(job))
     return deleted
 

@@ -31,11 +31,19 @@ from typing import Any
 
 from router.config import checkpoints as ckpt
 from router.config.project import Project
-from router.core.errors import OperationFailed
-from router.core.journal import STEPS, Journal, copied_elsewhere, next_stack_name
+from router.core.errors import Interrupted, OperationFailed
+from router.core.journal import (
+    STEPS,
+    Journal,
+    copied_elsewhere,
+    describe_step,
+    next_stack_name,
+    place_text,
+)
 from router.core.placement import Placement
 from router.engine.automation import Engine
 from router.engine.job_records import JobRecords
+from router.flows.handover_bounds import complete_probation, job_gave_up, probation_env
 
 KILL_ENV = "SPOTROUTE_KILL_AT"
 LEASE_TTL_S = 300.0
@@ -55,18 +63,15 @@ class LeaseLost(OperationFailed):
 
 
 def kill_point(name: str) -> None:
-    """Die here, as SIGKILL would, when SPOTROUTE_KILL_AT names this point (tests only)."""
-    if os.environ.get(KILL_ENV) == name:
+    """SIGKILL here when SPOTROUTE_KILL_AT names this point; `<point>:INT`: a Ctrl-C (tests)."""
+    if (wanted := os.environ.get(KILL_ENV)) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    elif wanted == f"{name}:INT":  # as a terminal sends it: to the whole process group
+        os.killpg(os.getpgrp(), signal.SIGINT)
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _place(p: dict[str, Any]) -> str:
-    zone = f"/{p['zone']}" if p.get("zone") else ""
-    return f"{p.get('cloud')}/{p.get('region')}{zone} {p.get('market')}"
 
 
 @dataclass
@@ -115,7 +120,7 @@ class Mover:
             created_at=now.isoformat(),
         )
         self._say(journal, "intent", f"{journal.kind} {job}: {journal.from_stack} → "
-                  f"{journal.to_stack} ({_place(journal.target)}): {reason}")  # fmt: skip
+                  f"{journal.to_stack} ({place_text(journal.target)}): {reason}")  # fmt: skip
         return self._step(journal, "intent")
 
     # --- running ------------------------------------------------------------------------------
@@ -133,6 +138,12 @@ class Mover:
             if self.stop_requested():
                 self._say(journal, step, "stopping before this step; the journal stays open")
                 return journal
+            gave_up = job_gave_up(journal)
+            if gave_up is not None:  # the job ended the move from its side: undo ours
+                journal = journal.start_rollback(gave_up)
+                self.records.write_journal(journal)
+                self._say(journal, step, f"{gave_up} — rolling back")
+                continue
             started = time.monotonic()
             try:
                 journal = self._step(journal, step)
@@ -157,7 +168,7 @@ class Mover:
         kill_point(f"after:{step}")
         journal = journal.finish(step, _now(), data)
         self.records.write_journal(journal)
-        self._say(journal, step, _describe(step, journal.data(step)))
+        self._say(journal, step, describe_step(step, journal.data(step)))
         return journal
 
     # --- the steps (each idempotent) ------------------------------------------------------------
@@ -217,7 +228,7 @@ class Mover:
         if journal.kind == "migrate":
             candidates = same
             if not candidates:
-                raise StepFailed(f"{_place(wanted)} is no longer offered for this job")
+                raise StepFailed(f"{place_text(wanted)} is no longer offered for this job")
         else:
             lost = journal.data("intent").get("lost") or {}
             candidates = same + [
@@ -225,8 +236,10 @@ class Mover:
             ]
         job = report.job
         step = journal.data("checkpoint-complete").get("step")
+        env = {**job.run.env, **probation_env(journal)}  # it stops unless the move completes
         if step is not None:  # a new job on other storage waits for the copy of this step
-            env = {**job.run.env, RESTORE_STEP_ENV: str(step)}
+            env[RESTORE_STEP_ENV] = str(step)
+        if env != job.run.env:
             job = job.model_copy(update={"run": job.run.model_copy(update={"env": env})})
         try:
             outcome, proposal, tries = launch(
@@ -295,6 +308,7 @@ class Mover:
                 )
             time.sleep(_poll_s(directory))
         self._switch_record(journal, up)
+        complete_probation(journal, _now())  # the new job is the job; the old one may stop
         return {"step": said.get("step"), "placement": journal.to_stack}
 
     def _old_stack_down(self, journal: Journal) -> dict[str, Any]:
@@ -473,33 +487,6 @@ def _same_zone(p: dict[str, Any], q: dict[str, Any]) -> bool:
     )
 
 
-def _describe(step: str, data: dict[str, Any]) -> str:
-    if step == "intent":
-        return "recorded"
-    if step == "checkpoint-requested":
-        return data.get("skipped") or "asked the job to save now and hold"
-    if step == "done":
-        return "journal closed"
-    if step == "checkpoint-complete":
-        return f"checkpoint at step {data.get('step')} ({data.get('bytes', 0)} bytes)"
-    if step == "new-stack-up":
-        p = data.get("placement") or {}
-        return f"new placement up: {_place(p)} ${p.get('price_per_hour', 0):,.2f}/h"
-    if step == "checkpoint-copied":
-        if data.get("skipped"):
-            return str(data["skipped"])
-        verb = "already there" if data.get("already_there") else "copied and verified"
-        return (f"checkpoint step {data.get('step')} {verb} in {data.get('target')} "
-                f"({data.get('files')} files, {data.get('bytes', 0)} bytes, "
-                f"{data.get('seconds', 0):.1f} s)")  # fmt: skip
-    if step == "resume-confirmed":
-        return f"resumed at step {data.get('step')} on {data.get('placement')}"
-    if step == "old-stack-down":
-        kept = f"; its checkpoints {data['checkpoints']}" if data.get("checkpoints") else ""
-        return f"old placement destroyed ({data.get('deleted', 0)} resources){kept}"
-    return step
-
-
 __all__ = ["KILL_ENV", "STEPS", "LeaseLost", "Mover", "StepFailed", "kill_point"]
 
 
@@ -544,9 +531,10 @@ def migrate_job(
     holder: str,
     confirm: Callable[[Placement, dict[str, Any]], bool],
     on_step: Callable[[Journal, str, str], None] | None = None,
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> MigrationOutcome | None:
-    """`route migrate`: move the job to the best placement within `to`; None if declined."""
-    mover = Mover.for_project(project, holder, on_step=on_step)
+    """`route migrate`: move the job within `to`; None if declined; Interrupted on a stop."""
+    mover = Mover.for_project(project, holder, on_step=on_step, stop_requested=stop_requested)
     now = _now()
     if mover.records.acquire(job, holder, mover.lease_ttl_s, now) is None:
         lease = mover.records.current(job)
@@ -557,7 +545,7 @@ def migrate_job(
     try:
         open_journal = mover.records.open_journal(job)
         if open_journal is not None:  # a killed router's move: finish it first
-            journal = mover.run(open_journal)
+            journal = _stopped_at_a_step(mover.run(open_journal))
             return MigrationOutcome(journal, dict(mover.timings))
         target, record = choose_target(job, project=project, to=to, now=now)
         if not confirm(target, record):
@@ -580,6 +568,13 @@ def migrate_job(
                 "outcome": journal.outcome,
             },
         )
-        return MigrationOutcome(journal, dict(mover.timings))
+        return MigrationOutcome(_stopped_at_a_step(journal), dict(mover.timings))
     finally:
         mover.records.release(job, holder, _now())
+
+
+def _stopped_at_a_step(journal: Journal) -> Journal:
+    if journal.outcome == "open":  # stop_requested (Ctrl-C): the journal waits at a step
+        raise Interrupted(f"job {journal.job}: interrupted before {journal.next_step()} — the "
+                          f"move stays journaled; `route migrate {journal.job}` finishes it")
+    return journal

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.config.home import spotroute_home
-from router.config.job_file import load_job
+from router.config.job_file import job_warnings, load_job
 from router.config.org_file import org_config_for
 from router.config.project import Project
 from router.core.errors import BadInput
@@ -105,6 +105,8 @@ class PlanReport:
     intervals: tuple[IntervalAdvice | None, ...] = ()
     # Where the offers came from: the source kinds chosen, counts per cloud and kind.
     book: OfferBook | None = None
+    # Valid but unwise in the job file, one line each (a credential in plain run.env).
+    warnings: tuple[str, ...] = ()
 
 
 def current_offers(
@@ -184,4 +186,5 @@ def plan_job(
         time_shift=shift,
         intervals=tuple(interval_advice(job, p) for p in result.placements),
         book=book,
+        warnings=tuple(job_warnings(job, job_path)),
     )

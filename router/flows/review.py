@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from router.config.project import Project
+from router.config.user_files import CONFIG_LIMIT_BYTES, read_user_text
 from router.core.errors import BadInput, OperationFailed
 from router.core.exposure import Exposure, ExposureDiff, diff, exposure
 
@@ -137,7 +138,8 @@ def review_stack(job: str, *, project: Project, against: str | None = "") -> Sta
             f"file; write it with `route plan JOB_FILE --write` (JOB_FILE: the job's .yaml)"
         )
     root = code_root(project)
-    [now_answer] = render([_request(job, _config(path.read_text()))], root)
+    text = read_user_text(path, limit_bytes=CONFIG_LIMIT_BYTES, what="stack file")
+    [now_answer] = render([_request(job, _config(text))], root)
     after = _exposure(now_answer, "working tree")
     if against is None:
         return StackReview(job, None, after, None)

@@ -214,6 +214,10 @@ class Watcher:
         records = self.mover.records
         record = read_placement(self.mover.engine.records(), job)
         if record is None:
+            last = records.last_decision(job)
+            if last is not None and last.get("action") == "finished":
+                # Torn down by an earlier pass: still finished, nothing left to watch or bill.
+                return JobReport(job, "finished", str(last.get("reason") or "finished"))
             return JobReport(job, "skipped", "no placement recorded (deployed elsewhere?)")
         observed = observe(self.project, record, now, self.nodes)
         if observed.finished:

@@ -19,6 +19,7 @@ SkyPilot catalog facts this relies on (read from skypilot-org/skypilot-catalog, 
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from collections import Counter
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 from router.config.datafiles import load_gpus
+from router.config.user_files import DATA_LIMIT_BYTES, read_user_text
 from router.contract.clouds import PUBLIC_CLOUDS
 from router.core.errors import BadInput
 from router.core.gpus import UnknownGpu
@@ -194,32 +196,16 @@ def import_skypilot(
 
 def _read_csv(path: Path) -> tuple[dict[str, int], list[list[str]]]:
     """Header (column -> index) and the fields of each non-blank data row."""
-    if path.is_dir():
-        raise BadInput(f"{path}: is a directory — pass the vms.csv file inside it")
+    text = read_user_text(path, limit_bytes=DATA_LIMIT_BYTES, what="SkyPilot catalog vms.csv")
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle)
-            try:
-                first = next(reader, None)
-                records = [fields for fields in reader if any(fields)]
-            except csv.Error as err:
-                raise BadInput(
-                    f"{path}: line {reader.line_num}: not valid CSV ({err}) — pass a SkyPilot "
-                    "catalog vms.csv"
-                ) from err
-    except FileNotFoundError:
+        first = next(reader, None)
+        records = [fields for fields in reader if any(fields)]
+    except csv.Error as err:
         raise BadInput(
-            f"{path}: no such file — pass the path of a SkyPilot catalog vms.csv"
+            f"{path}: line {reader.line_num}: not valid CSV ({err}) — pass a SkyPilot "
+            "catalog vms.csv"
         ) from None
-    except UnicodeDecodeError as err:
-        raise BadInput(
-            f"{path}: not UTF-8 text (bad byte at offset {err.start}) — pass a SkyPilot catalog "
-            "CSV, not a compressed or binary file"
-        ) from err
-    except OSError as err:
-        raise BadInput(
-            f"{path}: cannot read ({err.strerror or err}) — check the path and its permissions"
-        ) from err
     if first is None:
         raise BadInput(f"{path}: empty file — expected a SkyPilot catalog CSV with a header row")
     header = {name.strip(): index for index, name in enumerate(first)}

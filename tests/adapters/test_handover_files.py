@@ -84,6 +84,31 @@ def test_save_requests_are_written_whole_withdrawn_only_by_their_owner(url: str)
     assert ckpt.finished(store) is None
 
 
+def test_a_file_the_job_writes_after_the_router_listed_is_read_afresh(url: str) -> None:
+    """s3fs answered a read from its listing cache: a file written by another process after the
+    router listed the root read as missing (the job's hold-expired record, never seen), one
+    rewritten longer read cut to its old size (issue 24)."""
+    store = ckpt.checkpoint_store(url)
+    _checkpoint(url, 4)
+    latest = ckpt.latest_checkpoint(store)  # the router lists the root
+    assert latest is not None and latest.step == 4
+    fs, root = ckpt.storage_fs(url)
+    other = type(fs)(**fs.storage_options, skip_instance_cache=True)  # another process's driver
+
+    def job_writes(name: str, blob: bytes) -> None:
+        other.pipe_file(f"{root.rstrip('/')}/{name}", blob)
+
+    job_writes(ckpt.RESUMED_NAME, b'{"step": 4, "placement": "train.2", "time": "t"}')
+    job_writes(ckpt.EXPIRED_NAME, json.dumps({"id": "m-1", "step": 4, "held_s": 61.5}).encode())
+    said = ckpt.resumed(store)
+    assert said is not None and said["placement"] == "train.2"
+    expired = ckpt.hold_expired(store, "m-1")
+    assert expired is not None and expired["held_s"] == 61.5
+    assert ckpt.latest_checkpoint(store) is not None  # listed again in between
+    job_writes(ckpt.RESUMED_NAME, b'{"step": 4000, "placement": "train.3", "time": "later on"}')
+    assert ckpt.resumed(store) == {"step": 4000, "placement": "train.3", "time": "later on"}
+
+
 def test_only_complete_checkpoints_count_and_the_answer_to_a_request_is_found(url: str) -> None:
     store = ckpt.checkpoint_store(url)
     assert ckpt.latest_checkpoint(store) is None

@@ -118,6 +118,61 @@ BAD: list[tuple[str, str, str, dict[str, Any], str]] = [
         {"direction": "Inbound", "access": "Allow", "sourceAddressPrefix": "0.0.0.0/1"},
         NO_INBOUND,
     ),
+    # --- issue 24 item 12: a bare unspecified address, and AWS network ACLs. Azure's
+    # sourceAddressPrefix is "CIDR or source IP range … '*' … all source IPs"
+    # (https://learn.microsoft.com/en-us/rest/api/virtualnetwork/security-rules/create-or-update);
+    # an ACL rule's fields: https://docs.aws.amazon.com/vpc/latest/userguide/nacl-rules.html
+    (
+        "azure",
+        "security rule from bare 0.0.0.0",
+        "azure-native:network:SecurityRule",
+        {"direction": "Inbound", "access": "Allow", "sourceAddressPrefix": "0.0.0.0"},
+        NO_INBOUND,
+    ),
+    (
+        "azure",
+        "nsg rule from bare 0.0.0.0",
+        "azure-native:network:NetworkSecurityGroup",
+        {
+            "securityRules": [
+                {"name": "ssh", "direction": "Inbound", "access": "Allow",
+                 "sourceAddressPrefixes": ["0.0.0.0"]}
+            ]
+        },
+        NO_INBOUND,
+    ),
+    (
+        "aws",
+        "network ACL allows all traffic from the internet",
+        "aws:ec2/networkAcl:NetworkAcl",
+        {
+            "ingress": [
+                {"ruleNo": 100, "action": "allow", "protocol": "-1", "fromPort": 0,
+                 "toPort": 0, "cidrBlock": "0.0.0.0/0"}
+            ]
+        },
+        NO_INBOUND,
+    ),
+    (
+        "aws",
+        "network ACL rule allows ssh from the internet",
+        "aws:ec2/networkAclRule:NetworkAclRule",
+        {"ruleNumber": 110, "egress": False, "ruleAction": "allow", "protocol": "6",
+         "fromPort": 22, "toPort": 22, "cidrBlock": "0.0.0.0/0"},
+        NO_INBOUND,
+    ),
+    (
+        "aws",
+        "default network ACL allows IPv6 everything",
+        "aws:ec2/defaultNetworkAcl:DefaultNetworkAcl",
+        {
+            "ingress": [
+                {"ruleNo": 101, "action": "allow", "protocol": "all", "fromPort": 0,
+                 "toPort": 0, "ipv6CidrBlock": "::/0"}
+            ]
+        },
+        NO_INBOUND,
+    ),
     # --- long-lived keys of any cloud
     ("aws", "access key", "aws:iam/accessKey:AccessKey", {"user": "ci"}, NO_KEYS),
     (
@@ -282,6 +337,36 @@ BAD: list[tuple[str, str, str, dict[str, Any], str]] = [
 ]
 
 GOOD: list[tuple[str, str, dict[str, Any], str]] = [
+    (
+        # Stateless ACLs need the return ports open to the internet (replies through the NAT
+        # gateway): https://docs.aws.amazon.com/vpc/latest/userguide/nacl-ephemeral-ports.html
+        "network ACL allows the ephemeral return ports from the internet",
+        "aws:ec2/networkAcl:NetworkAcl",
+        {
+            "ingress": [
+                {"ruleNo": 100, "action": "allow", "protocol": "tcp", "fromPort": 1024,
+                 "toPort": 65535, "cidrBlock": "0.0.0.0/0"},
+                {"ruleNo": 110, "action": "allow", "protocol": "-1", "fromPort": 0,
+                 "toPort": 0, "cidrBlock": "10.0.0.0/16"},
+                {"ruleNo": 120, "action": "deny", "protocol": "-1", "fromPort": 0,
+                 "toPort": 0, "cidrBlock": "0.0.0.0/0"},
+            ]
+        },
+        NO_INBOUND,
+    ),
+    (
+        "network ACL egress rule to the internet",
+        "aws:ec2/networkAclRule:NetworkAclRule",
+        {"ruleNumber": 100, "egress": True, "ruleAction": "allow", "protocol": "-1",
+         "cidrBlock": "0.0.0.0/0"},
+        NO_INBOUND,
+    ),
+    (
+        "security rule from one host",
+        "azure-native:network:SecurityRule",
+        {"direction": "Inbound", "access": "Allow", "sourceAddressPrefix": "203.0.113.7"},
+        NO_INBOUND,
+    ),
     (
         "permissions boundary reads every bucket (a ceiling, not a grant)",
         "aws:iam/policy:Policy",

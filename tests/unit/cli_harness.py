@@ -120,19 +120,33 @@ def clean_env(home: Path, scratch: Path, extra: Mapping[str, str] | None = None)
 
 
 def route_process(
-    *args: str | Path, cwd: Path, home: Path, python_flags: tuple[str, ...] = ()
+    *args: str | Path,
+    cwd: Path,
+    home: Path,
+    python_flags: tuple[str, ...] = (),
+    memory_gib: int | None = None,
+    timeout_s: float = 120,
 ) -> Run:
-    """Run `python -m router ARGS` as its own process with no cloud credentials."""
+    """Run `python -m router ARGS` as its own process with no cloud credentials; `memory_gib`
+    caps its address space (a read without bound then fails fast instead of taking the box)."""
     scratch = home.parent / "user-home"
     scratch.mkdir(exist_ok=True)
+
+    def cap_memory() -> None:
+        import resource
+
+        if memory_gib is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_gib << 30, memory_gib << 30))
+
     done = subprocess.run(
         [sys.executable, *python_flags, "-m", "router", *(str(a) for a in args)],
         cwd=cwd,
         env=clean_env(home, scratch),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout_s,
         check=False,
+        preexec_fn=cap_memory,
     )
     return Run(done.returncode, done.stdout, done.stderr)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -31,6 +31,8 @@ from router.core.job.data import Data, cloud_of_url
 from router.core.job.validation import Strict, duration_s, not_bool, problem, text_values
 from router.core.user_values import show_value
 
+DEADLINE_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # job.yaml `deadline`: the sane range
+DEADLINE_LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 RESERVED_NAMES = frozenset({"bootstrap"})  # stack names spotroute uses itself (route bootstrap)
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -442,6 +444,13 @@ class Job(Strict):
         if value is not None and value.utcoffset() is None:
             raise problem(
                 f"{value.isoformat()} has no timezone — add Z (UTC) or an offset like +02:00"
+            )
+        if value is not None and not DEADLINE_EARLIEST <= value < DEADLINE_LATEST:
+            # Far dates overflow the date arithmetic of planning (deadline − duration, up to 10
+            # years); no job runs before 2000 or plans past 2200.
+            raise problem(
+                f"{value.isoformat()} is out of range — give a date between "
+                f"{DEADLINE_EARLIEST:%Y} and {DEADLINE_LATEST.year - 1}, e.g. 2026-06-30T18:00:00Z"
             )
         return value
 

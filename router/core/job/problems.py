@@ -66,6 +66,30 @@ def secret_values(job: Job, environ: Mapping[str, str], source: str) -> dict[str
     return values
 
 
+# Names that hold a credential by every common convention: AWS_SECRET_ACCESS_KEY,
+# AWS_SESSION_TOKEN, HF_TOKEN, WANDB_API_KEY, AZURE_CLIENT_SECRET, AZURE_STORAGE_KEY, DB_PASSWORD,
+# *_CONNECTION_STRING. Not *_KEY alone (SORT_KEY), *_ID (AWS_ACCESS_KEY_ID is not secret), or a
+# path to one (*_FILE, GOOGLE_APPLICATION_CREDENTIALS).
+_CREDENTIAL_NAME = re.compile(
+    r"SECRET|PASSWORD|PASSWD|PASSPHRASE|PRIVATE_?KEY|CONNECTION_STRING"
+    r"|(?:^|_)(?:TOKEN|API_?KEY|ACCESS_KEY|ACCOUNT_KEY|STORAGE_KEY|AUTH_KEY)$"
+)
+
+
+def clear_credential_warnings(job: Job, source: str) -> list[str]:
+    """One line per plain run.env entry named like a credential: it is stored in clear."""
+    return [
+        one_line(
+            source,
+            f"run.env.{name}",
+            "looks like a credential but is stored in clear in the stack file and the state"
+            f" — list it under run.secrets (e.g. secrets: [{name}]) to store it as a secret",
+        )
+        for name in job.run.plain_env
+        if _CREDENTIAL_NAME.search(name.upper()) and not name.upper().endswith("_FILE")
+    ]
+
+
 def one_line(source: str, where: str, text: str) -> str:
     """One line, whatever the file name or input contains (messages are never multi-line)."""
     line = f"{source}: {where}: {text}" if where else f"{source}: {text}"
@@ -334,6 +358,8 @@ def _describe(err: Any, loc: tuple[str | int, ...], typed: object) -> str:
         return f"must be {op} {bound}, got {shown} — use {fix.format(bound)}"
     if kind in ("int_parsing", "int_type", "int_from_float"):
         return f"expected a whole number, got {shown} — write e.g. 8"
+    if kind in ("float_parsing", "float_type") and type(value) is int:  # beyond a float's range
+        return f"{shown} is too large for a number — write e.g. 24"
     if kind in ("float_parsing", "float_type"):
         return f"expected a number, got {shown} — write e.g. 24 (no quotes or units)"
     if kind == "finite_number":
