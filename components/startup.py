@@ -135,6 +135,8 @@ def render_startup_script(
     notice_source: str | None = None,
     secrets: SecretChannel | None = None,
     placement: str = "",
+    log_path: str = LOG_PATH,
+    workdir: str = "/opt/spotroute",
 ) -> str:
     """Bash start-up script that runs the job (its container with all GPUs, or its bare command).
 
@@ -148,6 +150,7 @@ def render_startup_script(
     SPOTROUTE_PLACEMENT_ID: the job answers only the hand-over requests addressed to it and names
     it in its resume record (docs/migration.md). `secrets` is how the node reads the job's
     secret env (`job.secret_names`) at boot; a job with secrets and no channel is refused.
+    `log_path` and `workdir` (where a bare command runs) are the local target's substitutions.
     """
     if not job.image and not job.command:
         raise ValueError("job: set run.image or run.command — there is nothing to start")
@@ -190,7 +193,7 @@ def render_startup_script(
         "#!/bin/bash",
         f"# spotroute start-up script for job {shlex.quote(job_name)}",
         "set -euo pipefail",
-        f"exec >>{LOG_PATH} 2>&1",
+        f"exec >>{shlex.quote(log_path)} 2>&1",
     ]
     if shutdown_when_done:
         lines += [
@@ -230,7 +233,7 @@ def render_startup_script(
         ]
     else:
         lines += [
-            "mkdir -p /opt/spotroute && cd /opt/spotroute",
+            f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)}",
             f"{command} || status=$?",
         ]
     if not shutdown_when_done:
