@@ -18,7 +18,7 @@ from router.core.errors import OperationFailed, RouteError
 from router.core.job.model import Job
 from router.core.org import OrgConfig
 from router.core.startup_budget import StartupBudget, startup_budget
-from router.nodes.sources import RUNNING, NodeState
+from router.nodes.sources import LOST, RUNNING, NodeState
 
 LOCAL_POLL_S = 0.1  # the local poller reads a few small files
 CLOUD_POLL_S = 10.0  # a cloud's describe calls: a few a minute, well inside API rate limits
@@ -92,7 +92,8 @@ def wait_nodes_running(
             return NodesRan(time.monotonic() - started, False, note=exc.message)
         if state is None:
             return NodesRan(0.0, False, note="no node poller for this placement")
-        if state.interrupted and state.nodes:
+        # A node lost (not merely not listed yet: a group still creating shows fewer).
+        if state.gone or any(n.status == LOST for n in state.nodes):
             raise PhaseTimedOut(f"the nodes of {stack} were lost before they ran ({state.reason})")
         running = sum(1 for n in state.nodes if n.status == RUNNING)
         if state.wanted and running >= state.wanted:
@@ -100,7 +101,8 @@ def wait_nodes_running(
         if time.monotonic() >= deadline:
             raise PhaseTimedOut(
                 f"nodes did not run within {budget.said(budget.real_nodes_s())} of `pulumi up` "
-                f"returning ({state.reason}; budget {budget.nodes_basis}) — raise "
+                f"returning ({state.cloud}: {running} of {state.wanted} nodes running; budget "
+                f"{budget.nodes_basis}) — raise "
                 "migration.nodes_timeout or startup.budget_factor if the cloud is that slow"
             )
         if stop_requested():

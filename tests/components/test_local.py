@@ -301,3 +301,26 @@ def test_node_records_round_trip_and_refuse_foreign_text() -> None:
     ):
         with pytest.raises(ValueError, match="not a node record"):
             NodeRecord.from_text(text)
+
+
+def test_a_spot_node_whose_capacity_the_market_withdraws_gets_the_notice_then_is_killed(
+    home: Path, tmp_path: Path, groups: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The aws profile's two-minute notice on a 600× clock is 0.2 s: the job hears SIGTERM (the
+    local notice source), then the node is taken away; the poller says reclaimed."""
+    trace = "at,region,market,price_per_hour,capacity\n0s,local-a,spot,1,2\n10m,local-a,spot,1,0\n"
+    market = LocalMarket(
+        parse_trace(trace, "t"), datetime.now(UTC), LocalBehaviour("aws", 600, notice_s=120)
+    )
+    monkeypatch.setenv(ENV_VAR, market.to_env())
+    heard = tmp_path / "ckpt" / "heard-term"
+    slow_saver = ["/bin/sh", "-c", f"trap 'touch {heard}; sleep 5; exit 75' TERM; "
+                  "while true; do sleep 0.1; done"]  # fmt: skip
+    created = LocalProcessProvider().create(_props(tmp_path / "ckpt", slow_saver, region="local-a"))
+    groups.append(created.id)
+    assert _wait_for(lambda: _records(created.id)[0].phase == EXITED, timeout_s=20)
+    [record] = _records(created.id)
+    assert heard.exists() and (record.exit_status, record.reclaimed) == (137, True), record
+    [node] = poll(created.id, "local").nodes
+    assert node.status == LOST and node.reclaimed
+    assert "local market" in (Path(record.node_dir) / "reclaim.json").read_text()
