@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -324,3 +325,56 @@ def test_a_spot_node_whose_capacity_the_market_withdraws_gets_the_notice_then_is
     [node] = poll(created.id, "local").nodes
     assert node.status == LOST and node.reclaimed
     assert "local market" in (Path(record.node_dir) / "reclaim.json").read_text()
+
+
+def test_the_checkpoint_directory_survives_stack_destroy_but_the_nodes_do_not(
+    tmp_path: Path,
+) -> None:
+    """Issue 21 item 1 on the local target: a destroy must converge with checkpoints in the bucket,
+    which refuses deletion while not empty — so the component retains it (the user's work)."""
+    import pulumi
+    from harness import run_components
+
+    from components import local
+    from components.args import (
+        CheckpointBucketArgs,
+        JobCommand,
+        JobIdentityArgs,
+        NetworkArgs,
+        SpotGpuGroupArgs,
+    )
+
+    kept: dict[str, bool] = {}
+
+    def build() -> None:
+        def record(args: pulumi.ResourceTransformationArgs) -> None:
+            kept[args.name] = bool(args.opts.retain_on_delete)
+
+        pulumi.runtime.register_stack_transformation(record)
+        network = local.Network("j", NetworkArgs(job_name="j", region="local"))
+        bucket = local.CheckpointBucket(
+            "j",
+            CheckpointBucketArgs(
+                job_name="j", region="local", local_directory=str(tmp_path / "ckpt")
+            ),
+        )
+        identity = local.JobIdentity(
+            "j", JobIdentityArgs(job_name="j", region="local", checkpoint_prefix="j/"), bucket
+        )
+        local.SpotGpuGroup(
+            "j",
+            SpotGpuGroupArgs(
+                job_name="j", region="local", zone="", instance_types=("local-process",),
+                market="spot", max_price_per_hour=1.0, node_count=2, gpu="T4", gpu_count=1,
+                boot_disk_gb=10, job=JobCommand(image="", command=("/bin/true",)),
+                local_sandbox=str(tmp_path / "sandbox"),
+            ),
+            network, identity, bucket,
+        )  # fmt: skip
+
+    def directory(_name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"url": f"file://{inputs['directory']}/", "path": inputs["directory"]}
+
+    run_components(build, states={"pulumi-python:dynamic/spotroute:LocalDirectory": directory})
+    assert {name for name, keep in kept.items() if keep} == {"j-dir"}
+    assert "j-process" in kept
