@@ -22,6 +22,7 @@ from tests.engine.engine_cli import Route, group_pid, no_traceback, wait_for
 from tests.engine.market import (
     backend_stacks,
     expected_w,
+    has_checkpoint,
     latest_state,
     placement,
     write_trainer_job,
@@ -68,7 +69,7 @@ def test_a_new_placement_slow_to_come_up_converges_and_one_that_never_runs_rolls
     _market(route)
     job = _job(route)
     route.ok("deploy", job.name, "--yes")
-    wait_for(lambda: _has_checkpoint(route), 60, "a first checkpoint")
+    wait_for(lambda: has_checkpoint(route, JOB), 60, "a first checkpoint")
     first = placement(route, JOB)
 
     # --- local-c: its nodes boot for 10 simulated hours; the nodes phase runs out → rollback
@@ -105,14 +106,6 @@ def test_a_new_placement_slow_to_come_up_converges_and_one_that_never_runs_rolls
     assert w == expected_w(step)
 
 
-def _has_checkpoint(route: Route) -> bool:
-    try:
-        latest_state(route, JOB)
-    except AssertionError:
-        return False
-    return True
-
-
 @pytest.mark.engine
 def test_a_node_that_boots_longer_than_the_old_fixed_budget_from_up_still_converges(
     route: Route,
@@ -128,7 +121,7 @@ def test_a_node_that_boots_longer_than_the_old_fixed_budget_from_up_still_conver
     )
     job = write_trainer_job(route, JOB, cooldown="0s")
     route.ok("deploy", job.name, "--yes")
-    wait_for(lambda: _has_checkpoint(route), 60, "a first checkpoint")
+    wait_for(lambda: has_checkpoint(route, JOB), 60, "a first checkpoint")
     moved = route("migrate", JOB, "--to", "local/local-b", "--yes", "--json")
     assert moved.returncode == 0, moved
     journal = moved.json()["journal"]
