@@ -378,3 +378,26 @@ def test_the_checkpoint_directory_survives_stack_destroy_but_the_nodes_do_not(
     run_components(build, states={"pulumi-python:dynamic/spotroute:LocalDirectory": directory})
     assert {name for name, keep in kept.items() if keep} == {"j-dir"}
     assert "j-process" in kept
+
+
+def test_route_status_says_starting_while_a_node_boots_then_running(
+    home: Path, tmp_path: Path, groups: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from router.flows.job_status import _state
+
+    market = LocalMarket(
+        parse_trace("at,region,market,price_per_hour,capacity\n0s,local-a,spot,1,4\n", "t"),
+        datetime.now(UTC),
+        LocalBehaviour("gcp", 100, boot_s=150),  # 1.5 s of real boot
+    )
+    monkeypatch.setenv(ENV_VAR, market.to_env())
+    created = LocalProcessProvider().create(_props(tmp_path / "ckpt", LOOP, region="local-a"))
+    groups.append(created.id)
+    summary = SimpleNamespace(update_in_progress=False, resource_count=7)
+    record = {"cloud": "local", "region": "local-a", "outputs": {"groupId": created.id}}
+    assert _state(summary, record) == "starting"
+    assert _wait_for(lambda: _state(summary, record) == "running")
+    stop_group(created.id)
+    assert _state(summary, record) == "stopped"
