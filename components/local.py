@@ -1,12 +1,16 @@
 """The local target: the same four components as the clouds, on this machine, no plugin binaries.
 
-`SpotGpuGroup` runs the job's command as a local process in its sandbox directory
-(create starts it, read reports whether it is alive, delete stops it gracefully, a changed
-command/env replaces it). `CheckpointBucket` is a directory with a `file://` URL. `Network` and
-`JobIdentity` have nothing to create locally and only export what the program expects. Both
-stateful parts are Pulumi dynamic providers, run by the engine through the
-`pulumi-resource-pulumi-python` shim. The local target has no GPU and no container runtime:
-the job's command runs directly and `image` is recorded but not pulled.
+`SpotGpuGroup` starts `node_count` local nodes (components/local_node.py), each a process group in
+its own directory as separate machines would be, that play a cloud node's life — booting,
+pulling, running the clouds' own start-up script, exited — on the local market's clock. Create
+returns while the nodes still boot (as an EC2 instant fleet or a GCE MIG returns before its VMs
+run); read reports whether any node is alive; delete stops them as machines stop; a changed
+command/env replaces the group. `CheckpointBucket` is a directory with a `file://` URL that
+refuses deletion while it holds files (S3's BucketNotEmpty) and is retained on destroy: the
+checkpoints are the user's work. `Network` and `JobIdentity` have nothing to create locally and
+only export what the program expects. Both stateful parts are Pulumi dynamic providers, run by
+the engine through the `pulumi-resource-pulumi-python` shim. The local target has no GPU and no
+container runtime: the job's command runs on the node itself and `image` is pulled only in time.
 
 Constructors match components/aws.py:
   make_provider(name, args: ProviderArgs) -> None
@@ -18,13 +22,11 @@ Constructors match components/aws.py:
 
 from __future__ import annotations
 
+import contextlib
 import getpass
-import json
 import os
+import secrets
 import signal
-import subprocess
-import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,232 +43,125 @@ from components.args import (
     SpotGpuGroupArgs,
     standard_labels,
 )
+from components.local_node import start_node
+from components.local_nodes import (
+    check_launch,
+    group_alive,
+    nodes_of_job,
+    process_alive,
+    running_dir,
+    stop_group,
+    stop_node,
+)
 from components.registry import CloudComponents
-from components.startup import checkpoint_interval_text
 from router.contract.local_market import ENV_VAR as MARKET_ENV
 from router.contract.local_market import LocalMarket
+from router.contract.local_node import (
+    LOG_FILE,
+    NODE_STARTED_KILL,
+    OWNER_ENV,
+    SIGNAL_HOOK_ENV,
+    group_id,
+    launch_dir_of,
+    legacy_process_of,
+    node_dir_name,
+)
 
-STOP_GRACE_S = 10.0  # SIGTERM first so the job can write a last checkpoint, then SIGKILL
-# Changing any of these means a different job process: replace, never patch in place.
-REPLACE_ON = ("job_name", "command", "env", "secret_env", "checkpoint_url", "region")
-# Recorded only: the process is untouched.
-UPDATE_IN_PLACE = ("image", "market", "labels", "max_price_per_hour")
-
-
-def _project_dir() -> str:
-    """The nearest directory with a Pulumi.yaml above the engine's working directory (`main:`)."""
-    here = Path.cwd()
-    for directory in (here, *here.parents):
-        if (directory / "Pulumi.yaml").is_file():
-            return str(directory)
-    return str(here)
-
-
-# --- processes ----------------------------------------------------------------------------------
-
-
-def _start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (guards against PID reuse)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):  # zombie or dead: finished, just not reaped yet
-        return None
-    return int(fields[19])
+# Changing any of these means a different group of nodes: replace, never patch in place.
+REPLACE_ON = ("job_name", "command", "env", "secret_env", "checkpoint_url", "region", "node_count")
+# Recorded only: the nodes are untouched.
+UPDATE_IN_PLACE = ("image", "market", "labels", "max_price_per_hour", "gpu_count")
+# What a key means when a stack deployed by an older spotroute lacks it.
+_DEFAULTS: dict[str, Any] = {"node_count": 1, "gpu_count": 0}
 
 
-def process_alive(pid: int, start_ticks: int) -> bool:
-    """True while the process started by the local target is running."""
-    return pid > 0 and _start_ticks(pid) == start_ticks
-
-
-def parse_group_id(group_id: str) -> tuple[int, int] | None:
-    """(pid, start_ticks) from a local group id `local-process:<pid>:<ticks>`; None otherwise."""
-    parts = group_id.split(":")
-    if len(parts) != 3 or parts[0] != "local-process":
-        return None
-    try:
-        return int(parts[1]), int(parts[2])
-    except ValueError:
-        return None
-
-
-def stop_process(pid: int, start_ticks: int, grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM the job's process group, SIGKILL after `grace_s` seconds if it is still running."""
-    if not process_alive(pid, start_ticks):
-        return
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)  # the job is its own session leader: pgid == pid
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if not process_alive(pid, start_ticks):
-                return
-            time.sleep(0.05)
-
-
-# --- the local market: capacity and spot price, checked at launch like the clouds do ------------
-
-
-def _running_dir(props: dict[str, Any]) -> Path:
-    # Beside the job sandboxes: every local job process of this machine's spotroute home.
-    return Path(props["sandbox_dir"]).parent / ".running"
-
-
-def running_in(directory: Path, region: str, market: str) -> int:
-    """Job processes the local target runs now in region/market (dead entries are dropped)."""
-    count = 0
-    if not directory.is_dir():
-        return 0
-    for entry in directory.glob("*.json"):
-        try:
-            info = json.loads(entry.read_text())
-        except (OSError, ValueError):
-            continue
-        if not process_alive(int(info["pid"]), int(info["start_ticks"])):
-            entry.unlink(missing_ok=True)
-            continue
-        if (info.get("region"), info.get("market")) == (region, market):
-            count += 1
-    return count
-
-
-def check_market(running: Path, region: str, market: str, max_price: float, now: datetime) -> None:
-    """Refuse a launch the local market cannot take, with a cloud-style error code.
-
-    Codes (router.core.failover knows them): LocalCapacityExhausted — the region offers no such
-    market now or all of its capacity runs; LocalSpotPriceTooLow — the spot price is above the
-    job's cap (spotroute:maxPrice), as AWS's SpotMaxPriceTooLow.
-    """
+def _market() -> LocalMarket | None:
+    """The local market the router passed to the engine (spotroute.yaml local_market)."""
     spec = os.environ.get(MARKET_ENV)
-    if not spec:
+    return LocalMarket.from_env(spec) if spec else None
+
+
+def _kill_point_node_started() -> None:
+    """Tests only: SIGKILL the route command right after the group's nodes started."""
+    if os.environ.get(SIGNAL_HOOK_ENV) != NODE_STARTED_KILL:
         return
-    row = LocalMarket.from_env(spec).at(now).get((region, market))
-    if row is None or row.capacity <= 0:
-        raise RuntimeError(
-            f"LocalCapacityExhausted: local region {region} has no {market} capacity now; "
-            "try another region or market"
-        )
-    used = running_in(running, region, market)
-    if used >= row.capacity:
-        raise RuntimeError(
-            f"LocalCapacityExhausted: local region {region} has no {market} capacity left "
-            f"({used} of {row.capacity} in use); try another region or market"
-        )
-    if market == "spot" and 0 < max_price < row.price_per_hour:
-        raise RuntimeError(
-            f"LocalSpotPriceTooLow: your spot price cap ${max_price:g}/h is below the current "
-            f"spot price ${row.price_per_hour:g}/h in local region {region}"
-        )
-
-
-def _register(pid: int, ticks: int, props: dict[str, Any]) -> None:
-    directory = _running_dir(props)
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    record = {
-        "pid": pid,
-        "start_ticks": ticks,
-        "region": props.get("region", "local"),
-        "market": props.get("market", "on-demand"),
-        "job": props["job_name"],
-        "placement": props.get("placement", ""),
-    }
-    (directory / f"{pid}-{ticks}.json").write_text(json.dumps(record))
+    pid, _, ticks = os.environ.get(OWNER_ENV, "").partition(":")
+    if pid.isdigit() and ticks.isdigit() and process_alive(int(pid), int(ticks)):
+        os.kill(int(pid), signal.SIGKILL)
 
 
 class LocalProcessProvider(ResourceProvider):
-    """Dynamic provider: a job process in its sandbox directory (props["sandbox_dir"])."""
+    """Dynamic provider: a group of `node_count` local nodes below props["sandbox_dir"]."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         from filelock import FileLock
 
-        lock_dir = _running_dir(props)
-        lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        running = running_dir(props["sandbox_dir"])
+        running.mkdir(parents=True, exist_ok=True, mode=0o700)
+        job, placement = str(props["job_name"]), str(props.get("placement", ""))
+        nodes = int(props.get("node_count") or 1)
+        market = _market()
+        now = datetime.now(UTC)
+        # The job's prefix of the bucket: an object store needs none made, a directory does.
+        Path(urlparse(props["checkpoint_url"]).path).mkdir(parents=True, exist_ok=True, mode=0o700)
         # One launch at a time decides on capacity (two stacks may go up at once).
-        with FileLock(str(lock_dir / "launch.lock")):
-            check_market(
-                lock_dir,
-                str(props.get("region", "local")),
-                str(props.get("market", "on-demand")),
-                float(props.get("max_price_per_hour") or 0.0),
-                datetime.now(UTC),
+        with FileLock(str(running / "launch.lock")):
+            # Nodes of this very placement that the engine does not know of: a create cut short
+            # by a killed route (the engine kept only a pending operation). The engine is
+            # creating the group anew, so those would run untracked beside it: end them first.
+            for lost in nodes_of_job(running, job, placement):
+                stop_node(lost.pid, lost.start_ticks)
+            check_launch(
+                running,
+                market,
+                region=str(props.get("region", "local")),
+                kind=str(props.get("market", "on-demand")),
+                max_price=float(props.get("max_price_per_hour") or 0.0),
+                nodes=nodes,
+                gpus_per_node=int(props.get("gpu_count") or 0),
+                now=now,
             )
-            result = self._start(props)
-            outs = result.outs or {}
-            _register(int(outs["pid"]), int(outs["start_ticks"]), props)
-        return result
-
-    def _start(self, props: dict[str, Any]) -> CreateResult:
-        sandbox = Path(props["sandbox_dir"])
-        sandbox.mkdir(parents=True, exist_ok=True, mode=0o700)
-        log_path = sandbox / "job.log"
-        checkpoint_dir = Path(urlparse(props["checkpoint_url"]).path)
-        checkpoint_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(sandbox),
-            "LANG": "C.UTF-8",
-            **props.get("env", {}),
-            # Secret env reaches the job through its process environment only: never a file.
-            **(props.get("secret_env") or {}),
-            "SPOTROUTE_JOB_ID": props["job_name"],
-            "SPOTROUTE_CHECKPOINT_URL": props["checkpoint_url"],
-            "SPOTROUTE_CHECKPOINT_DIR": str(checkpoint_dir),
-            # Which placement (stack) runs this process: the job says it in its resume record.
-            "SPOTROUTE_PLACEMENT_ID": str(props.get("placement", "")),
-            # Read by router.checkpoint: the local target stops a job with SIGTERM.
-            "SPOTROUTE_NOTICE_SOURCE": "local",
-            # The job's checkpoint.interval (seconds), when it gives one.
-            **(
-                {"SPOTROUTE_CHECKPOINT_INTERVAL": checkpoint_interval_text(interval)}
-                if (interval := float(props.get("checkpoint_interval_s") or 0))
-                else {}
-            ),
-            # For jobs that run code from the project (examples/train/job.yaml): the Pulumi
-            # project's directory, and the interpreter the router runs on.
-            "SPOTROUTE_PROJECT_DIR": _project_dir(),
-            "SPOTROUTE_PYTHON": sys.executable,
-        }
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(
-                list(props["command"]),
-                cwd=sandbox,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # survives the provider process; stoppable as a group
-                close_fds=True,
-            )
-        ticks = _start_ticks(proc.pid)
-        if ticks is None:
-            raise RuntimeError(f"job command exited at once; see {log_path}")
+            launch = Path(props["sandbox_dir"]) / f"g-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+            started = []
+            try:
+                for node in range(nodes):
+                    started.append(
+                        start_node(
+                            props, launch, node=node, nodes=nodes, market=market, running=running
+                        )
+                    )
+            except BaseException:
+                for record in started:
+                    stop_node(record.pid, record.start_ticks)
+                raise
+        _kill_point_node_started()
+        first = started[0]
         outs = {
             **props,
-            "pid": proc.pid,
-            "start_ticks": ticks,
-            "sandbox": str(sandbox),
-            "log_path": str(log_path),
-            "started_at": datetime.now(UTC).isoformat(),
+            "pid": first.pid,
+            "start_ticks": first.start_ticks,
+            "sandbox": str(props["sandbox_dir"]),
+            "launch_dir": str(launch),
+            "log_path": str(launch / node_dir_name(0) / LOG_FILE),
+            "started_at": now.isoformat(),
         }
-        return CreateResult(id_=f"local-process:{proc.pid}:{ticks}", outs=outs)
+        return CreateResult(id_=group_id(str(launch)), outs=outs)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        ids = parse_group_id(id_)
-        if ids is None or not process_alive(*ids):
+        if not group_alive(id_):
             return ReadResult(id_="", outs={})  # gone: a refresh drops it from the state
         return ReadResult(id_=id_, outs=props)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in (*REPLACE_ON, *UPDATE_IN_PLACE) if olds.get(k) != news.get(k)]
+        def value(props: dict[str, Any], key: str) -> Any:
+            found = props.get(key)
+            return _DEFAULTS.get(key) if found is None else found
+
+        changed = [k for k in (*REPLACE_ON, *UPDATE_IN_PLACE) if value(olds, k) != value(news, k)]
         replaces = [k for k in changed if k in REPLACE_ON]
-        ids = parse_group_id(_id)
-        if ids is not None and not process_alive(*ids):
-            # The state says the job runs but its process is gone (killed, or a destroy cut
+        known = launch_dir_of(_id) is not None or legacy_process_of(_id) is not None
+        if known and not group_alive(_id):
+            # The state says the job runs but its nodes are gone (killed, or a destroy cut
             # short): start it again rather than report a deployed stack with nothing running.
             replaces = sorted({*replaces, "command"})
             changed = sorted({*changed, "command"})
@@ -276,11 +171,7 @@ class LocalProcessProvider(ResourceProvider):
         return UpdateResult(outs={**olds, **news})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        ids = parse_group_id(id_)
-        if ids is not None:
-            stop_process(*ids)
-            if props.get("sandbox_dir"):
-                (_running_dir(props) / f"{ids[0]}-{ids[1]}.json").unlink(missing_ok=True)
+        stop_group(id_)
 
 
 class LocalDirectoryProvider(ResourceProvider):
@@ -301,15 +192,22 @@ class LocalDirectoryProvider(ResourceProvider):
         return DiffResult(changes=bool(replaces), replaces=replaces)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        # Checkpoints are the job's work: empty directories go, any file (and its parents) stays.
+        """Remove the directory if it is empty; refuse, as S3's DeleteBucket does, if not."""
         path = Path(id_)
         if not path.is_dir():
             return
+        held = [p for p in path.rglob("*") if not p.is_dir()]
+        if held:
+            raise RuntimeError(
+                f"BucketNotEmpty: the checkpoint directory {path} is not empty ({len(held)} "
+                "file(s), e.g. "
+                f"{held[0].relative_to(path)}) — keep it (the component retains it on destroy) "
+                "or delete its files first"
+            )
         for directory in sorted((d for d in path.rglob("*") if d.is_dir()), reverse=True):
-            if not any(directory.iterdir()):
+            with contextlib.suppress(OSError):
                 directory.rmdir()
-        if not any(path.iterdir()):
-            path.rmdir()
+        path.rmdir()
 
 
 class LocalProcess(pulumi.dynamic.Resource, module="spotroute", name="LocalProcess"):
@@ -329,6 +227,7 @@ class LocalProcess(pulumi.dynamic.Resource, module="spotroute", name="LocalProce
                 "start_ticks": None,
                 "log_path": None,
                 "sandbox": None,
+                "launch_dir": None,
                 "started_at": None,
             },
             opts,
@@ -383,7 +282,11 @@ class Network(pulumi.ComponentResource):
 
 
 class CheckpointBucket(pulumi.ComponentResource):
-    """A private directory (file:// URL); an existing file:// URL is reused as is."""
+    """A private directory (file:// URL); an existing file:// URL is reused as is.
+
+    Retained on destroy (the engine forgets it, the files stay): the checkpoints are the user's
+    work, and the directory refuses deletion while it holds any (BucketNotEmpty), as S3 does.
+    """
 
     def __init__(
         self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
@@ -436,7 +339,8 @@ class JobIdentity(pulumi.ComponentResource):
 
 
 class SpotGpuGroup(pulumi.ComponentResource):
-    """The job's command as one local process (node_count is recorded; one process runs)."""
+    """`node_count` local nodes (components/local_node.py), each its own machine, running the
+    job's command through the clouds' start-up script; create returns while they boot."""
 
     def __init__(
         self,
@@ -464,6 +368,8 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 "checkpoint_url": identity.checkpoint_url,
                 "market": args.market,
                 "region": args.region,
+                "node_count": args.node_count,
+                "gpu_count": args.gpu_count,  # per node: the local market's quota counts GPUs
                 "placement": pulumi.get_stack(),
                 "max_price_per_hour": args.max_price_per_hour,  # read by the budget policy
                 "labels": standard_labels(args.job_name, args.labels),

@@ -161,6 +161,8 @@ def render_startup_script(
     fabric: Sequence[str] = (),
     fabric_env: Mapping[str, str] | None = None,
     exit_record: ExitRecordChannel | None = None,
+    log_path: str = LOG_PATH,
+    workdir: str = "/opt/spotroute",
 ) -> str:
     """Bash start-up script that runs the job (its container with all GPUs, or its bare command).
 
@@ -180,6 +182,7 @@ def render_startup_script(
     `fabric_env` the NCCL settings the provider documents for it (the job's env wins).
     `exit_record` is how the node stores its exit record next to the checkpoints when the script
     ends (components/node_exit.py): the router tells a crash from a preemption by it.
+    `log_path` and `workdir` (where a bare command runs) are the local target's substitutions.
     """
     if not job.image and not job.command:
         raise ValueError("job: set run.image or run.command — there is nothing to start")
@@ -229,7 +232,7 @@ def render_startup_script(
         "#!/bin/bash",
         f"# spotroute start-up script for job {shlex.quote(job_name)}",
         "set -euo pipefail",
-        f"exec >>{LOG_PATH} 2>&1",
+        f"exec >>{shlex.quote(log_path)} 2>&1",
     ]
     if exit_record is not None:
         lines += exit_record_lines(exit_record, job_name, placement)
@@ -281,7 +284,7 @@ def render_startup_script(
             + f"{image}{' ' + command if command else ''} || status=$?"
         ]
     else:
-        lines.append("mkdir -p /opt/spotroute && cd /opt/spotroute")
+        lines.append(f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)}")
         run = [f"{command} || status=$?"]
     if node_count > 1 and rendezvous is not None:
         lines += _group_rounds(run, rendezvous.reform_rounds)

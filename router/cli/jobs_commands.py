@@ -424,17 +424,22 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
 @click.command()
 @click.argument("job", callback=_job_name)
 @click.option(
-    "--grace", "grace", default="30s", show_default=True, help="Notice before SIGKILL (e.g. 5s)."
+    "--grace",
+    "grace",
+    default=None,
+    help="Notice before SIGKILL (e.g. 5s); default: the local market profile's (AWS 2 min, "
+    "GCP and Azure 30 s), else 30s.",
 )
 @json_option
 @click.pass_context
-def preempt(ctx: click.Context, job: str, grace: str, as_json: bool) -> None:
+def preempt(ctx: click.Context, job: str, grace: str | None, as_json: bool) -> None:
     """Preempt a local JOB as a cloud would: notice (SIGTERM), grace period, then SIGKILL."""
     from router.cli import render
     from router.flows.preempt import preempt_job
 
     project = ctx_project(ctx, required=True)
-    outcome = preempt_job(job, project=project, grace_s=_duration_s(grace, "--grace"))
+    grace_s = None if grace is None else _duration_s(grace, "--grace")
+    outcome = preempt_job(job, project=project, grace_s=grace_s)
     if as_json:
         render.print_json(
             {
@@ -444,6 +449,7 @@ def preempt(ctx: click.Context, job: str, grace: str, as_json: bool) -> None:
                 "gone_after_s": round(outcome.gone_after_s, 3),
                 "killed": outcome.killed,
                 "grace_s": outcome.grace_s,
+                "nodes": outcome.nodes,
             }
         )
     else:

@@ -23,6 +23,7 @@ from router.core.quotas import (
     parse_quota_definitions,
     parse_type_quotas,
 )
+from router.core.startup_budget import StartupFigures, parse_startup_csv
 from router.core.storage_prices import StoragePrices, parse_storage_csv
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -94,3 +95,9 @@ def load_storage_prices(path: Path | None = None) -> StoragePrices:
     """Standard object-storage list prices at copy destinations (storage.csv)."""
     text, name = read_data_file("storage.csv", path, "storage prices")
     return parse_storage_csv(text, name=name)
+
+
+@lru_cache(maxsize=4)
+def load_startup_figures(path: Path | None = None) -> dict[str, StartupFigures]:
+    """Each cloud's node boot, image pull, secret fetch and notice figures (node_startup.csv)."""
+    return parse_startup_csv(*read_data_file("node_startup.csv", path, "the node start-up figures"))

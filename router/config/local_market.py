@@ -7,6 +7,7 @@ from pathlib import Path
 
 from router.config.user_files import DATA_LIMIT_BYTES, FileProblem, read_user_text
 from router.contract.local_market import (
+    LocalBehaviour,
     LocalMarket,
     MarketError,
     MarketRow,
@@ -14,7 +15,7 @@ from router.contract.local_market import (
     rows_from_mappings,
 )
 from router.core.errors import BadInput
-from router.core.org import ORG_CONFIG_FILE, OrgConfig
+from router.core.org import ORG_CONFIG_FILE, LocalMarketSettings, OrgConfig
 
 
 def load_local_market(org: OrgConfig, project_root: Path | None) -> LocalMarket | None:
@@ -53,4 +54,29 @@ def load_local_market(org: OrgConfig, project_root: Path | None) -> LocalMarket 
         raise BadInput(
             f"{ORG_CONFIG_FILE}: local_market: give a trace file or offers — see docs/migration.md"
         )
-    return LocalMarket(tuple(rows), start or datetime.fromtimestamp(0, UTC))
+    for region in (*settings.quota, *settings.boot):
+        if not any(r.region == region for r in rows):
+            raise BadInput(
+                f"{ORG_CONFIG_FILE}: local_market: {region} is not a region of the local market "
+                "— name one the trace or offers list"
+            )
+    return LocalMarket(
+        tuple(rows), start or datetime.fromtimestamp(0, UTC), local_behaviour(settings)
+    )
+
+
+def local_behaviour(settings: LocalMarketSettings) -> LocalBehaviour:
+    """How the local target behaves: the profile's figures (node_startup.csv) and the knobs."""
+    from router.config.datafiles import load_startup_figures
+
+    figures = load_startup_figures()[settings.profile or "local"]
+    return LocalBehaviour(
+        profile=settings.profile or "",
+        time_scale=settings.time_scale,
+        boot_s=figures.boot_s,
+        pull_s_per_gb=figures.pull_s_per_gb,
+        image_gb=figures.image_gb,
+        notice_s=figures.notice_s,
+        quota_gpus=tuple(sorted(settings.quota.items())),
+        boot_by_region=tuple(sorted(settings.boot.items())),
+    )

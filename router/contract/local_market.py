@@ -28,7 +28,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 ENV_VAR = "SPOTROUTE_LOCAL_MARKET"
@@ -71,14 +71,82 @@ class MarketRow:
 
 
 @dataclass(frozen=True, slots=True)
+class LocalBehaviour:
+    """How the local target behaves like a cloud; times are simulated seconds (see time_scale)."""
+
+    profile: str = ""  # the cloud imitated: aws | gcp | azure; "" = a plain process, instant
+    time_scale: float = 1.0  # simulated seconds per real second
+    boot_s: float = 0.0  # a node from launch to running its start-up script
+    pull_s_per_gb: float = 0.0  # `docker pull`, per GB of image
+    image_gb: float = 0.0  # the image size a node pulls when the job names an image
+    notice_s: float = 0.0  # preemption notice lead time; 0 = route preempt's default
+    quota_gpus: tuple[tuple[str, int], ...] = ()  # (region, GPUs that may run there at once)
+    boot_by_region: tuple[tuple[str, float], ...] = ()  # (region, boot_s): slow regions
+
+    def real_s(self, simulated_s: float) -> float:
+        """Real seconds that `simulated_s` take on the accelerated clock."""
+        return simulated_s / self.time_scale
+
+    def boot_in(self, region: str) -> float:
+        """Simulated seconds a node of `region` boots."""
+        return dict(self.boot_by_region).get(region, self.boot_s)
+
+    def quota_in(self, region: str) -> int | None:
+        """GPUs `region` may run at once; None = no quota."""
+        return dict(self.quota_gpus).get(region)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "time_scale": self.time_scale,
+            "boot_s": self.boot_s,
+            "pull_s_per_gb": self.pull_s_per_gb,
+            "image_gb": self.image_gb,
+            "notice_s": self.notice_s,
+            "quota_gpus": dict(self.quota_gpus),
+            "boot_by_region": dict(self.boot_by_region),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LocalBehaviour:
+        return cls(
+            profile=str(data.get("profile", "")),
+            time_scale=float(data.get("time_scale", 1.0)),
+            boot_s=float(data.get("boot_s", 0.0)),
+            pull_s_per_gb=float(data.get("pull_s_per_gb", 0.0)),
+            image_gb=float(data.get("image_gb", 0.0)),
+            notice_s=float(data.get("notice_s", 0.0)),
+            quota_gpus=tuple(
+                sorted((str(k), int(v)) for k, v in data.get("quota_gpus", {}).items())
+            ),
+            boot_by_region=tuple(
+                sorted((str(k), float(v)) for k, v in data.get("boot_by_region", {}).items())
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class LocalMarket:
     """A trace with its start time: what each local region offers at any moment."""
 
     rows: tuple[MarketRow, ...]
     start: datetime
+    behaviour: LocalBehaviour = LocalBehaviour()
+
+    def simulated(self, now: datetime) -> datetime:
+        """The local market's clock at real time `now` (runs time_scale × faster from start)."""
+        scale = self.behaviour.time_scale
+        if scale == 1:
+            return now
+        try:
+            return self.start + (now - self.start) * scale
+        except OverflowError:  # offers without a start (1970) on a fast clock: all in force
+            return datetime.max.replace(tzinfo=UTC)
 
     def at(self, now: datetime) -> dict[tuple[str, str], MarketRow]:
-        """(region, market) → the row in force at `now` (regions not yet offered are absent)."""
+        """(region, market) → the row in force at real time `now` (on the market's clock;
+        regions not yet offered are absent)."""
+        now = self.simulated(now)
         found: dict[tuple[str, str], tuple[datetime, int, MarketRow]] = {}
         for i, row in enumerate(self.rows):
             begins = row.starts(self.start)
@@ -96,7 +164,11 @@ class LocalMarket:
     def to_env(self) -> str:
         """The JSON the local target reads from SPOTROUTE_LOCAL_MARKET."""
         return json.dumps(
-            {"start": self.start.isoformat(), "rows": [r.to_json() for r in self.rows]}
+            {
+                "start": self.start.isoformat(),
+                "rows": [r.to_json() for r in self.rows],
+                "behaviour": self.behaviour.to_json(),
+            }
         )
 
     @classmethod
@@ -113,7 +185,8 @@ class LocalMarket:
             )
             for r in data["rows"]
         )
-        return cls(rows, datetime.fromisoformat(str(data["start"])))
+        behaviour = LocalBehaviour.from_json(data.get("behaviour") or {})
+        return cls(rows, datetime.fromisoformat(str(data["start"])), behaviour)
 
 
 def parse_trace(text: str, name: str = "trace") -> tuple[MarketRow, ...]:

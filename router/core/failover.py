@@ -18,7 +18,8 @@ and native Pulumi providers surface them), e.g.
          available in location 'eastus' …" · OverconstrainedAllocationRequest ·
          AllocationFailed · ZonalAllocationFailed · OperationNotAllowed … exceeding approved
          … Cores quota · QuotaExceeded
-  local  LocalCapacityExhausted · LocalSpotPriceTooLow (the local market, components/local.py)
+  local  LocalCapacityExhausted · LocalQuotaExceeded · LocalSpotPriceTooLow (the local market,
+         components/local_nodes.py)
 
 Everything else (a typo in config, a policy refusal, credentials) is not retried elsewhere:
 another region would fail the same way.
@@ -93,6 +94,7 @@ _CODES: tuple[tuple[str, str, str, FailureKind], ...] = (
     (r"exceeding approved [A-Za-z0-9 ]*[Cc]ores quota", "QuotaExceeded", "azure", "quota"),
     (r"(?<![A-Za-z_])QuotaExceeded", "QuotaExceeded", "azure", "quota"),
     (r"LocalCapacityExhausted", "LocalCapacityExhausted", "local", "capacity"),
+    (r"LocalQuotaExceeded", "LocalQuotaExceeded", "local", "quota"),
     (r"LocalSpotPriceTooLow", "LocalSpotPriceTooLow", "local", "price"),
 )
 _COMPILED = tuple((re.compile(p), code, cloud, kind) for p, code, cloud, kind in _CODES)

@@ -106,13 +106,70 @@ class Budgets(_Section):
     max_job_cost: float | None = Field(default=None, gt=0)
 
 
+def _seconds(value: Any) -> Any:
+    """A duration field: "24h" reads better than 86400 in a reviewed file; numbers are seconds."""
+    if isinstance(value, str):
+        try:
+            return parse_duration_s(value)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not a duration — use seconds or e.g. 90m, 24h, 1h30m, 2d"
+            ) from None
+    return value
+
+
 class LocalMarketSettings(_Section):
-    """The local target as a small market (docs/migration.md): a trace file or inline offers."""
+    """The local target as a small market (docs/migration.md): a trace file or inline offers,
+    and how it behaves like a cloud (docs/components.md, Local)."""
 
     trace: str | None = None  # CSV path, relative to spotroute.yaml
     start: datetime | None = None  # when the trace's offsets count from; default: file mtime
     # Inline rows, the trace's columns: {region, market, price_per_hour, capacity[, at]}.
     offers: tuple[dict[str, str | float | int], ...] = ()
+    # The cloud whose node boot, image pull and notice lead time the local nodes play
+    # (router/data/node_startup.csv); None = a plain process that starts at once.
+    profile: PublicCloud | None = None
+    # Simulated seconds per real second, for the trace, the nodes and the router's waits.
+    time_scale: float = Field(default=1.0, gt=0, le=3600)
+    quota: dict[str, int] = Field(default_factory=dict)  # region → GPUs that may run at once
+    boot: dict[str, float] = Field(default_factory=dict)  # region → boot time (a slow region)
+
+    @field_validator("quota")
+    @classmethod
+    def _quota(cls, value: dict[str, int]) -> dict[str, int]:
+        for region, gpus in value.items():
+            if gpus < 0:
+                raise ValueError(f"{region}: {gpus} — use a number of GPUs ≥ 0")
+        return value
+
+    @field_validator("boot", mode="before")
+    @classmethod
+    def _boot(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: _seconds(v) for k, v in value.items()}
+        return value
+
+    @field_validator("boot")
+    @classmethod
+    def _boot_finite(cls, value: dict[str, float]) -> dict[str, float]:
+        for region, seconds in value.items():
+            if not math.isfinite(seconds) or seconds < 0:
+                raise ValueError(f"{region}: use a duration ≥ 0, e.g. 2m")
+        return value
+
+
+class StartupSettings(_Section):
+    """How long a new placement may take to come up (docs/migration.md, waits)."""
+
+    # Each phase may take this many times the cloud's expected figure (node_startup.csv).
+    budget_factor: float = Field(default=2.0, ge=1, le=100)
+    nodes_timeout: float | None = Field(default=None, gt=0)  # fixed: `up` → nodes running
+    restore_timeout: float | None = Field(default=None, gt=0)  # fixed: nodes running → resumed
+
+    @field_validator("nodes_timeout", "restore_timeout", mode="before")
+    @classmethod
+    def _durations(cls, value: Any) -> Any:
+        return _seconds(value)
 
 
 class OrgConfig(_Section):
@@ -137,6 +194,7 @@ class OrgConfig(_Section):
     # because a blob URL does not say which subscription and resource group hold the account.
     azure_storage_accounts: dict[str, str] = Field(default_factory=dict)
     local_market: LocalMarketSettings | None = None
+    startup: StartupSettings = StartupSettings()
 
     @field_validator("azure_storage_accounts")
     @classmethod
@@ -152,15 +210,7 @@ class OrgConfig(_Section):
     @field_validator("max_quote_age_s", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
-        # "24h" reads better than 86400 in a reviewed file; plain numbers are seconds.
-        if isinstance(value, str):
-            try:
-                return parse_duration_s(value)
-            except ValueError:
-                raise ValueError(
-                    f"{value!r} is not a duration — use seconds or e.g. 90m, 24h, 1h30m, 2d"
-                ) from None
-        return value
+        return _seconds(value)
 
     @field_validator("credentials")
     @classmethod

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from router.config.home import HOME_ENV
+from router.contract.local_node import OWNER_ENV as OWNER_ENV
+from router.contract.local_node import SIGNAL_HOOK_ENV as SIGNAL_HOOK_ENV
 
 # Runs `-m MODULE ARGS...` like `python -u -m MODULE ARGS...`, exiting when the parent dies.
 _GUARD = """\
@@ -83,9 +85,6 @@ def pulumi_wrapper(home: Path, pulumi: Path) -> Path:
         f'exec {runner}{shlex.quote(str(pulumi))} "$@"\n'
     )
     return _write_executable(home / "engine" / "bin" / "pulumi", script).parent.parent
-
-
-OWNER_ENV = "SPOTROUTE_ROUTE_PROCESS"  # "<pid>:<start ticks>" of the route command
 
 
 def owner_token(pid: int | None = None, *, proc: Path = Path("/proc")) -> str:
@@ -185,11 +184,11 @@ def _running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-SIGNAL_HOOK_ENV = "SPOTROUTE_TEST_SIGNAL_AT"  # "<command>:<event number>:<KILL|INT>", tests only
-
-
 def signal_hook(command: str) -> Callable[[object], None] | None:
     """For the kill-matrix tests: signal this route command at its Nth engine event.
+
+    SIGNAL_HOOK_ENV = "<command>:<event number>:<KILL|INT>" (tests only); a named moment instead
+    of a number (`deploy:node-started:KILL`) is the local target's to act on (components/local.py).
 
     SIGKILL goes to this process only (a crash); SIGINT to the whole process group, as a
     terminal's Ctrl-C does. Unset (always, outside tests) it returns None and costs nothing.

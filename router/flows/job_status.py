@@ -199,10 +199,12 @@ def _state(summary: Any, record: dict[str, Any]) -> str:
         return "updating"
     if not summary.resource_count:
         return "empty"
-    group_id = str((record.get("outputs") or {}).get("groupId", ""))
-    if group_id.startswith("local-process:"):
-        from components.local import parse_group_id, process_alive
+    if record.get("cloud") == "local" and (record.get("outputs") or {}).get("groupId"):
+        from router.nodes.sources import LOST, RUNNING, poll_placement
 
-        ids = parse_group_id(group_id)
-        return "running" if ids and process_alive(*ids) else "stopped"
+        nodes = poll_placement(record)
+        if nodes is None or nodes.gone or all(n.status == LOST for n in nodes.nodes):
+            return "stopped"
+        # What a cloud console shows: running once every node runs, starting before.
+        return "running" if all(n.status == RUNNING for n in nodes.nodes) else "starting"
     return "deployed"

@@ -414,9 +414,28 @@ def destroy_job(
     deleted = 0
     for name in sorted(stacks, key=lambda n: (n != job, n)):
         deleted += destroy_stack(engine, name, project=project, on_event=on_event, notify=notify)
+    say = notify or (lambda _line: None)
+    stopped = end_untracked_nodes(job)
+    if stopped:
+        say(
+            f"stopped {stopped} local node process(es) of {job} the engine did not know of "
+            "(a deploy killed while it started them)"
+        )
     record_ended(records, placed, datetime.now(UTC), reason)  # the spend, kept for route report
     records.delete(placement_key(job))
     return deleted
+
+
+def end_untracked_nodes(job: str) -> int:
+    """Stop the job's local nodes that still run after its stacks are gone: nodes a killed
+    deploy started before the engine recorded them (the sandbox's live index finds them)."""
+    from components.local_nodes import nodes_of_job, running_dir, stop_nodes
+
+    running = running_dir(str(spotroute_home() / "sandbox" / job))
+    lost = nodes_of_job(running, job)
+    if lost:
+        stop_nodes([(r.pid, r.start_ticks) for r in lost])
+    return len(lost)
 
 
 def destroy_stack(

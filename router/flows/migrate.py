@@ -48,7 +48,6 @@ from router.flows.handover_bounds import complete_probation, job_gave_up, probat
 KILL_ENV = "SPOTROUTE_KILL_AT"
 LEASE_TTL_S = 300.0
 CHECKPOINT_TIMEOUT_S = 120.0  # the job must answer a save request within this
-RESUME_TIMEOUT_S = 120.0  # the new placement must say it restored within this
 POLL_S = 0.1
 RESTORE_STEP_ENV = "SPOTROUTE_RESTORE_STEP"  # the library's restore waits for this step
 REMOTE_POLL_S = 1.0  # on an object store: one listing a second while waiting, not ten
@@ -85,7 +84,6 @@ class Mover:
     on_step: Callable[[Journal, str, str], None] | None = None  # (journal, step, what happened)
     stop_requested: Callable[[], bool] = field(default=lambda: False)
     checkpoint_timeout_s: float = CHECKPOINT_TIMEOUT_S
-    resume_timeout_s: float = RESUME_TIMEOUT_S
     lease_ttl_s: float = LEASE_TTL_S
     timings: dict[str, float] = field(default_factory=dict)  # step → seconds (benchmarks)
 
@@ -255,10 +253,14 @@ class Mover:
             )
         except LaunchFailed as exc:
             raise StepFailed(exc.message) from None
+        from router.flows.placement_waits import budget_for
+
+        budget = budget_for(job, report.org, proposal.chosen.cloud, self.project)
         return {
             "placement": placement_record(proposal.chosen),
             "outputs": outcome.outputs,
             "tries": [t.to_json() for t in tries],
+            "budget": budget.to_json(),  # how long its nodes and the restore may take
         }
 
     def _checkpoint_copied(self, journal: Journal) -> dict[str, Any]:
@@ -285,12 +287,24 @@ class Mover:
             raise StepFailed(exc.message) from None
 
     def _resume_confirmed(self, journal: Journal) -> dict[str, Any]:
+        """Wait for the new nodes to run, then for the job's resume record, each phase within
+        its budget (router.flows.placement_waits): `up` returns before any node runs."""
+        from router.flows import placement_waits as waits
+
         up = journal.data("new-stack-up")
         outputs = up.get("outputs") or {}
         # Unreadable there (no driver, no access): StepFailed → rollback, the new stack goes.
         directory = ckpt.checkpoint_store(str(outputs.get("checkpointUrl", "")))
         want = journal.data("checkpoint-complete").get("step")
-        deadline = time.monotonic() + self.resume_timeout_s
+        budget = waits.recorded_budget(up)
+        place = {**(up.get("placement") or journal.target), "outputs": outputs}
+        try:
+            ran = waits.wait_nodes_running(place, budget, stack=journal.to_stack)
+        except waits.PhaseTimedOut as exc:
+            raise StepFailed(exc.message) from None
+        # Nodes the cloud could not be asked about: their phase's budget goes to the restore.
+        extra_s = 0.0 if ran.observed else budget.real_nodes_s()
+        deadline = time.monotonic() + budget.real_restore_s() + extra_s
         while True:
             said = ckpt.resumed(directory)
             if (
@@ -302,14 +316,16 @@ class Mover:
             if not _group_alive(outputs):
                 raise StepFailed(f"the job on {journal.to_stack} exited before it resumed")
             if time.monotonic() > deadline:
-                raise StepFailed(
-                    f"the job on {journal.to_stack} did not confirm it resumed within "
-                    f"{self.resume_timeout_s:.0f} s"
-                )
+                raise StepFailed(waits.restore_timed_out(budget, journal.to_stack, extra_s).message)
             time.sleep(_poll_s(directory))
         self._switch_record(journal, up)
         complete_probation(journal, _now())  # the new job is the job; the old one may stop
-        return {"step": said.get("step"), "placement": journal.to_stack}
+        return {
+            "step": said.get("step"),
+            "placement": journal.to_stack,
+            "nodes_running_after_s": round(ran.waited_s, 3),
+            **({"nodes_note": ran.note} if ran.note else {}),
+        }
 
     def _old_stack_down(self, journal: Journal) -> dict[str, Any]:
         from router.flows.jobs import destroy_stack
@@ -466,12 +482,15 @@ def _poll_s(store: ckpt.CheckpointStore) -> float:
 
 
 def _group_alive(outputs: dict[str, Any]) -> bool:
-    from components.local import parse_group_id, process_alive
+    """Whether a local group has a node process alive; a cloud group is assumed to run (its
+    node poller says more)."""
+    from components.local_nodes import group_alive
+    from router.contract.local_node import launch_dir_of, legacy_process_of
 
-    ids = parse_group_id(str(outputs.get("groupId", "")))
-    if ids is None:
-        return True  # a cloud group: the engine's refresh says more; assume it runs
-    return process_alive(*ids)
+    group = str(outputs.get("groupId", ""))
+    if launch_dir_of(group) is None and legacy_process_of(group) is None:
+        return True
+    return group_alive(group)
 
 
 def _same_place(p: dict[str, Any], q: dict[str, Any]) -> bool:

@@ -1,42 +1,57 @@
 """`route preempt JOB`: take a local job's capacity away the way a cloud does.
 
-Notice, grace period, kill: SIGTERM to the job's process group (the checkpoint library's
-local notice source), then SIGKILL if it still runs after the grace period. The stack is left
-as it is — like a preempted spot instance, the placement is simply gone — and `route watch`
-notices and re-places the job from its last checkpoint.
+Notice, lead time, kill: each node is marked reclaimed (its `reclaim.json`, the cloud's own word
+that the node poller reads), gets SIGTERM — which the node passes to the job, the checkpoint
+library's local notice source — and its whole process group SIGKILL once the lead time is over.
+The lead time is the local market's profile's notice (AWS two minutes, GCP and Azure 30 s,
+router/data/node_startup.csv; on its accelerated clock), else 30 s; `--grace` sets it. The stack
+is left as it is — like a preempted spot instance, the placement is simply gone — and `route
+watch` notices and re-places the job from its last checkpoint.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from router.config.project import Project
 from router.core.errors import BadInput, OperationFailed
 
-DEFAULT_GRACE_S = 30.0  # GCP and Azure give 30 s; AWS two minutes
+DEFAULT_GRACE_S = 30.0  # without a local market profile: GCP's and Azure's notice
 
 
 @dataclass(frozen=True)
 class Preemption:
     job: str
-    pid: int
+    pid: int  # the first node's process
     notice_at: datetime
-    gone_after_s: float  # seconds from the notice until the process was gone
+    gone_after_s: float  # seconds from the notice until every node was gone
     killed: bool  # True when the grace period ran out and SIGKILL was needed
-    grace_s: float
+    grace_s: float  # real seconds
+    nodes: int = 1
 
 
-def preempt_job(job: str, *, project: Project, grace_s: float = DEFAULT_GRACE_S) -> Preemption:
-    """SIGTERM the job's local process, SIGKILL after grace_s; OperationFailed if not running."""
-    from components.local import parse_group_id, process_alive
+def notice_lead_s(project: Project) -> float:
+    """Real seconds of notice the local target gives: its profile's, on its clock; else 30 s."""
+    from router.config.local_market import load_local_market
+    from router.config.org_file import org_config_for
+
+    market = load_local_market(org_config_for(project), project.root)
+    if market is None or not market.behaviour.notice_s:
+        return DEFAULT_GRACE_S
+    return market.behaviour.real_s(market.behaviour.notice_s)
+
+
+def preempt_job(job: str, *, project: Project, grace_s: float | None = None) -> Preemption:
+    """Reclaim every node of the job's local group: notice, `grace_s` (default: the profile's
+    notice), SIGKILL; OperationFailed if nothing of it runs."""
+    from components.local_nodes import group_records, mark_reclaimed, process_alive, stop_nodes
+    from router.contract.local_node import legacy_process_of
     from router.engine.job_records import JobRecords
     from router.flows.jobs import engine_for, read_placement
 
-    if grace_s < 0:
+    if grace_s is not None and grace_s < 0:
         raise BadInput(f"--grace: {grace_s:g} — use seconds ≥ 0")
     engine = engine_for(project)
     record = read_placement(engine.records(), job)
@@ -47,34 +62,32 @@ def preempt_job(job: str, *, project: Project, grace_s: float = DEFAULT_GRACE_S)
             f"job {job} runs on {record.get('cloud')}: route preempt acts on the local target "
             "only (the clouds preempt on their own)"
         )
-    ids = parse_group_id(str((record.get("outputs") or {}).get("groupId", "")))
-    if ids is None or not process_alive(*ids):
+    grace = notice_lead_s(project) if grace_s is None else grace_s
+    group = str((record.get("outputs") or {}).get("groupId", ""))
+    legacy = legacy_process_of(group)
+    nodes: list[tuple[int, int, Path | None]] = (
+        [(*legacy, None)]
+        if legacy is not None
+        else [(r.pid, r.start_ticks, d) for d, r in group_records(group) if r is not None]
+    )
+    nodes = [n for n in nodes if process_alive(n[0], n[1])]
+    if not nodes:
         raise OperationFailed(f"job {job} is not running — nothing to preempt")
-    pid, ticks = ids
     notice_at = datetime.now(UTC)
-    started = time.monotonic()
-    os.killpg(pid, signal.SIGTERM)
-    killed = False
-    while process_alive(pid, ticks):
-        if time.monotonic() - started >= grace_s:
-            os.killpg(pid, signal.SIGKILL)
-            killed = True
-            while process_alive(pid, ticks) and time.monotonic() - started < grace_s + 5:
-                time.sleep(0.02)
-            break
-        time.sleep(0.02)
-    outcome = Preemption(job, pid, notice_at, time.monotonic() - started, killed, grace_s)
+    for _pid, _ticks, node_dir in nodes:
+        if node_dir is not None:
+            mark_reclaimed(node_dir, "route preempt", notice_at, grace)
+    gone_after_s, killed = stop_nodes([(pid, ticks) for pid, ticks, _d in nodes], grace)
+    outcome = Preemption(job, nodes[0][0], notice_at, gone_after_s, killed, grace, len(nodes))
     JobRecords(engine.records()).append_decision(
         job,
         {
             "at": notice_at.isoformat(),
             "by": "route preempt",
             "action": "preempted",
-            "reason": f"local preemption: SIGTERM, {grace_s:g} s grace"
+            "reason": f"local preemption of {len(nodes)} node(s): SIGTERM, {grace:g} s notice"
             + (", then SIGKILL" if killed else f"; exited after {outcome.gone_after_s:.1f} s"),
-            "placement": {
-                k: record.get(k) for k in ("stack", "cloud", "region", "zone", "market")
-            },
+            "placement": {k: record.get(k) for k in ("stack", "cloud", "region", "zone", "market")},
         },
     )
     return outcome

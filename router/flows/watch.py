@@ -369,7 +369,8 @@ def observe(
     outputs = record.get("outputs") or {}
     latest, done, storage_error = checkpoint_progress(str(outputs.get("checkpointUrl", "")))
     alive = _group_alive(outputs)
-    seen_nodes = _poll_nodes(record, nodes) if record.get("cloud") != "local" else None
+    # The local target too: its nodes' own records say booting / running / exited.
+    seen_nodes = _poll_nodes(record, nodes)
     if seen_nodes is not None and seen_nodes.get("interrupted"):
         alive = False  # the cloud reclaimed a node: an interruption, like the library's marker
     deployed_at = datetime.fromisoformat(record["deployed_at"])

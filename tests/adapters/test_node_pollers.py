@@ -274,7 +274,9 @@ def test_azure_missing_scale_set_is_gone_and_forbidden_names_the_permission(
 # --- the registry -------------------------------------------------------------------------------
 
 
-def test_placement_records_dispatch_to_their_cloud_and_local_is_not_polled(tmp_path: Path) -> None:
+def test_placement_records_dispatch_to_their_cloud_and_local_reads_its_records(
+    tmp_path: Path,
+) -> None:
     asked: list[tuple[str, str]] = []
 
     def fake(group_id: str, region: str) -> NodeState:
@@ -286,4 +288,7 @@ def test_placement_records_dispatch_to_their_cloud_and_local_is_not_polled(tmp_p
     state = poll_placement(record, pollers)
     assert state is not None and state.interrupted  # wanted 1, none present
     assert asked == [(ZONAL, "us-central1")]
-    assert poll_placement({"cloud": "local", "outputs": {"groupId": "local-process:1:1"}}) is None
+    # The local target has its own poller: a legacy one-process id whose process is gone is lost.
+    local = poll_placement({"cloud": "local", "outputs": {"groupId": "local-process:1:1"}})
+    assert local is not None and local.cloud == "local" and local.interrupted
+    assert poll_placement({"cloud": "local", "outputs": {}}) is None

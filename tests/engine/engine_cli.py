@@ -209,12 +209,10 @@ class Route:
         pids = []
         for record in (self.home / "placements").glob("*.json"):
             try:
-                group_id = str(json.loads(record.read_text())["outputs"]["groupId"])
-            except (OSError, ValueError, KeyError, TypeError):
+                outputs = json.loads(record.read_text())["outputs"]
+                pids += group_pids(outputs)
+            except (OSError, ValueError, KeyError, TypeError, AssertionError):
                 continue
-            parts = group_id.split(":")
-            if len(parts) == 3 and parts[0] == "local-process" and parts[1].isdigit():
-                pids.append(int(parts[1]))
         return pids
 
     def stacks_in_backend(self) -> list[str]:
@@ -278,11 +276,19 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, step_s: 
         time.sleep(step_s)
 
 
+def group_pids(outputs: dict[str, Any]) -> list[int]:
+    """The node process ids of a local-target groupId `local-group:<launch dir>`, node 0 first
+    (each node records itself in <launch dir>/node-<i>/node.json)."""
+    group = str(outputs["groupId"])
+    assert group.startswith("local-group:"), group
+    launch = Path(group.removeprefix("local-group:"))
+    nodes = sorted(launch.glob("node-*"), key=lambda d: int(d.name.split("-")[1]))
+    return [int(json.loads((d / "node.json").read_text())["pid"]) for d in nodes]
+
+
 def group_pid(outputs: dict[str, Any]) -> int:
-    """The job process id in a local-target groupId `local-process:<pid>:<ticks>`."""
-    kind, pid, ticks = str(outputs["groupId"]).split(":")
-    assert kind == "local-process" and pid.isdigit() and ticks.isdigit(), outputs["groupId"]
-    return int(pid)
+    """The first node's process id of a local-target group (the only one of a 1-node job)."""
+    return group_pids(outputs)[0]
 
 
 def only_line(text: str) -> str:

@@ -76,6 +76,15 @@ def latest_state(route: Route, job: str) -> tuple[int, int]:
     return info.step, int(state["w"])
 
 
+def has_checkpoint(route: Route, job: str) -> bool:
+    """Whether the job has written a complete checkpoint yet."""
+    try:
+        latest_state(route, job)
+    except AssertionError:
+        return False
+    return True
+
+
 def job_stacks(route: Route, job: str) -> list[str]:
     return [s for s in route.stacks_in_backend() if s == job]
 

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -57,7 +58,9 @@ def test_the_example_trainer_hands_over_to_a_new_placement_and_ends_as_if_it_nev
     steps = report["journal"]["steps"]
     handed = steps["checkpoint-complete"]["data"]["step"]
     assert handed > 0 and "note" not in steps["checkpoint-complete"]["data"]
-    assert steps["resume-confirmed"]["data"] == {"step": handed, "placement": f"{JOB}.2"}
+    resumed = steps["resume-confirmed"]["data"]
+    assert (resumed["step"], resumed["placement"]) == (handed, f"{JOB}.2")
+    assert resumed["nodes_running_after_s"] >= 0  # it waited for the new nodes to run first
     record = placement(route, JOB)
     assert (record["region"], record["stack"]) == ("local-b", f"{JOB}.2")
     assert backend_stacks(route) == [f"{JOB}.2"]
@@ -68,7 +71,9 @@ def test_the_example_trainer_hands_over_to_a_new_placement_and_ends_as_if_it_nev
     # the library answered the request in the manifest, held, and stopped quietly when let go
     manifest = json.loads((checkpoints / f"step-{handed:012d}" / "manifest.json").read_text())
     assert manifest["extra"] == {"request": report["journal"]["id"], "placement": JOB}
-    old_log = (route.home / "sandbox" / JOB / "job.log").read_text()
+    # each placement's node logs in its own directory (its own machine)
+    old_node = Path(str(deployed["outputs"]["groupId"]).removeprefix("local-group:")) / "node-0"
+    old_log = (old_node / "job.log").read_text()
     assert "holding until the router lets go" in old_log, old_log
     assert "stopped after hand-over" in old_log, old_log
     assert not (checkpoints / "interruption.json").exists()

@@ -16,6 +16,7 @@ from tests.engine.engine_cli import Route, group_pid, no_traceback, wait_for
 from tests.engine.market import (
     backend_stacks,
     expected_w,
+    has_checkpoint,
     latest_state,
     open_journal,
     placement,
@@ -50,7 +51,7 @@ def test_a_router_killed_at_any_step_of_a_migration_converges_on_the_next_watch(
     write_market(route, [("local-a", "spot", 1.0, 2), ("local-b", "spot", 1.0, 2)])
     job = write_trainer_job(route, JOB, cooldown="0s")
     route.ok("deploy", job.name, "--yes")
-    wait_for(lambda: latest_state_or_none(route), 30, "a first checkpoint")
+    wait_for(lambda: has_checkpoint(route, JOB), 30, "a first checkpoint")
     outcomes = {}
     for point in POINTS:
         here = placement(route, JOB)["region"]
@@ -87,11 +88,3 @@ def test_a_router_killed_at_any_step_of_a_migration_converges_on_the_next_watch(
     assert failed.json()["journal"]["outcome"] == "rolled-back"
     after = _converged(route, "a refused target")
     assert after["stack"] == here["stack"]
-
-
-def latest_state_or_none(route: Route) -> bool:
-    try:
-        latest_state(route, JOB)
-    except AssertionError:
-        return False
-    return True

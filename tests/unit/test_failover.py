@@ -158,6 +158,13 @@ PAYLOADS = [
         "LocalCapacityExhausted",
         "capacity",
     ),
+    (
+        "local",
+        "error: Exception: LocalQuotaExceeded: local region local-a GPU quota 8: 8 in use, 8 more"
+        " asked; request more quota (local_market.quota) or use another region",
+        "LocalQuotaExceeded",
+        "quota",
+    ),
 ]
 
 

@@ -524,7 +524,8 @@ def test_unknown_top_level_key_suggests_the_closest_field(tmp_path: Path) -> Non
 def test_unknown_key_without_a_close_match_lists_the_fields(tmp_path: Path) -> None:
     line = only_problem(tmp_path, "migration: {zzz: 1}\n")
     assert line.endswith(
-        "migration.zzz: unknown field 'zzz' — use one of min_savings_pct, cooldown"
+        "migration.zzz: unknown field 'zzz' — use one of min_savings_pct, cooldown,"
+        " nodes_timeout, restore_timeout"
     )
 
 

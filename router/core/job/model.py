@@ -228,6 +228,13 @@ class Run(Strict):
     """What runs on the instance."""
 
     image: str = Field(default="", description="container image; empty = run on the host")
+    image_size_gb: float | None = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        description="the image's (compressed) size in GB: how long a node's `docker pull` may"
+        " take when the job moves (docs/migration.md); default 10",
+    )
     command: tuple[str, ...] = Field(description="a string (split like a shell) or a list")
     env: dict[str, str] = Field(
         default_factory=dict,
@@ -338,6 +345,30 @@ class Migration(Strict):
         validation_alias="cooldown",
         description="least time between two migrations: 2h, or seconds",
     )
+    nodes_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        validation_alias="nodes_timeout",
+        description="how long a new placement's nodes may take to run (from `pulumi up`"
+        " returning): 15m; default twice the cloud's boot time (docs/migration.md)",
+    )
+    restore_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        validation_alias="restore_timeout",
+        description="how long the job may take to restore once its nodes run: 30m; default"
+        " twice image pull + secret fetch + checkpoint.restore_overhead",
+    )
+
+    @field_validator(
+        "nodes_timeout_s",
+        "restore_timeout_s",
+        mode="before",
+        json_schema_input_type=PositiveDurationInput | None,
+    )
+    @classmethod
+    def _timeouts(cls, value: object) -> object:
+        return None if value is None else duration_s(value)
 
     @field_validator("min_savings_pct", mode="before")
     @classmethod
