@@ -1,7 +1,7 @@
 """Issue 24 items 3 and 11, below the engine: the router's reading of the job's hand-over bounds
 (router/flows/handover_bounds.py), the example trainer's own bounds (it implements the protocol
 with the standard library), and a Ctrl-C the engine noted but no engine call was cut short by.
-The real-engine versions: tests/engine/test_handover_bounds.py."""
+The real-engine versions: tests/engine/test_handover_bounds_engine.py."""
 
 from __future__ import annotations
 
