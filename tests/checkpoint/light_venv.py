@@ -14,7 +14,6 @@ environment's, which `make setup` resolved from the same requirements).
 from __future__ import annotations
 
 import importlib.metadata
-import shutil
 import subprocess
 import sys
 import venv
@@ -38,19 +37,13 @@ class Built:
     wheel: Path
 
 
-def build_light_package(work: Path) -> Built:
-    """Build spotroute-checkpoint's sdist and wheel from a copy of the tree (the build writes its
-    egg-info next to the pyproject; the copy keeps that out of the checkout)."""
-    tree = work / "tree"
-    shutil.copytree(ROOT / "router" / "checkpoint", tree / "router" / "checkpoint",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / PACKAGE, tree / PACKAGE, symlinks=True,
-                    ignore=shutil.ignore_patterns("*.egg-info", "build", "dist"))
-    dist = work / "dist"
-    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist),
-                    str(tree / PACKAGE)], check=True, capture_output=True, timeout=300)
-    (sdist,) = dist.glob("*.tar.gz")
-    (wheel,) = dist.glob("*.whl")
+def build_light_package(outdir: Path) -> Built:
+    """Build spotroute-checkpoint's sdist from the tree and its wheel from the sdist, into outdir
+    (hatchling writes nothing into the tree; no isolation: the backend is the dev extra's)."""
+    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(outdir),
+                    str(ROOT / PACKAGE)], check=True, capture_output=True, timeout=300)
+    (sdist,) = outdir.glob("*.tar.gz")
+    (wheel,) = outdir.glob("*.whl")
     return Built(sdist, wheel)
 
 
