@@ -1,13 +1,18 @@
-"""spotroute-checkpoint as a training image installs it: its sdist and wheel built from the tree,
-the wheel installed by pip into a fresh virtualenv that holds only the wheel's own dependencies
-(light_venv.py: links to this environment's files, so torch is not downloaded twice; pip checks
-them against the wheel's requirements with --no-index), then a save and a restore — DCP and the
-plain-directory mode — on file://, S3, GCS and Azure (the servers of servers.py) from there.
+"""spotroute-checkpoint as a training image installs it: its sdist built from the tree and its
+wheel from the sdist, the wheel installed by pip into a fresh virtualenv that holds only the
+wheel's own dependencies, then a save and a restore — DCP and the plain-directory mode — on
+file://, S3, GCS and Azure (the servers of servers.py) from there.
+
+The compromise: those dependencies are links to this environment's installed files
+(light_venv.py), not downloads. A truly clean install would fetch torch with its CUDA libraries
+(5.5 GB installed) on every CI run; pip still checks the linked distributions against the
+wheel's requirements (--no-index), and nothing else is on that virtualenv's path. The module
+takes ~30 s here (2 shared cores), most of it the interpreters importing torch and the drivers.
 
 In that virtualenv `router` is a namespace package holding `checkpoint` alone, and the rest of
 `router`, Pulumi, click, rich, boto3, the price SDKs, psycopg and the like are not importable at
 all, so the library cannot be pulling any of them in. The `spotroute` wheel ships no copy of
-`router/checkpoint/` and pins this distribution's version.
+`router/checkpoint/`, pins this distribution's version, and installs beside it into one `router`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import build
 import pytest
 from light_venv import ROOT, Built, build_light_package, clean_env, make_venv, wheel_metadata
 from packaging.requirements import Requirement
@@ -111,6 +117,18 @@ def test_the_wheel_holds_router_checkpoint_alone_and_builds_from_the_sdist(built
     version, requires = wheel_metadata(built.wheel)
     plain = sorted(Requirement(r).name for r in requires if Requirement(r).marker is None)
     assert (version, plain) == ("0.1.0", ["fsspec", "numpy", "xxhash"])
+
+
+def test_the_editable_install_puts_the_checkout_on_the_path(tmp_path: Path) -> None:
+    # make setup's `pip install -e ./packages/spotroute-checkpoint`: a namespace portion of
+    # `router` on the path would shadow router/__init__.py (spotroute's editable finder comes
+    # after the path), as setuptools' editable install of this package did.
+    wheel = Path(build.ProjectBuilder(ROOT / "packages" / "spotroute-checkpoint").build(
+        "editable", tmp_path))
+    with zipfile.ZipFile(wheel) as archive:
+        (pth,) = [n for n in archive.namelist() if n.endswith(".pth")]
+        assert archive.read(pth).decode().split() == [str(ROOT)]
+        assert not [n for n in archive.namelist() if n.startswith("router/")]
 
 
 def test_save_and_restore_from_the_installed_wheel_on_every_storage(
