@@ -8,7 +8,8 @@ BIN := $(VENV)/bin
 setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --retries 10 --timeout 120 --upgrade pip
-	bash scripts/pip-install.sh $(BIN)/pip -e '.[dev,checkpoint,parquet]'
+	# spotroute-checkpoint is on no index: the path satisfies spotroute's pin on it
+	bash scripts/pip-install.sh $(BIN)/pip -e ./packages/spotroute-checkpoint -e '.[dev,checkpoint,parquet]'
 	bash scripts/ensure-pulumi.sh
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-test-servers.sh

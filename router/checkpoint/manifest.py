@@ -105,8 +105,8 @@ class Manifest:
 
 
 def default_algorithm() -> str:
-    """The checksum new manifests use: xxh3-64 where xxhash is installed (the checkpoint extra),
-    else crc32 (zlib, in the standard library)."""
+    """The checksum new manifests use: xxh3-64 where xxhash is installed (spotroute-checkpoint
+    depends on it), else crc32 (zlib, in the standard library)."""
     try:
         import xxhash  # noqa: F401
     except ImportError:

@@ -48,3 +48,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 @pytest.fixture
 def local_store(tmp_path: Path) -> Store:
     return make_store("file", tmp_path)
+
+
+@pytest.fixture
+def every_store(tmp_path: Path) -> list[Store]:
+    """A store on each storage, for a test that visits them all from one interpreter."""
+    return [make_store(kind, tmp_path) for kind in ("file", "s3", "gcs", "azure")]
