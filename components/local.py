@@ -46,6 +46,7 @@ from components.args import (
 from components.local_node import start_node
 from components.local_nodes import (
     check_launch,
+    free_port,
     group_alive,
     nodes_of_job,
     process_alive,
@@ -54,6 +55,7 @@ from components.local_nodes import (
     stop_node,
 )
 from components.registry import CloudComponents
+from components.rendezvous import MASTER_PORT
 from router.contract.local_market import ENV_VAR as MARKET_ENV
 from router.contract.local_market import LocalMarket
 from router.contract.local_node import (
@@ -122,12 +124,19 @@ class LocalProcessProvider(ResourceProvider):
                 now=now,
             )
             launch = Path(props["sandbox_dir"]) / f"g-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+            port = free_port() if nodes > 1 else MASTER_PORT
             started = []
             try:
                 for node in range(nodes):
                     started.append(
                         start_node(
-                            props, launch, node=node, nodes=nodes, market=market, running=running
+                            props,
+                            launch,
+                            node=node,
+                            nodes=nodes,
+                            market=market,
+                            running=running,
+                            group_port=port,
                         )
                     )
             except BaseException:

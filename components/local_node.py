@@ -23,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ from components.local_nodes import (
     write_record,
     write_text_atomic,
 )
+from components.rendezvous import MASTER_PORT, local_rendezvous
 from router.contract.local_market import LocalMarket
 from router.contract.local_node import (
     BOOTING,
@@ -55,6 +58,7 @@ from router.contract.local_node import (
     node_dir_name,
 )
 
+LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 20.0  # a node process that has not written its record by then did not start
 _TICK_S = 0.05
 _MARKET_CHECK_S = 1.0
@@ -78,12 +82,19 @@ def project_dir() -> str:
 def node_env(props: dict[str, Any], *, node: int, nodes: int, node_dir: Path) -> dict[str, str]:
     """The environment node `node` of `nodes` gives its start-up script: what a cloud machine
     has before the script exports spotroute's variables and the job's env (the one place a
-    local node's environment is built: rendezvous for groups belongs here too)."""
+    local node's environment is built).
+
+    A cloud node's rendezvous identity is its host name, first address and kernel boot id; local
+    nodes share one host, so each gets its own: `node-<i>`, the loopback address, and a boot id
+    new with every process (a replaced node makes a new group generation, as a new VM does)."""
     checkpoint_dir = Path(urlparse(str(props["checkpoint_url"])).path)
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(node_dir),
         "LANG": "C.UTF-8",
+        "SPOTROUTE_NODE_ID": node_dir_name(node),
+        "SPOTROUTE_NODE_ADDRESS": LOOPBACK,
+        "SPOTROUTE_BOOT_ID": secrets.token_hex(8),
         # Secret env reaches the job through its process environment only: never a file.
         **(props.get("secret_env") or {}),
         "SPOTROUTE_CHECKPOINT_DIR": str(checkpoint_dir),
@@ -94,8 +105,12 @@ def node_env(props: dict[str, Any], *, node: int, nodes: int, node_dir: Path) ->
     }
 
 
-def node_script(props: dict[str, Any], *, nodes: int, node_dir: Path) -> str:
-    """The clouds' start-up script for this job, rendered for a local node."""
+def node_script(
+    props: dict[str, Any], *, nodes: int, node_dir: Path, group_port: int = MASTER_PORT
+) -> str:
+    """The clouds' start-up script for this job, rendered for a local node; a group meets
+    through the checkpoint directory and its master listens on `group_port` (one per group:
+    the groups of a hand-over run side by side on this one host)."""
     from components.args import JobCommand
     from components.startup import render_startup_script
 
@@ -113,6 +128,7 @@ def node_script(props: dict[str, Any], *, nodes: int, node_dir: Path) -> str:
         node_count=nodes,
         notice_source="local",  # router.checkpoint: the local target stops a job with SIGTERM
         placement=str(props.get("placement", "")),
+        rendezvous=replace(local_rendezvous(), port=group_port) if nodes > 1 else None,
         log_path=str(node_dir / LOG_FILE),
         workdir=str(node_dir),
     )
@@ -126,6 +142,7 @@ def start_node(
     nodes: int,
     market: LocalMarket | None,
     running: Path,
+    group_port: int = MASTER_PORT,
 ) -> NodeRecord:
     """Start node `node` of a group launched into `launch_dir`; its first record (booting)."""
     node_dir = launch_dir / node_dir_name(node)
@@ -151,7 +168,9 @@ def start_node(
     }
     write_text_atomic(node_dir / SPEC_FILE, json.dumps(spec))
     script = node_dir / SCRIPT_FILE
-    write_text_atomic(script, node_script(props, nodes=nodes, node_dir=node_dir))
+    write_text_atomic(
+        script, node_script(props, nodes=nodes, node_dir=node_dir, group_port=group_port)
+    )
     script.chmod(0o700)
     root = str(Path(__file__).resolve().parent.parent)
     with open(node_dir / "node.log", "ab") as log:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import time
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +33,14 @@ _POLL_S = 0.05
 
 
 # --- processes ----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback TCP port no one listens on now: a group's master port. Cloud nodes of a group
+    each have their own address and use torchrun's default; local groups share one host."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _stat(pid: int) -> list[str] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -82,7 +83,11 @@ def test_a_group_runs_each_node_in_its_own_sandbox_with_the_job_env_and_stops_on
     checkpoints = tmp_path / "ckpt"
     checkpoints.mkdir()
     provider = LocalProcessProvider()
-    created = provider.create(_props(checkpoints, LOOP, node_count=2, gpu_count=1))
+    ranked = [
+        *LOOP[:2],
+        'echo "rank $NODE_RANK of $NNODES via $MASTER_ADDR:$MASTER_PORT"; ' + LOOP[2],
+    ]
+    created = provider.create(_props(checkpoints, ranked, node_count=2, gpu_count=1))
     groups.append(created.id)
     assert created.outs["sandbox"] == str(home / "sandbox" / "quick")
     nodes = _records(created.id)
@@ -101,6 +106,15 @@ def test_a_group_runs_each_node_in_its_own_sandbox_with_the_job_env_and_stops_on
         log = Path(node.node_dir) / "job.log"
         assert _wait_for(lambda log=log: f"hi quick every 90 of 2 at {log.parent}" in
                          log.read_text())  # fmt: skip
+    # They formed one group through the rendezvous in the checkpoint directory: a rank each, one
+    # master on loopback, on a port of this group's own (hand-over groups share the host).
+    ranks = [re.search(r"rank (\d) of 2 via 127\.0\.0\.1:(\d+)",
+                       (Path(n.node_dir) / "job.log").read_text()) for n in nodes]  # fmt: skip
+    assert all(ranks), [(Path(n.node_dir) / "job.log").read_text() for n in nodes]
+    assert sorted(m.group(1) for m in ranks if m) == ["0", "1"]
+    assert len({m.group(2) for m in ranks if m}) == 1
+    assert sorted(p.name for p in (checkpoints / "rendezvous" / "quick").glob("*.json")) == [
+        "node-0.json", "node-1.json"]  # fmt: skip
     assert Path(created.outs["log_path"]) == Path(nodes[0].node_dir) / "job.log"
     assert provider.read(created.id, created.outs).id == created.id
     state = poll(created.id, "local")
@@ -134,6 +148,10 @@ def test_a_job_that_ignores_sigterm_is_killed_after_the_grace(
     stubborn = ["/bin/sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"]
     created = LocalProcessProvider().create(_props(tmp_path / "ckpt", stubborn))
     groups.append(created.id)
+    # A node stopped before its script runs ends by itself (nothing to kill): wait until the
+    # job runs and has set its trap, or a loaded machine makes this test pass vacuously or fail.
+    assert _wait_for(lambda: _records(created.id)[0].phase == "running")
+    time.sleep(0.3)
     [node] = _records(created.id)
     started = time.monotonic()
     _seconds, killed = stop_group(created.id, grace_s=0.5)

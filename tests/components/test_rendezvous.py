@@ -39,7 +39,10 @@ KEYS = ("NODE_RANK", "NNODES", "MASTER_ADDR", "MASTER_PORT", "SKYPILOT_NODE_RANK
         "SPOTROUTE_GROUP_GENERATION", "SPOTROUTE_NODE_ID")
 # The job: records its env as <out>/<node>-<round>.json; `JOB_EXIT_<node>` (comma-separated, one
 # per round) is its exit status, and a round listed in `JOB_NOTICE_<node>` first writes the
-# library's interruption marker saying this node got the notice.
+# library's interruption marker saying this node got the notice; a round listed in
+# `JOB_AFTER_NOTICE_<node>` first waits (up to 30 s) for a peer's marker — the checkpoint library
+# makes the ranks of a node with no notice exit only once the group has saved for a peer's notice,
+# so the marker is there before they exit (each test starts with no marker).
 JOB = r"""
 import datetime, json, os, sys
 node, out, ckpt = os.environ["SPOTROUTE_NODE_ID"], os.environ["RDZV_OUT"], os.environ["RDZV_CKPT"]
@@ -47,6 +50,17 @@ done = len([f for f in os.listdir(out) if f.startswith(node + "-")])
 with open(os.path.join(out, f"{node}-{done}.json"), "w") as f:
     json.dump({k: os.environ.get(k) for k in json.loads(os.environ["RDZV_KEYS"])}, f)
 key = node.replace("-", "_")
+if str(done) in os.environ.get("JOB_AFTER_NOTICE_" + key, "").split(","):
+    import time
+    marker = os.path.join(ckpt, "interruption.json")
+    for _ in range(300):
+        try:
+            with open(marker) as f:
+                if node not in json.load(f)["noticed_on"]:
+                    break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
 if str(done) in os.environ.get("JOB_NOTICE_" + key, "").split(","):
     now = datetime.datetime.now(datetime.timezone.utc).isoformat()
     with open(os.path.join(ckpt, "interruption.json"), "w") as f:
@@ -88,7 +102,16 @@ class Group:
         return code, log.read_text() if log.exists() else ""
 
     def seen(self, node: str, round_: int = 0) -> dict[str, str]:
-        return dict(json.loads((self.out / f"{node}-{round_}.json").read_text()))
+        """What the node's job got in that round; waits up to 30 s for a job still starting."""
+        record = self.out / f"{node}-{round_}.json"
+        for _ in range(300):
+            if record.exists():
+                try:
+                    return dict(json.loads(record.read_text()))
+                except ValueError:  # the job is writing it
+                    pass
+            time.sleep(0.1)
+        return dict(json.loads(record.read_text()))
 
     def form(self, *nodes: tuple[str, str, str]) -> None:
         """Start (node, address, boot) each, and wait for every script to end with status 0."""
@@ -162,7 +185,7 @@ def test_after_a_peers_notice_the_survivor_forms_the_group_again_with_its_replac
     group, _ = local_group
     # Round 0: b gets the notice; the library saved the group and every rank exited (torchrun
     # makes that 1). b's script ends (its node goes away); a's waits for b's replacement.
-    group.start("node-a", "10.0.0.1", "boot-a", JOB_EXIT_node_a="1,0")
+    group.start("node-a", "10.0.0.1", "boot-a", JOB_EXIT_node_a="1,0", JOB_AFTER_NOTICE_node_a="0")
     group.start("node-b", "10.0.0.2", "boot-b", JOB_EXIT_node_b="1", JOB_NOTICE_node_b="0")
     code_b, log_b = group.wait("node-b", "boot-b")
     assert code_b == 1, log_b
@@ -187,7 +210,7 @@ def test_a_replacement_with_a_new_name_takes_the_lost_nodes_place(
     local_group: tuple[Group, Path],
 ) -> None:
     group, _ = local_group
-    group.start("node-a", "10.0.0.1", "boot-a", JOB_EXIT_node_a="1,0")
+    group.start("node-a", "10.0.0.1", "boot-a", JOB_EXIT_node_a="1,0", JOB_AFTER_NOTICE_node_a="0")
     group.start("node-b", "10.0.0.2", "boot-b", JOB_EXIT_node_b="1", JOB_NOTICE_node_b="0")
     assert group.wait("node-b", "boot-b")[0] == 1
     group.start("node-c", "10.0.0.3", "boot-c")  # e.g. a new VM of an Azure scale set
