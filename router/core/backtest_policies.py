@@ -26,6 +26,7 @@ from router.core.decision_model import (
     Current,
     History,
     Progress,
+    worth_running,
     zone_key,
 )
 
@@ -74,6 +75,7 @@ def _cheapest(
 
 
 def _usable(ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime) -> list[Slot]:
+    """The candidates not in a blocked zone."""
     blocked = state.history.blocked(now, ctx.rules.zone_block_s)
     return [c for c in cands if zone_key(c) not in blocked]
 
@@ -97,7 +99,8 @@ def _place_anywhere(
 ) -> tuple[Action, Slot | None, str]:
     """The cheapest usable spot placement in any cloud, else the cheapest usable one (`home`
     is not used: every cloud is in)."""
-    usable = _usable(ctx, state, cands, now)
+    # Spot dearer than on-demand at this step is no option (worth_running), as in decide().
+    usable = worth_running(_usable(ctx, state, cands, now))
     target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
     return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
 
@@ -119,6 +122,7 @@ def _spot_in_home_first(
     if any(c.cloud == home for c in cands):
         usable = [c for c in usable if c.cloud == home]
     # (a job whose GPU the home cloud does not sell at all uses the other clouds)
+    usable = worth_running(usable)
     target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
     return (REPLACE, target, "fallback") if target else (WAIT, None, "nothing in home cloud")
 
@@ -194,7 +198,8 @@ class GreedyDeadline:
                 return kind, target, "slack gone: on-demand for good"
         if running:
             return STAY, None, ""
-        target = _cheapest(ctx, state, _usable(ctx, state, cands, now), (SPOT,))
+        usable = worth_running(_usable(ctx, state, cands, now))
+        target = _cheapest(ctx, state, usable, (SPOT,))
         return (REPLACE, target, "spot") if target else (WAIT, None, "no spot: waiting")
 
 

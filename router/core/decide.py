@@ -5,6 +5,10 @@ call per job per loop) and `route backtest` (one call per job per time step): th
 decides in both, so the backtest measures the policy that runs. No I/O and no clock: `now`,
 the candidates (placements available now, at today's prices) and the history are parameters.
 
+Candidates: the placements available now minus zones lost within rules.zone_block_s and minus
+spot priced above the cheapest on-demand or reserved candidate (decision_model.worth_running:
+capacity that can be taken away is never chosen when capacity that cannot costs less).
+
 Actions, checked in this order (the first that applies wins):
 
   0. finished      → stay.
@@ -28,8 +32,8 @@ Actions, checked in this order (the first that applies wins):
         behind the line it still waits while the slack absorbs the outage, and it hedges at
         the last call that leaves it enough slack to come back to spot when spot returns.
      d. running on spot, even behind the line: stay on spot (it catches up as fast as
-        on-demand would; the money rules may still move it to cheaper spot); the slack test
-        (a) guards the deadline.
+        on-demand would; the money rules may still move it to cheaper spot, or to any market
+        once its spot is dearer than on-demand); the slack test (a) guards the deadline.
   2. interrupted   (or not placed yet) → re-place on the cheapest candidate by expected
                    remaining cost, excluding zones lost within rules.zone_block_s (the zone
                    just lost is excluded until the history records this loss).
@@ -78,7 +82,9 @@ from router.core.decision_model import (
     Numbers,
     Progress,
     Rules,
+    reliable_floor,
     same_capacity,
+    worth_running,
     zone_key,
 )
 
@@ -144,7 +150,8 @@ def decide(
         # re-placing); from then on it is out for zone_block_s like any other lost zone.
         if not any(z == lost and at >= current.since for z, at in history.lost_zones):
             blocked = blocked | {lost}
-    usable = [c for c in candidates if zone_key(c) not in blocked]
+    # Spot dearer than on-demand at this moment is no option (reliable_floor, worth_running).
+    usable = worth_running([c for c in candidates if zone_key(c) not in blocked])
 
     if rules.deadline is not None:
         decision = _deadline(rules, progress, current, usable, history, now, work_left)
@@ -405,6 +412,9 @@ def _deadline(
             why = f"deadline: {ahead:.2f} h ahead of the line — "
         return _replace(rules, here, (), work_left, n, why, markets=(SPOT,), extra=extra)
     assert current is not None
+    if current.placement.price_per_hour > reliable_floor(usable):
+        # Spot got dearer than on-demand: the money rules over every market decide.
+        return _maybe_move(rules, progress, current, usable, history, now, work_left, n, extra=extra)
     return _maybe_move(
         rules, progress, current, spot, history, now, work_left, n, markets=(SPOT,), extra=extra
     )

@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from router.core.egress import EgressTable
 from router.core.job.data import cloud_of_url
@@ -60,6 +60,25 @@ def same_capacity(a: Capacity, b: Capacity) -> bool:
         b.instance_type,
         b.market,
     )
+
+
+C = TypeVar("C", bound=Capacity)
+
+
+def reliable_floor(candidates: Sequence[Capacity]) -> float:
+    """USD/h of the cheapest capacity that is not spot (on-demand, reserved); inf if none."""
+    return min((c.price_per_hour for c in candidates if c.market != SPOT), default=float("inf"))
+
+
+def worth_running(candidates: Sequence[C], floor: float | None = None) -> list[C]:
+    """The candidates minus spot priced above the cheapest on-demand or reserved one (USD/h).
+
+    Capacity that can be taken away is never chosen when capacity that cannot costs less at
+    the same moment (a $5.00/h spot pool next to $3.06/h on-demand); `floor` defaults to
+    reliable_floor(candidates).
+    """
+    cap = reliable_floor(candidates) if floor is None else floor
+    return [c for c in candidates if c.market != SPOT or c.price_per_hour <= cap]
 
 
 # Answers of an (immutable) egress table, shared by every job that uses it: a backtest asks

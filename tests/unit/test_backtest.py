@@ -10,6 +10,7 @@ import router.core.decide as decide_module
 from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.core.backtest import run_backtest
 from router.core.backtest_model import Pool, Trace, Workload, WorkloadJob, trace_from_points
+from router.core.backtest_policies import GreedyDeadline, policies
 from router.core.synthetic import (
     CloudOffer,
     JobMix,
@@ -162,6 +163,20 @@ def test_deadline_aware_arriving_in_an_outage_waits_while_the_slack_absorbs_it()
     r = run_backtest(w, t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE)
     aware = r.policy("deadline-aware")
     assert aware.deadline_misses == 0 and aware.total_cost == pytest.approx(4 * 10.0)
+
+
+def test_no_policy_takes_spot_dearer_than_on_demand() -> None:
+    # Issue 20: spot at $5.00 next to on-demand at $3.06 — every policy stayed on spot, 63 %
+    # above the baseline. Same pools as above: on-demand in us-east-1, spot in us-east-1a.
+    t = trace({AWS_OD: ([3.06] * 10, UP), AWS_SPOT: ([5.0] * 10, UP)})
+    jobs = (job(), job(name="due", deadline=START + timedelta(hours=6)))
+    r = run_backtest(
+        Workload("w", jobs), t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE,
+        policy_set=(*policies("aws"), GreedyDeadline()),
+    )  # fmt: skip
+    for p in r.policies:
+        assert p.total_cost == pytest.approx(2 * 4 * 3.06), p.name
+        assert all(t.pools[pool] == AWS_OD for run in p.runs for _, _, pool, _ in run.segments)
 
 
 def test_optimum_dodges_outages_and_picks_cheap_hours():

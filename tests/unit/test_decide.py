@@ -273,7 +273,7 @@ def test_deadline_behind_the_line_on_running_spot_stays_on_spot():
 
 def test_deadline_ahead_on_spot_follows_the_money_rules():
     here = spot(10)
-    cands = [here, spot(5, "us-east-1b"), od(3)]  # on-demand is not a spot move while ahead
+    cands = [here, spot(5, "us-east-1b"), od(12)]
     d = decide(DL, prog(done=2.0), running(here), cands, History(), NOW)
     assert d.action == MOVE and d.target == spot(5, "us-east-1b")
 
@@ -355,6 +355,35 @@ def test_deadline_without_slack_commits_to_on_demand_for_good():
     hist = History(committed_on_demand=True)
     d = decide(DL, prog(done=9.0), running(od(20)), [od(20), spot(1)], hist, NOW)
     assert d.action == STAY and d.commit_on_demand
+
+
+# --- spot dearer than on-demand ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("rules", [RULES, DL], ids=["no deadline", "deadline"])
+def test_spot_dearer_than_on_demand_is_never_chosen(rules: Rules) -> None:
+    """$5.00 spot next to $3.06 on-demand (issue 20): placing and re-placing refuse it (a job
+    with a deadline and slack to spare may wait for spot worth running instead)."""
+    dear = spot(5.0)
+    d = decide(rules, prog(done=0.0), None, [dear, od(3.06)], History(), NOW)
+    assert d.target != dear and (d.action, d.target) in ((REPLACE, od(3.06)), (WAIT, None))
+    assert rules.deadline is not None or d.target == od(3.06)
+    lost = Current(spot(1.0, "us-east-1b"), NOW - H, True)
+    d = decide(rules, prog(done=3.0), lost, [dear, od(3.06)], History(), NOW)
+    assert d.target != dear and (d.action, d.target) in ((REPLACE, od(3.06)), (WAIT, None))
+    assert rules.deadline is not None or d.target == od(3.06)
+    # On on-demand, the dear spot is no reason to switch back.
+    d = decide(rules, prog(done=3.0), running(od(3.06)), [od(3.06), dear], History(), NOW)
+    assert d.action == STAY
+
+
+@pytest.mark.parametrize("rules", [RULES, DL], ids=["no deadline", "deadline"])
+def test_running_spot_that_turns_dearer_than_on_demand_moves_by_the_money_rules(
+    rules: Rules,
+) -> None:
+    here = spot(5.0)
+    d = decide(rules, prog(done=3.0), running(here, NOW - 3 * H), [here, od(3.06)], History(), NOW)
+    assert d.action == SWITCH_MARKET and d.target == od(3.06)
 
 
 # --- properties ----------------------------------------------------------------------------
