@@ -48,7 +48,7 @@ from router.core.backtest_model import (
 from router.core.backtest_policies import Policy, RunState, policies
 from router.core.decision_model import SPOT, STAY, History, zone_key
 from router.core.egress import EgressTable
-from router.core.interruption import InterruptionModel
+from router.core.interruption import InterruptionModel, SeriesEvidence
 from router.core.job.model import Job
 from router.core.job.problems import parse_job
 from router.core.offers import Offer
@@ -178,6 +178,16 @@ def _total(name: str, label: str, runs: Sequence[JobRun]) -> PolicyResult:
         deadline_misses=sum(1 for r in runs if r.deadline_missed),
         unfinished=sum(1 for r in runs if not r.finished),
     )
+
+
+def trace_evidence(trace: Trace) -> dict[int, SeriesEvidence]:
+    """Each spot pool's availability series as interruption evidence (router.core.interruption):
+    a policy at step t sees the preemptions and up-time before t, never after."""
+    return {
+        i: SeriesEvidence(trace.available[i], trace.step_h)
+        for i, pool in enumerate(trace.pools)
+        if pool.market == SPOT
+    }
 
 
 def job_offers(job: WorkloadJob, trace: Trace, step: int) -> list[Offer]:
@@ -310,6 +320,7 @@ def run_backtest(
     unplaceable: list[str] = []
     total = len(workload.jobs)
     matrix = price_matrix(trace) if with_optimum else None
+    evidence = trace_evidence(trace)
     for n, job in enumerate(workload.jobs):
         first = max(0, math.ceil((job.arrival - trace.start).total_seconds() / trace.step_s))
         if first >= trace.steps:
@@ -319,7 +330,8 @@ def run_backtest(
         if not pools:
             unplaceable.append(job.name)
             continue
-        ctx = JobContext(job, trace, pools, job_rules(job, workload, egress, trace.step_s), first)
+        rules = job_rules(job, workload, egress, trace.step_s)
+        ctx = JobContext(job, trace, pools, rules, first, evidence)
         for policy in chosen:
             run = simulate_job(ctx, policy)
             _merge_segments(run)

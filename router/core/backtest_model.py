@@ -17,6 +17,7 @@ from typing import Any
 
 from router.core.decision_model import Rules, TransferCosts
 from router.core.egress import EgressTable
+from router.core.interruption import SeriesEvidence, posterior_rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,23 +290,28 @@ class JobContext:
         pools: Sequence[tuple[int, float]],  # (pool index, interruptions per hour)
         rules: Rules,
         first_step: int,
+        evidence: Mapping[int, SeriesEvidence] | None = None,  # pool index → its past
     ) -> None:
         self.job, self.trace, self.rules = job, trace, rules
         self.pools = tuple(pools)
         self.first_step = first_step
+        self.evidence = evidence or {}
         self.deadline_rules = replace(rules, deadline=job.deadline)
         self._steps: dict[int, tuple[Slot, ...]] = {}
 
     def candidates(self, step: int) -> tuple[Slot, ...]:
-        """Every feasible pool usable at this step, at this step's price."""
+        """Every feasible pool usable at this step, at this step's price; its interruption rate
+        is the planner's (the bucket) updated by the pool's past in the trace."""
         found = self._steps.get(step)
         if found is None:
             trace = self.trace
             out = []
-            for index, rate in self.pools:
+            for index, prior in self.pools:
                 price = trace.prices[index][step]
                 if trace.available[index][step] and price == price:  # nan: not offered
                     pool = trace.pools[index]
+                    seen = self.evidence.get(index)
+                    rate = prior if seen is None else posterior_rate(prior, seen.at(step))
                     out.append(
                         Slot(
                             pool.cloud,

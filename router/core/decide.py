@@ -44,10 +44,13 @@ Actions, checked in this order (the first that applies wins):
      once spot returns) is a switch-market; otherwise a move.
   4. otherwise     → stay.
 
-Costs (USD; hours of work left W = total_h − done_h, node_count instances):
-  remaining(p)  = price_per_hour × node_count × W
-                  × (1 + interruptions_per_hour × (restore_h + interval_h / 2))
-                  — the planner's expected-interruption term, over the work left
+Costs (USD; hours of work left W = total_h − done_h, N = node_count instances):
+  remaining(p)  = price_per_hour × N × W × m(N × interruptions_per_hour)
+                  m(Λ) = (1/Λ + restore_h) (e^(Λ interval_h) − 1) / interval_h, 1 off spot:
+                  router.core.interruption's paid hours per hour of work (the planner's
+                  interruption term too); the rate is the candidate's, i.e. the advisor bucket
+                  updated by the preemptions seen in that pool (route watch's records, or the
+                  trace's past in a backtest)
   migration     = restore_h × target price × node_count     (start and load the checkpoint)
                 + redo_h × target price × node_count        (done_h − checkpointed_h, lost)
                 + handover_h × current price × node_count   (both placements paid meanwhile)
@@ -87,16 +90,19 @@ from router.core.decision_model import (
     worth_running,
     zone_key,
 )
+from router.core.interruption import group_rate, work_multiplier
 
 
 def remaining_cost(rules: Rules, p: Capacity, work_left_h: float) -> float:
-    """Expected USD to finish work_left_h on p at today's price, interruptions included."""
-    return (
-        p.price_per_hour
-        * rules.node_count
-        * work_left_h
-        * (1.0 + p.interruptions_per_hour * rules.lost_h_per_interruption)
-    )
+    """Expected USD to finish work_left_h on p at today's price, interruptions included
+    (router.core.interruption: the group's rate and the paid hours per hour of work)."""
+    rate = p.interruptions_per_hour
+    m = 1.0
+    if rate > 0:
+        m = work_multiplier(
+            group_rate(rate, rules.node_count), rules.restore_h, rules.checkpoint_interval_s / 3600
+        )
+    return p.price_per_hour * rules.node_count * work_left_h * m
 
 
 def arrival_cost(rules: Rules, p: Capacity, src: Capacity | None, redo_h: float) -> float:
@@ -414,7 +420,9 @@ def _deadline(
     assert current is not None
     if current.placement.price_per_hour > reliable_floor(usable):
         # Spot got dearer than on-demand: the money rules over every market decide.
-        return _maybe_move(rules, progress, current, usable, history, now, work_left, n, extra=extra)
+        return _maybe_move(
+            rules, progress, current, usable, history, now, work_left, n, extra=extra
+        )
     return _maybe_move(
         rules, progress, current, spot, history, now, work_left, n, markets=(SPOT,), extra=extra
     )

@@ -176,11 +176,6 @@ class Rules:
     def restore_h(self) -> float:
         return self.restore_overhead_s / 3600.0
 
-    @property
-    def lost_h_per_interruption(self) -> float:
-        """Restore plus half a checkpoint interval: the planner's expected loss, hours."""
-        return (self.restore_overhead_s + self.checkpoint_interval_s / 2) / 3600.0
-
 
 def rules_for_job(
     job: Job,

@@ -1,16 +1,42 @@
-"""Spot interruption buckets → expected interruptions per instance-hour (data/interruption.csv).
+"""The one interruption model of spotroute: planner, decide() and backtest all price spot with it.
 
-A bucket such as "5-10%" is the share p of spot instances of a type that were interrupted over
-a month (AWS Spot Instance Advisor; Azure eviction rates are mapped onto the same buckets).
-Treat interruptions as a Poisson process with a constant rate λ per instance-hour: the chance an
-instance survives a 30-day month (720 h) is exp(-720 λ), so p = 1 - exp(-720 λ) and
+Pure (no files, no clock). Three steps, each a documented formula:
 
-    λ = -ln(1 - p) / 720        (interruptions per instance-hour)
+1. **Prior: the advisor bucket.** A bucket such as "5-10%" is the share p of spot instances of a
+   type interrupted over a month (AWS Spot Instance Advisor; Azure eviction rates mapped onto the
+   same buckets). As a Poisson process with a constant rate λ per instance-hour, an instance
+   survives a 30-day month (720 h) with probability exp(-720 λ), so p = 1 - exp(-720 λ) and
 
-p is the bucket midpoint; the open-ended ">20%" bucket uses a documented representative share
-(see the CSV). Quotes without a bucket take the per-cloud default from the CSV (GCP publishes no
-rate at all), which is the worst bucket so unmeasured capacity never looks safer than measured
-capacity. On-demand and reserved capacity is not interrupted: λ = 0.
+       λ0 = -ln(1 - p) / 720        (interruptions per instance-hour)
+
+   p is the bucket midpoint; the open-ended ">20%" bucket uses a documented representative share
+   (data/interruption.csv). Quotes without a bucket take the per-cloud default from the CSV (GCP
+   publishes no rate at all), the worst bucket, so unmeasured capacity never looks safer than
+   measured capacity. On-demand and reserved capacity is not interrupted: λ = 0.
+
+2. **Evidence: what was seen of the pool.** `Evidence(up_h, preemptions)` per pool (cloud,
+   region, zone, instance type) over the last LOOKBACK_H hours — instance-hours the pool ran or
+   could run and the preemptions seen meanwhile — from the records `route watch` keeps
+   (router/flows/zone_evidence.py) or, in a backtest, from the trace's past (`SeriesEvidence`).
+   The rate is the Gamma-Poisson posterior mean, the prior counting as PRIOR_WEIGHT_H hours
+   of running at λ0:
+
+       λ = (λ0 × w + preemptions) / (w + up_h)        w = PRIOR_WEIGHT_H
+
+   With no evidence λ = λ0; a zone seen preempted every hour tends to λ ≈ 1/h, whatever its bucket
+   says (the advisor's ">20 %/month" is λ0 ≈ 0.0005/h; GPU zones in the "Can't Be Late" traces
+   are taken away every 0.8-3 h).
+
+3. **Group and cost.** A group of N nodes is interrupted when any of its nodes is: Λ = N λ. Each
+   interruption costs the restore R and the work since the last checkpoint; with checkpoints
+   every I hours of work, the expected paid hours per hour of work are (exponential failures,
+   restart after each):
+
+       m(Λ) = (1/Λ + R) × (e^(Λ I) - 1) / I        (= 1 + Λ (R + I/2) + O(Λ² I²); 1 at Λ = 0)
+
+   so finishing W hours of work costs price × N × W × m and the interruption term is
+   price × N × W × (m - 1) (`interruption_usd`): the planner's interruption cost, decide()'s
+   remaining cost (router/core/decide.py) and the backtest's candidates use these functions.
 """
 
 from __future__ import annotations
@@ -18,6 +44,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,6 +53,15 @@ from router.core.offers import INTERRUPTION_BUCKETS
 
 HOURS_PER_MONTH = 720.0  # a 30-day month, the window the buckets describe
 SPOT = "spot"
+# The bucket counts as one day of running in the pool: a day of the pool's own history weighs
+# as much as a fleet-wide monthly average (chosen, not fitted: capacity follows the day).
+PRIOR_WEIGHT_H = 24.0
+# Evidence older than a week is dropped: capacity shifts from week to week (chosen, not fitted).
+LOOKBACK_H = 168.0
+# e^x beyond this is "never finishes" for any price; keeps m finite.
+_MAX_EXPONENT = 50.0
+
+EvidenceKey = tuple[str, str, str, str]  # cloud, region, zone (the region if none), instance type
 
 _COLUMNS = ("kind", "bucket", "cloud", "market", "share_per_month", "source", "date", "note")
 
@@ -36,9 +72,97 @@ class PricedCapacity(Protocol):
     @property
     def cloud(self) -> str: ...
     @property
+    def region(self) -> str: ...
+    @property
+    def zone(self) -> str | None: ...
+    @property
+    def instance_type(self) -> str: ...
+    @property
     def market(self) -> str: ...
     @property
     def interruption_bucket(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What was seen of one spot pool: instance-hours it was up, preemptions meanwhile."""
+
+    up_h: float
+    preemptions: int
+
+    def __add__(self, other: Evidence) -> Evidence:
+        return Evidence(self.up_h + other.up_h, self.preemptions + other.preemptions)
+
+
+def evidence_key(cloud: str, region: str, zone: str | None, instance_type: str) -> EvidenceKey:
+    """The pool evidence is kept for: a zone (its region when zoneless) and an instance type."""
+    return (cloud, region, zone or region, instance_type)
+
+
+def posterior_rate(
+    prior_rate: float, evidence: Evidence | None, weight_h: float = PRIOR_WEIGHT_H
+) -> float:
+    """(λ0 × w + preemptions) / (w + up_h), per instance-hour; λ0 when nothing was seen."""
+    if evidence is None or (evidence.up_h <= 0 and evidence.preemptions <= 0):
+        return prior_rate
+    return (prior_rate * weight_h + evidence.preemptions) / (weight_h + max(0.0, evidence.up_h))
+
+
+def group_rate(rate_per_instance_hour: float, node_count: int) -> float:
+    """Interruptions per hour of a group of node_count nodes: any node's loss stops the group."""
+    return rate_per_instance_hour * max(1, node_count)
+
+
+def work_multiplier(group_rate_per_hour: float, restore_h: float, interval_h: float) -> float:
+    """Expected paid hours per hour of work: (1/Λ + R) (e^(ΛI) - 1) / I, 1 at Λ = 0."""
+    lam = group_rate_per_hour
+    if lam <= 0:
+        return 1.0
+    if interval_h <= 0:  # the limit I → 0: only the restores are lost
+        return 1.0 + lam * restore_h
+    return (1.0 / lam + restore_h) * math.expm1(min(lam * interval_h, _MAX_EXPONENT)) / interval_h
+
+
+def interruption_usd(
+    price_per_hour: float,
+    node_count: int,
+    hours: float,
+    rate_per_instance_hour: float,
+    restore_h: float,
+    interval_h: float,
+) -> float:
+    """Expected USD lost to interruptions doing `hours` of work: price × N × W × (m - 1)."""
+    m = work_multiplier(group_rate(rate_per_instance_hour, node_count), restore_h, interval_h)
+    return price_per_hour * max(1, node_count) * hours * (m - 1.0)
+
+
+class SeriesEvidence:
+    """A pool's evidence at any step of an availability series (True = up), from the past only.
+
+    Up-time counts the steps before `step` inside the lookback; a preemption is a step that is
+    down right after one that was up. Prefix sums: O(1) per question.
+    """
+
+    __slots__ = ("_pre", "_up", "step_h")
+
+    def __init__(self, available: Sequence[bool], step_h: float) -> None:
+        self.step_h = step_h
+        up = [0]
+        pre = [0, 0]
+        for s, a in enumerate(available):
+            up.append(up[-1] + (1 if a else 0))
+            if s >= 1:
+                pre.append(pre[-1] + (1 if available[s - 1] and not a else 0))
+        self._up, self._pre = up, pre
+
+    def at(self, step: int, lookback_h: float = LOOKBACK_H) -> Evidence:
+        """Evidence from the steps before `step` (at most lookback_h hours back)."""
+        step = max(0, min(step, len(self._up) - 1))
+        lo = max(0, step - max(1, round(lookback_h / self.step_h)))
+        ups = self._up[step] - self._up[lo]
+        # Preemptions at steps s in (lo, step): the step before s is inside the window too.
+        first = min(lo + 1, step)
+        return Evidence(ups * self.step_h, self._pre[step] - self._pre[first])
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +188,33 @@ class InterruptionModel:
         self,
         share_per_month: dict[str, float],
         defaults: dict[tuple[str, str], tuple[str, str]],
+        evidence: Mapping[EvidenceKey, Evidence] | None = None,
     ) -> None:
         self.share_per_month = dict(share_per_month)
         self.defaults = dict(defaults)  # (cloud, market) → (bucket, note)
+        self.evidence: dict[EvidenceKey, Evidence] = dict(evidence or {})
         self._rate = {bucket: rate_from_share(p) for bucket, p in share_per_month.items()}
         self._worst = max(share_per_month, key=share_per_month.__getitem__)
+
+    def with_evidence(self, evidence: Mapping[EvidenceKey, Evidence]) -> InterruptionModel:
+        """The same prior, updated by what was seen of each pool (step 2 of the module doc)."""
+        return InterruptionModel(self.share_per_month, self.defaults, evidence)
+
+    def rate_for(
+        self,
+        cloud: str,
+        region: str,
+        zone: str | None,
+        instance_type: str,
+        market: str,
+        bucket: str | None,
+    ) -> float:
+        """Interruptions per instance-hour of one pool: the bucket's rate updated by evidence."""
+        prior = self.rate_per_hour(cloud, market, bucket)
+        if prior <= 0 and market != SPOT:
+            return 0.0
+        seen = self.evidence.get(evidence_key(cloud, region, zone, instance_type))
+        return posterior_rate(prior, seen)
 
     def bucket_for(self, cloud: str, market: str, bucket: str | None) -> EffectiveBucket:
         """The bucket to price with: the quote's own, else the cloud's documented default."""
@@ -125,8 +271,12 @@ def parse_interruption_csv(text: str, *, name: str = "interruption.csv") -> Inte
 
 
 def interruptions_per_hour(offer: PricedCapacity, model: InterruptionModel) -> float:
-    """Expected interruptions per instance-hour of a quote or offer (0 unless spot)."""
-    return model.rate_per_hour(offer.cloud, offer.market, offer.interruption_bucket)
+    """Expected interruptions per instance-hour of a quote or offer (0 unless spot), evidence
+    included."""
+    return model.rate_for(
+        offer.cloud, offer.region, offer.zone, offer.instance_type, offer.market,
+        offer.interruption_bucket,
+    )  # fmt: skip
 
 
 def effective_bucket(offer: PricedCapacity, model: InterruptionModel) -> EffectiveBucket:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -214,8 +215,19 @@ def test_on_demand_job_switches_back_to_spot_when_spot_returns():
 
 
 def test_spot_interruption_rate_is_priced_over_the_work_left():
+    # router.core.interruption: m = (1/Λ + R)(e^(ΛI) − 1)/I paid hours per hour of work.
     risky = spot(9.0, "us-east-1b", interruptions_per_hour=0.5)
-    assert remaining_cost(RULES, risky, 8) == pytest.approx(9 * 8 * (1 + 0.5 * (10 + 15) / 60))
+    m = (1 / 0.5 + 10 / 60) * math.expm1(0.5 * 0.5) / 0.5
+    assert remaining_cost(RULES, risky, 8) == pytest.approx(9 * 8 * m)
+    # Above the first-order term 1 + Λ (R + I/2): short up-times waste more than linearly.
+    assert m > 1 + 0.5 * (10 + 15) / 60
+
+
+def test_a_group_is_interrupted_when_any_of_its_nodes_is():
+    risky = spot(9.0, "us-east-1b", interruptions_per_hour=0.5)
+    four = replace(RULES, node_count=4)
+    m4 = (1 / 2.0 + 10 / 60) * math.expm1(2.0 * 0.5) / 0.5  # Λ = 4 × 0.5 per hour
+    assert remaining_cost(four, risky, 8) == pytest.approx(9 * 4 * 8 * m4)
 
 
 def test_node_count_scales_every_term():
