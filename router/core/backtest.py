@@ -67,7 +67,6 @@ PlanFeasible = Callable[[WorkloadJob, Sequence[Offer], datetime], Sequence[Any]]
 def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = False) -> JobRun:
     """Replay one job under one policy, step by step (see the module docstring)."""
     job, trace, rules = ctx.job, ctx.trace, ctx.rules
-    step_h = trace.step_h
     run = JobRun(job.name, deadline=job.deadline, gpu_hours=job.gpu_hours)
     state = RunState()
     interval_h = job.checkpoint_interval_s / 3600.0
@@ -92,6 +91,22 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
             )
         cands = ctx.candidates(step)
         action, target, reason = policy.choose(ctx, state, cands, now)
+        end = trace.at(step + 1)
+        # route watch decides every minute: a job kept waiting is asked again inside the step
+        # at the moment its answer could change (its slack reaching the margin, say).
+        wake = getattr(policy, "wake_h", None)
+        for _ in range(8):
+            if (
+                target is not None
+                or wake is None
+                or not (state.current is None or state.interrupted)
+            ):
+                break
+            after = wake(ctx, state, now)
+            if after is None or now + timedelta(hours=after) >= end:
+                break
+            now += timedelta(hours=after)
+            action, target, reason = policy.choose(ctx, state, cands, now)
         if keep_decisions and action != STAY:
             run.decisions.append((step, action, reason))
         if target is not None and (cur is None or target.pool != cur.pool or state.interrupted):
@@ -126,9 +141,10 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
         # Run this step at this step's price (the slot may carry an older step's price).
         cur = state.current
         price = trace.prices[cur.pool][step]
-        overhead = min(state.overhead_h, step_h)
+        span_h = (end - now).total_seconds() / 3600.0  # the rest of the step from `now`
+        overhead = min(state.overhead_h, span_h)
         state.overhead_h -= overhead
-        work = step_h - overhead
+        work = span_h - overhead
         left = job.duration_h - state.done_h
         used = overhead + min(work, left)
         paid = price * nodes * used

@@ -297,6 +297,8 @@ class JobContext:
         self.first_step = first_step
         self.evidence = evidence or {}
         self.deadline_rules = replace(rules, deadline=job.deadline)
+        # The deadline kept by the money rules alone (never idle): the `migrate` policy.
+        self.guard_rules = replace(self.deadline_rules, wait_for_spot=False)
         self._steps: dict[int, tuple[Slot, ...]] = {}
 
     def candidates(self, step: int) -> tuple[Slot, ...]:
@@ -329,7 +331,11 @@ class JobContext:
 
 
 def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s: float) -> Rules:
-    """decide()'s rules for a workload job (deadline left out: policies add it when they use it)."""
+    """decide()'s rules for a workload job (deadline left out: policies add it when they use it).
+
+    The decision period is route watch's (Rules' default), not the trace's step: the simulation
+    asks a waiting job's policy again inside a step when its answer could change (wake_h).
+    """
     return Rules(
         node_count=job.node_count,
         min_savings_pct=job.min_savings_pct,
@@ -338,7 +344,6 @@ def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s:
         restore_overhead_s=job.restore_overhead_s,
         handover_s=workload.handover_s,
         zone_block_s=workload.zone_block_s,
-        decision_period_s=step_s,
         deadline=None,
         transfers=TransferCosts(
             egress,

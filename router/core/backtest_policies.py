@@ -26,6 +26,7 @@ from router.core.decision_model import (
     Current,
     History,
     Progress,
+    Rules,
     worth_running,
     zone_key,
 )
@@ -54,6 +55,11 @@ class Policy(Protocol):
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]: ...
+
+    def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:
+        """Hours until a job this policy keeps waiting could be decided otherwise (None: not
+        before the next step): the simulation asks choose() again then, inside the step."""
+        ...
 
 
 def _cheapest(
@@ -139,6 +145,9 @@ class PlacedUntilInterrupted:
     def __init__(self, name: str, label: str, place: Place, home: str = "") -> None:
         self.name, self.label, self.place, self.home = name, label, place, home
 
+    def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:
+        return None
+
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
@@ -148,17 +157,25 @@ class PlacedUntilInterrupted:
 
 
 class DecidePolicy:
-    """All clouds through router.core.decide.decide — the rules `route watch` runs."""
+    """All clouds through router.core.decide.decide — the rules `route watch` runs — with the
+    job's deadline; `wait_for_spot` picks how decide() keeps it (Rules.wait_for_spot)."""
 
-    def __init__(self, name: str, label: str, *, deadlines: bool) -> None:
-        self.name, self.label, self.deadlines = name, label, deadlines
+    def __init__(self, name: str, label: str, *, wait_for_spot: bool) -> None:
+        self.name, self.label, self.wait_for_spot = name, label, wait_for_spot
+
+    def _rules(self, ctx: JobContext) -> Rules:
+        if ctx.job.deadline is None:
+            return ctx.rules
+        return ctx.deadline_rules if self.wait_for_spot else ctx.guard_rules
+
+    def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:
+        progress, current = _decision_inputs(ctx, state)
+        return decision.wake_after_h(self._rules(ctx), progress, current, now)
 
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
-        rules = ctx.rules
-        if self.deadlines and ctx.job.deadline is not None:
-            rules = ctx.deadline_rules
+        rules = self._rules(ctx)
         progress, current = _decision_inputs(ctx, state)
         # Looked up on the module each call, so the backtest runs whatever decide() is now.
         d = decision.decide(rules, progress, current, cands, state.history, now)
@@ -178,6 +195,13 @@ class GreedyDeadline:
     name = "greedy-deadline"
     label = "greedy (spot or wait, on-demand at the last moment)"
 
+    def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:
+        if ctx.job.deadline is None:
+            return None
+        progress, current = _decision_inputs(ctx, state)
+        _, slack, risk = decision.deadline_slack(ctx.deadline_rules, progress, current, now)
+        return slack - risk if slack - risk > 1e-9 else None
+
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
@@ -186,7 +210,7 @@ class GreedyDeadline:
             return (STAY, None, "") if running else _place_anywhere(ctx, state, cands, now)
         progress, current = _decision_inputs(ctx, state)
         _, slack, risk = decision.deadline_slack(ctx.deadline_rules, progress, current, now)
-        if state.history.committed_on_demand or slack < risk:
+        if state.history.committed_on_demand or decision.at_most(slack, risk):
             if not state.history.committed_on_demand:
                 h = state.history
                 state.history = History(h.last_move_at, h.lost_zones, True)
@@ -219,6 +243,9 @@ def policies(home_cloud: str) -> tuple[Policy, ...]:
         ),
         # All clouds, spot, placed once: the cheapest at arrival; re-placed only when interrupted.
         PlacedUntilInterrupted("spot-once", "multi-cloud spot, placed once", _place_anywhere),
-        DecidePolicy("migrate", "multi-cloud + recovery + migration", deadlines=False),
-        DecidePolicy("deadline-aware", "deadline-aware (Uniform Progress)", deadlines=True),
+        # What route watch runs, with the deadline kept by the money rules: never idle,
+        # on-demand for good once the slack is gone.
+        DecidePolicy("migrate", "multi-cloud + recovery + migration", wait_for_spot=False),
+        # The same decide(), waiting for spot while the slack allows (Uniform Progress).
+        DecidePolicy("deadline-aware", "deadline-aware (Uniform Progress)", wait_for_spot=True),
     )

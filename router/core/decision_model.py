@@ -170,6 +170,9 @@ class Rules:
     zone_block_s: float = 3600.0  # a lost zone is not used again for this long
     decision_period_s: float = 60.0  # time until decide() is called again (watch interval)
     deadline: datetime | None = None
+    # With a deadline: wait (idle) for spot while the slack allows — Uniform Progress; False:
+    # never idle (the money rules), on-demand for good once the slack is gone.
+    wait_for_spot: bool = True
     transfers: TransferCosts = NO_TRANSFERS
 
     @property

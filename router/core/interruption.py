@@ -18,8 +18,8 @@ Pure (no files, no clock). Three steps, each a documented formula:
    region, zone, instance type) over the last LOOKBACK_H hours — instance-hours the pool ran or
    could run and the preemptions seen meanwhile — from the records `route watch` keeps
    (router/flows/zone_evidence.py) or, in a backtest, from the trace's past (`SeriesEvidence`).
-   The rate is the Gamma-Poisson posterior mean, the prior counting as PRIOR_WEIGHT_H hours
-   of running at λ0:
+   The rate is the Gamma-Poisson posterior mean, the prior counting as PRIOR_WEIGHT_H (one)
+   hour of running at λ0:
 
        λ = (λ0 × w + preemptions) / (w + up_h)        w = PRIOR_WEIGHT_H
 
@@ -27,16 +27,22 @@ Pure (no files, no clock). Three steps, each a documented formula:
    says (the advisor's ">20 %/month" is λ0 ≈ 0.0005/h; GPU zones in the "Can't Be Late" traces
    are taken away every 0.8-3 h).
 
-3. **Group and cost.** A group of N nodes is interrupted when any of its nodes is: Λ = N λ. Each
-   interruption costs the restore R and the work since the last checkpoint; with checkpoints
-   every I hours of work, the expected paid hours per hour of work are (exponential failures,
-   restart after each):
+3. **Group and cost.** A group of N nodes is interrupted when any of its nodes is: Λ = N λ. A
+   stint on spot lasts U ~ Exp(Λ) hours (paid: 1/Λ on average); its first R hours restore, and
+   of the rest only completed checkpoint intervals (every I hours of work) are kept, so a stint
+   keeps on average (`stint_work_h`)
 
-       m(Λ) = (1/Λ + R) × (e^(Λ I) - 1) / I        (= 1 + Λ (R + I/2) + O(Λ² I²); 1 at Λ = 0)
+       s(Λ) = I e^(-Λ R) / (e^(Λ I) - 1)           hours of work (1/Λ at small Λ; ∞ at Λ = 0)
 
-   so finishing W hours of work costs price × N × W × m and the interruption term is
+   and the expected paid hours per hour of work are (`work_multiplier`)
+
+       m(Λ) = (1/Λ) / s(Λ) = e^(Λ R) (e^(Λ I) - 1) / (Λ I)     (= 1 + Λ (R + I/2) + O(Λ²))
+
+   Finishing W hours of work costs price × N × W × m; the interruption term is
    price × N × W × (m - 1) (`interruption_usd`): the planner's interruption cost, decide()'s
-   remaining cost (router/core/decide.py) and the backtest's candidates use these functions.
+   remaining cost (router/core/decide.py) and the backtest's candidates use these functions, and
+   decide() weighs a move by the saving over the work the target keeps before it is lost,
+   min(work left, s(Λ)) — a zone lost every 50 minutes keeps about half an hour of work.
 """
 
 from __future__ import annotations
@@ -53,13 +59,16 @@ from router.core.offers import INTERRUPTION_BUCKETS
 
 HOURS_PER_MONTH = 720.0  # a 30-day month, the window the buckets describe
 SPOT = "spot"
-# The bucket counts as one day of running in the pool: a day of the pool's own history weighs
-# as much as a fleet-wide monthly average (chosen, not fitted: capacity follows the day).
-PRIOR_WEIGHT_H = 24.0
+# The bucket counts as one hour of running in the pool: it is a month's average over a whole
+# instance family and region, not this zone today, so the pool's own first hours decide
+# (chosen, not fitted). With a day's weight a pool lost every hour would look safe for days.
+PRIOR_WEIGHT_H = 1.0
 # Evidence older than a week is dropped: capacity shifts from week to week (chosen, not fitted).
 LOOKBACK_H = 168.0
 # e^x beyond this is "never finishes" for any price; keeps m finite.
 _MAX_EXPONENT = 50.0
+# Rates below one interruption in a million years are none (and keep 1/Λ finite).
+_NEGLIGIBLE = 1e-10
 
 EvidenceKey = tuple[str, str, str, str]  # cloud, region, zone (the region if none), instance type
 
@@ -113,14 +122,27 @@ def group_rate(rate_per_instance_hour: float, node_count: int) -> float:
     return rate_per_instance_hour * max(1, node_count)
 
 
-def work_multiplier(group_rate_per_hour: float, restore_h: float, interval_h: float) -> float:
-    """Expected paid hours per hour of work: (1/Λ + R) (e^(ΛI) - 1) / I, 1 at Λ = 0."""
+def stint_work_h(group_rate_per_hour: float, restore_h: float, interval_h: float) -> float:
+    """Expected hours of work a stint on spot keeps: I e^(-ΛR) / (e^(ΛI) - 1); inf at Λ = 0.
+
+    A stint lasts U ~ Exp(Λ) hours, the first R of them restoring; the work of every completed
+    checkpoint interval I is kept, the rest is lost with the instance.
+    """
     lam = group_rate_per_hour
-    if lam <= 0:
+    if lam <= _NEGLIGIBLE:
+        return math.inf
+    if interval_h <= 0:  # checkpoints all the time: everything after the restore is kept
+        return math.exp(-min(lam * restore_h, _MAX_EXPONENT)) / lam
+    x = min(lam * interval_h, _MAX_EXPONENT)
+    return interval_h * math.exp(-min(lam * restore_h, _MAX_EXPONENT)) / math.expm1(x)
+
+
+def work_multiplier(group_rate_per_hour: float, restore_h: float, interval_h: float) -> float:
+    """Expected paid hours per hour of work: (1/Λ) / stint work = e^(ΛR)(e^(ΛI) - 1)/(ΛI)."""
+    lam = group_rate_per_hour
+    if lam <= _NEGLIGIBLE:
         return 1.0
-    if interval_h <= 0:  # the limit I → 0: only the restores are lost
-        return 1.0 + lam * restore_h
-    return (1.0 / lam + restore_h) * math.expm1(min(lam * interval_h, _MAX_EXPONENT)) / interval_h
+    return (1.0 / lam) / stint_work_h(lam, restore_h, interval_h)
 
 
 def interruption_usd(

@@ -179,6 +179,53 @@ def test_no_policy_takes_spot_dearer_than_on_demand() -> None:
         assert all(t.pools[pool] == AWS_OD for run in p.runs for _, _, pool, _ in run.segments)
 
 
+def test_migrate_keeps_a_deadline_the_money_rules_alone_would_miss() -> None:
+    # Issue 20 defect 3: spot every other hour; 4 h of work, 45-min checkpoints, due in 5 h.
+    # Chasing spot loses work at every interruption; migrate now keeps the deadline too.
+    spot_up = [True, False] * 5
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([10.0] * 10, spot_up)})
+    due = job(checkpoint_interval_s=2700.0, restore_overhead_s=600.0,
+              deadline=START + timedelta(hours=5))  # fmt: skip
+    w = Workload("w", (due,), zone_block_s=0, handover_s=300)
+    r = run_backtest(w, t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE)
+    for name in ("migrate", "deadline-aware"):
+        assert r.policy(name).deadline_misses == 0, name
+
+
+def test_deadline_margin_is_the_jobs_not_the_steps() -> None:
+    # Issue 20 defect 2: hourly prices, no outage. 4 h of work due 5.2 h after arrival: 1.2 h
+    # of slack, more than the job's own margin (10 min restore + 30 min checkpoint interval +
+    # route watch's minute) though less than one that counted the hour-long step — spot only.
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([10.0] * 10, UP)})
+    due = job(checkpoint_interval_s=1800.0, restore_overhead_s=600.0,
+              deadline=START + timedelta(hours=5.2))  # fmt: skip
+    r = run_backtest(
+        Workload("w", (due,)), t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE,
+        policy_set=(*policies("aws"), GreedyDeadline()),
+    )  # fmt: skip
+    for name in ("migrate", "deadline-aware", "greedy-deadline"):
+        assert r.policy(name).total_cost == pytest.approx(4 * 10.0), name
+        assert r.policy(name).deadline_misses == 0
+
+
+def test_a_waiting_job_goes_on_demand_inside_the_step_when_its_slack_runs_out() -> None:
+    # No spot at all, hourly steps: 4 h of work due 4.9 h after arrival. Waiting until the
+    # next hour would leave 3.9 h for it; route watch (every minute) goes on-demand once the
+    # slack reaches the margin, and so does the backtest, inside the first step.
+    t = trace({AWS_OD: ([40.0] * 10, UP), AWS_SPOT: ([10.0] * 10, [False] * 10)})
+    due = job(checkpoint_interval_s=1800.0, restore_overhead_s=600.0,
+              deadline=START + timedelta(hours=4.9))  # fmt: skip
+    r = run_backtest(
+        Workload("w", (due,)), t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE,
+        policy_set=(*policies("aws"), GreedyDeadline()),
+    )  # fmt: skip
+    for name in ("deadline-aware", "greedy-deadline"):
+        run_ = r.policy(name).runs[0]
+        assert not run_.deadline_missed, (name, run_.finished_at)
+        assert START + timedelta(hours=4) < run_.finished_at <= due.deadline  # type: ignore[operator]
+        assert run_.cost == pytest.approx(4 * 40.0)
+
+
 def test_optimum_dodges_outages_and_picks_cheap_hours():
     spot_up = [True, False, True, True, True, True, True, True, True, True]
     t = trace(

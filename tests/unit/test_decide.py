@@ -215,9 +215,9 @@ def test_on_demand_job_switches_back_to_spot_when_spot_returns():
 
 
 def test_spot_interruption_rate_is_priced_over_the_work_left():
-    # router.core.interruption: m = (1/Λ + R)(e^(ΛI) − 1)/I paid hours per hour of work.
+    # router.core.interruption: m = e^(ΛR)(e^(ΛI) − 1)/(ΛI) paid hours per hour of work.
     risky = spot(9.0, "us-east-1b", interruptions_per_hour=0.5)
-    m = (1 / 0.5 + 10 / 60) * math.expm1(0.5 * 0.5) / 0.5
+    m = math.exp(0.5 / 6) * math.expm1(0.5 * 0.5) / (0.5 * 0.5)
     assert remaining_cost(RULES, risky, 8) == pytest.approx(9 * 8 * m)
     # Above the first-order term 1 + Λ (R + I/2): short up-times waste more than linearly.
     assert m > 1 + 0.5 * (10 + 15) / 60
@@ -226,7 +226,7 @@ def test_spot_interruption_rate_is_priced_over_the_work_left():
 def test_a_group_is_interrupted_when_any_of_its_nodes_is():
     risky = spot(9.0, "us-east-1b", interruptions_per_hour=0.5)
     four = replace(RULES, node_count=4)
-    m4 = (1 / 2.0 + 10 / 60) * math.expm1(2.0 * 0.5) / 0.5  # Λ = 4 × 0.5 per hour
+    m4 = math.exp(2.0 / 6) * math.expm1(2.0 * 0.5) / (2.0 * 0.5)  # Λ = 4 × 0.5 per hour
     assert remaining_cost(four, risky, 8) == pytest.approx(9 * 4 * 8 * m4)
 
 
@@ -367,6 +367,51 @@ def test_deadline_without_slack_commits_to_on_demand_for_good():
     hist = History(committed_on_demand=True)
     d = decide(DL, prog(done=9.0), running(od(20)), [od(20), spot(1)], hist, NOW)
     assert d.action == STAY and d.commit_on_demand
+
+
+# --- what a move keeps, waiting and the margin ----------------------------------------------
+
+
+def test_a_move_to_spot_must_pay_for_itself_over_the_work_the_target_keeps() -> None:
+    # Leaving $3.06 on-demand (30 min since the checkpoint, 5-min hand-over) for $1.02 spot:
+    # a zone lost every ~50 min keeps ~0.49 h of work before it goes — not worth the move; one
+    # lost every ~3 h keeps ~2.5 h and is.
+    rules = replace(RULES, handover_s=300)
+    here = od(3.06)
+    churny = spot(1.02, interruptions_per_hour=1.22)
+    d = decide(rules, prog(done=3.25, ckpt=2.75), running(here), [here, churny], History(), NOW)
+    assert d.action == STAY and d.target == churny
+    assert "the 0.49 h of work it keeps before it is lost" in d.reason
+    calm = spot(1.02, interruptions_per_hour=0.345)
+    d = decide(rules, prog(done=3.25, ckpt=2.75), running(here), [here, calm], History(), NOW)
+    assert d.action == SWITCH_MARKET and d.target == calm
+
+
+def test_without_waiting_for_spot_a_deadline_job_never_idles_but_keeps_its_deadline() -> None:
+    lost = Current(spot(5), NOW - H, True)
+    waits = decide(DL, prog(done=3.0), lost, [lost.placement, od(20)], History(), NOW)
+    assert waits.action == WAIT
+    guard = replace(DL, wait_for_spot=False)
+    d = decide(guard, prog(done=3.0), lost, [lost.placement, od(20)], History(), NOW)
+    assert d.action == REPLACE and d.target == od(20)
+    # The slack test still commits it to on-demand for good.
+    tight = replace(guard, deadline=NOW + 7.5 * H)
+    d = decide(tight, prog(done=3.0), running(spot(5)), [spot(5), od(20)], History(), NOW)
+    assert d.action == SWITCH_MARKET and d.target == od(20) and d.commit_on_demand
+
+
+def test_a_waiting_job_is_asked_again_when_its_slack_reaches_the_margin() -> None:
+    from router.core.decide import deadline_slack, wake_after_h
+
+    lost = Current(spot(5), NOW - H, True)
+    guard = replace(DL, wait_for_spot=False)
+    _, slack, risk = deadline_slack(guard, prog(done=3.0), lost, NOW)
+    assert wake_after_h(guard, prog(done=3.0), lost, NOW) == pytest.approx(slack - risk)
+    # Waiting for spot it may also hedge at the reserve, or reach the line, sooner.
+    assert wake_after_h(DL, prog(done=3.0), lost, NOW) <= slack - risk  # type: ignore[operator]
+    assert wake_after_h(RULES, prog(done=3.0), lost, NOW) is None
+    # The margin is the job's: restore + checkpoint interval + the decision period.
+    assert risk == pytest.approx((600 + 1800 + 3600) / 3600)
 
 
 # --- spot dearer than on-demand ----------------------------------------------------------

@@ -270,7 +270,7 @@ def test_interruption_cost_follows_the_documented_formula() -> None:
     rate = -math.log(1 - 0.025) / 720
     group = 2 * rate  # any of the 2 nodes' loss stops the group (router/core/interruption.py)
     restore_h, interval_h = 600 / 3600, 1800 / 3600
-    m = (1 / group + restore_h) * math.expm1(group * interval_h) / interval_h
+    m = math.exp(group * restore_h) * math.expm1(group * interval_h) / (group * interval_h)
     assert placed.interruptions_per_hour == pytest.approx(rate)
     assert placed.interruption_cost == pytest.approx(10.0 * 2 * 10 * (m - 1))
     # At a small rate that is the linear term: group rate × work × (restore + interval / 2).
