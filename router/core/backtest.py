@@ -9,10 +9,12 @@ hindsight optimum (router.core.hindsight), which is a lower bound on all of them
 The simulation, per job and policy, one step [t, t + step) at a time:
   1. a spot placement whose pool is unavailable at t is interrupted: work rolls back to the last
      checkpoint (the difference is recomputed hours); its zone is remembered as lost;
-  2. the policy chooses: stay, move / switch-market / re-place onto a candidate, or wait.
-     A voluntary move pays the hand-over overlap at the old price and loses the work since the
-     last checkpoint; every (re)start but the first pays the restore overhead as paid time
-     without progress; a new region pays data and checkpoint egress (router.core.egress);
+  2. the policy chooses: stay, move / switch-market / re-place onto a candidate, or wait; a
+     job that waits is asked again inside the step when its policy's answer could change
+     (`wake_h`: route watch decides every minute). A voluntary move saves a checkpoint first
+     (route migrate's save request) and pays the hand-over overlap at the old price; every
+     (re)start but the first pays the restore overhead as paid time without progress; a new
+     region pays data and checkpoint egress (router.core.egress);
   3. the placement runs: price × node_count per hour used; the last step is paid only up to
      the moment the work is done. Checkpoints complete every checkpoint interval of work.
 Jobs are independent (no capacity contention between them) and on-demand never runs out.
@@ -115,8 +117,10 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
                 handover = rules.handover_s / 3600.0 * cur.price_per_hour * nodes
                 run.cost += handover
                 run.extras.append((step, handover))
-                run.recomputed_h += state.done_h - state.checkpointed_h
-                state.done_h = state.checkpointed_h
+                # route migrate asks the job to save before the new placement starts: a
+                # voluntary move keeps its work (an interruption loses what the last
+                # checkpoint does not hold).
+                state.checkpointed_h = state.done_h
                 state.history = History(
                     now, state.history.lost_zones, state.history.committed_on_demand
                 )

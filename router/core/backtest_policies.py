@@ -209,7 +209,11 @@ class GreedyDeadline:
         if ctx.job.deadline is None:
             return (STAY, None, "") if running else _place_anywhere(ctx, state, cands, now)
         progress, current = _decision_inputs(ctx, state)
-        _, slack, risk = decision.deadline_slack(ctx.deadline_rules, progress, current, now)
+        usable = worth_running(_usable(ctx, state, cands, now))
+        spot_now = any(c.market == SPOT for c in usable)
+        _, slack, risk = decision.deadline_slack(
+            ctx.deadline_rules, progress, current, now, spot_now=spot_now
+        )
         if state.history.committed_on_demand or decision.at_most(slack, risk):
             if not state.history.committed_on_demand:
                 h = state.history
@@ -222,7 +226,6 @@ class GreedyDeadline:
                 return kind, target, "slack gone: on-demand for good"
         if running:
             return STAY, None, ""
-        usable = worth_running(_usable(ctx, state, cands, now))
         target = _cheapest(ctx, state, usable, (SPOT,))
         return (REPLACE, target, "spot") if target else (WAIT, None, "no spot: waiting")
 

@@ -55,13 +55,14 @@ Costs (USD; hours of work left W = total_h − done_h, N = node_count instances)
                   updated by the preemptions seen in that pool (route watch's records, or the
                   trace's past in a backtest)
   migration     = restore_h × target price × node_count     (start and load the checkpoint)
-                + redo_h × target price × node_count        (done_h − checkpointed_h, lost)
                 + handover_h × current price × node_count   (both placements paid meanwhile)
                 + egress of the data set to the target region (router.core.egress model)
                 + egress of the checkpoint from the current region to the target region
                   (both only when the region changes: a region keeps its staged data)
-A re-placement after an interruption pays the restore and the egress terms (no handover: the
-old placement is gone; the lost work is already counted in W, which starts at checkpointed_h).
+A move loses no work: `route migrate` asks the job for a checkpoint and waits for it before the
+new placement starts (router/flows/migrate.py), and the hand-over pays the overlap. A
+re-placement after an interruption pays the restore and the egress terms (no handover: the old
+placement is gone; the lost work is already counted in W, which starts at checkpointed_h).
 
 Every Decision carries its Numbers (what was compared) and one line of reason in dollars, so
 `route status --history` can say why a job moved or stayed.

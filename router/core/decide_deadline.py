@@ -6,6 +6,7 @@ Pure.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from router.core.decide_money import cheapest, maybe_move, place_text, remaining_cost, replace_on
@@ -26,13 +27,21 @@ from router.core.decision_model import (
 
 
 def deadline_slack(
-    rules: Rules, progress: Progress, current: Current | None, now: datetime
+    rules: Rules,
+    progress: Progress,
+    current: Current | None,
+    now: datetime,
+    *,
+    spot_now: bool = False,
 ) -> tuple[float, float, float]:
-    """(hours to the deadline, slack, risk), hours: on-demand for good once slack < risk.
+    """(hours to the deadline, slack, risk), hours: on-demand for good once slack ≤ risk.
 
     slack = hours left − work left − hours to get onto on-demand (restore + redo unless on it);
-    risk  = what staying off on-demand one more decision period can cost: a restore, a
-            checkpoint interval of lost work and the period itself.
+    risk  = what staying off on-demand until the next decision can cost the slack: the period
+            itself, the work the checkpoint interval can still lose on spot (interval − redo
+            running there, a whole interval for a job that would take the spot there is now,
+            `spot_now`; none while it waits) and one restore as a pad (the least certain
+            number; a first start or a pending restore is within it).
     """
     assert rules.deadline is not None
     interrupted = current is None or current.interrupted
@@ -44,20 +53,27 @@ def deadline_slack(
     hours_left = (rules.deadline - now).total_seconds() / 3600.0
     to_on_demand_h = 0.0 if on_demand_now else rules.restore_h + redo
     slack = hours_left - work_left - to_on_demand_h
-    return hours_left, slack, _risk_h(rules)
+    risk = rules.restore_h + rules.decision_period_s / 3600.0
+    if not interrupted and not on_demand_now:
+        risk += max(0.0, rules.checkpoint_interval_s / 3600.0 - redo)
+    elif interrupted and spot_now:
+        risk += rules.checkpoint_interval_s / 3600.0
+    return hours_left, slack, risk
 
 
 def _risk_h(rules: Rules) -> float:
+    """The most the slack test's risk can be: a restore, a whole interval and the period."""
     return rules.restore_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
 
 
 def return_reserve_h(rules: Rules) -> float:
-    """Slack (hours) a job on on-demand needs to go back to spot: 2 restores + 2 × risk.
+    """Slack (hours) a job on on-demand needs to go back to spot: 2 restores + the most risk.
 
-    One restore there and one back should spot go again, and twice the slack test's risk
-    (restore + checkpoint interval + decision period), so the slack test still has margin.
+    On spot its slack counts the restore back to on-demand, and the restore there spends as
+    much: 2 restores; then the slack test must still pass with a whole checkpoint interval to
+    lose (restore + interval + period), or the return would be followed by a commit.
     """
-    return 2 * rules.restore_h + 2 * _risk_h(rules)
+    return 2 * rules.restore_h + _risk_h(rules)
 
 
 def at_most(hours: float, margin: float) -> bool:
@@ -120,8 +136,8 @@ def deadline_decision(
     interrupted = current is None or current.interrupted
     here = None if current is None else current.placement
     on_demand_now = not interrupted and here is not None and here.market != SPOT
-    redo = 0.0 if interrupted else max(0.0, progress.done_h - progress.checkpointed_h)
-    hours_left, slack, risk = deadline_slack(rules, progress, current, now)
+    spot_now = any(c.market == SPOT for c in usable)
+    hours_left, slack, risk = deadline_slack(rules, progress, current, now, spot_now=spot_now)
     ahead, _ = line_ahead(rules, progress, current, now)
     extra: dict[str, float | None] = {"hours_left": hours_left, "slack_h": slack, "ahead_h": ahead}
     n = len(usable)
@@ -135,7 +151,7 @@ def deadline_decision(
             return Decision(
                 STAY, None, f"{why}stay on {place_text(here)}", Numbers(work_left, **extra), True, n
             )  # fmt: skip
-        return _switch(rules, current, on_demand, work_left, n, why, extra, redo=redo, commit=True)
+        return _switch(rules, current, on_demand, work_left, n, why, extra, commit=True)
 
     if not rules.wait_for_spot:
         # The money rules place and move the job (never idle); the deadline only keeps a job on
@@ -150,16 +166,22 @@ def deadline_decision(
 
     if on_demand_now:
         assert current is not None
-        if ahead >= 2 * rules.restore_h and spot:
-            why = f"deadline: {ahead:.2f} h ahead (≥ 2 restores) — back to spot; "
-            return _switch(rules, current, spot, work_left, n, why, extra, redo=redo)
-        # Spot is back and progresses as fast as on-demand: behind the line or not, go back
-        # while the deadline stays safe after paying the restore there and, should spot go
-        # again, the restore back here (the slack test then still has a period of margin).
-        if spot and slack >= return_reserve_h(rules):
-            spare = slack - 2 * rules.restore_h
-            why = f"deadline: slack {spare:.2f} h after two restores ≥ 2 × risk — back to spot; "
-            return _switch(rules, current, spot, work_left, n, why, extra, redo=redo)
+        # Back to spot (behind the line or not: spot progresses as fast as on-demand) only
+        # while the deadline stays safe should the stint fail — the reserve: a restore there,
+        # one back, twice the risk — and only where the stint pays for the switch: the money
+        # rules over spot decide (a zone lost every 50 minutes keeps ~0.5 h of work, less than
+        # a restore and a hand-over cost).
+        reserve = return_reserve_h(rules)
+        if spot and slack >= reserve:
+            back = maybe_move(
+                rules, progress, current, spot, history, now, work_left, n,
+                markets=(SPOT,), extra=extra,
+            )  # fmt: skip
+            why = (
+                f"deadline: slack {slack:.2f} h ≥ reserve {reserve:.2f} h, back to spot if it "
+                "pays — "
+            )
+            return replace(back, reason=why + back.reason)
         return maybe_move(
             rules, progress, current, on_demand, history, now, work_left, n,
             markets=(ON_DEMAND, "reserved"), extra=extra,
@@ -204,7 +226,6 @@ def _switch(
     why: str,
     extra: dict[str, float | None],
     *,
-    redo: float = 0.0,
     commit: bool = False,
 ) -> Decision:
     """Go to the cheapest of options now: re-place when interrupted, else switch-market."""
@@ -214,7 +235,7 @@ def _switch(
             rules, lost, options, work_left, considered, why, commit=commit, extra=extra
         )
     here = current.placement
-    found = cheapest(rules, here, options, work_left, redo)
+    found = cheapest(rules, here, options, work_left, 0.0)  # a move saves a checkpoint first
     if found is None:
         return Decision(
             STAY, None, f"{why}but no capacity of that market now: stay on {place_text(here)}",

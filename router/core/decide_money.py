@@ -146,7 +146,6 @@ def maybe_move(
     extra: dict[str, float | None] | None = None,
 ) -> Decision:
     here = current.placement
-    redo = max(0.0, progress.done_h - progress.checkpointed_h)
     mine = remaining_cost(rules, here, work_left)
     handover = rules.handover_s / 3600.0 * here.price_per_hour * rules.node_count
     # (target, its remaining, move cost, saving, horizon h, here over h)
@@ -159,8 +158,8 @@ def maybe_move(
         h = min(work_left, stint_h(rules, p))
         rem = remaining_cost(rules, p, h)
         mine_h = mine if h >= work_left else remaining_cost(rules, here, h)
-        # Redo counts as extra work on the new placement, so it enters the arrival cost.
-        move = arrival_cost(rules, p, here, redo) + handover
+        # A move saves a checkpoint first (route migrate's save request): no work is lost.
+        move = arrival_cost(rules, p, here, 0.0) + handover
         saving = mine_h - rem - move
         if best is None or _tie(-saving, p) < _tie(-best[3], best[0]):
             best = (p, rem, move, saving, h, mine_h)
