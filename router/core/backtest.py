@@ -43,6 +43,7 @@ from router.core.backtest_model import (
     Trace,
     Workload,
     WorkloadJob,
+    first_step,
     job_rules,
 )
 from router.core.backtest_policies import Policy, RunState, policies
@@ -67,14 +68,13 @@ PlanFeasible = Callable[[WorkloadJob, Sequence[Offer], datetime], Sequence[Any]]
 def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = False) -> JobRun:
     """Replay one job under one policy, step by step (see the module docstring)."""
     job, trace, rules = ctx.job, ctx.trace, ctx.rules
-    step_h = trace.step_h
     run = JobRun(job.name, deadline=job.deadline, gpu_hours=job.gpu_hours)
     state = RunState()
     interval_h = job.checkpoint_interval_s / 3600.0
     restore_h = job.restore_overhead_s / 3600.0
     nodes = job.node_count
     for step in range(ctx.first_step, trace.steps):
-        now = trace.at(step)
+        now = ctx.begins(step)  # the arrival, in the step the job arrives in
         cur = state.current
         if (
             cur is not None
@@ -126,9 +126,10 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
         # Run this step at this step's price (the slot may carry an older step's price).
         cur = state.current
         price = trace.prices[cur.pool][step]
-        overhead = min(state.overhead_h, step_h)
+        span_h = ctx.hours(step)
+        overhead = min(state.overhead_h, span_h)
         state.overhead_h -= overhead
-        work = step_h - overhead
+        work = span_h - overhead
         left = job.duration_h - state.done_h
         used = overhead + min(work, left)
         paid = price * nodes * used
@@ -311,7 +312,7 @@ def run_backtest(
     total = len(workload.jobs)
     matrix = price_matrix(trace) if with_optimum else None
     for n, job in enumerate(workload.jobs):
-        first = max(0, math.ceil((job.arrival - trace.start).total_seconds() / trace.step_s))
+        first = first_step(job, trace)
         if first >= trace.steps:
             unplaceable.append(job.name)
             continue
@@ -320,12 +321,15 @@ def run_backtest(
             unplaceable.append(job.name)
             continue
         ctx = JobContext(job, trace, pools, job_rules(job, workload, egress, trace.step_s), first)
+        last = 0  # the optimum of a job without a deadline ends by the slowest policy's end
         for policy in chosen:
             run = simulate_job(ctx, policy)
             _merge_segments(run)
             runs[policy.name].append(run)
+            if run.finished_at is not None:
+                last = max(last, ctx.step_of(run.finished_at) + 1)
         if with_optimum:
-            best.append(optimum_cost(ctx, matrix))
+            best.append(optimum_cost(ctx, matrix, horizon=last or None))
         if on_progress is not None:
             on_progress(n + 1, total)
     results = [_total(p.name, p.label, runs[p.name]) for p in chosen]

@@ -238,7 +238,20 @@ class BacktestResult:
     def policy(self, name: str) -> PolicyResult:
         return next(p for p in self.policies if p.name == name)
 
-    def savings_pct(self, name: str) -> float:
+    @property
+    def baseline_unfinished(self) -> tuple[str, ...]:
+        """Jobs the baseline could not run to their end (no on-demand offered for them, say)."""
+        return tuple(r.job for r in self.policy(self.baseline).runs if not r.finished)
+
+    @property
+    def baseline_ran(self) -> bool:
+        return not self.baseline_unfinished
+
+    def savings_pct(self, name: str) -> float | None:
+        """Percent below the baseline; None when the baseline could not run every job (its
+        total would not be the cost of the same work)."""
+        if not self.baseline_ran:
+            return None
         base = self.policy(self.baseline).total_cost
         return 100.0 * (1 - self.policy(name).total_cost / base) if base else 0.0
 
@@ -255,6 +268,7 @@ class BacktestResult:
             "jobs": self.jobs,
             "unplaceable": list(self.unplaceable),
             "baseline": self.baseline,
+            "baseline_unfinished": list(self.baseline_unfinished),
             "optimum": self.optimum,
             "policies": [
                 {
@@ -279,8 +293,19 @@ class BacktestResult:
 # --- per-job context ---------------------------------------------------------------------
 
 
+def first_step(job: WorkloadJob, trace: Trace) -> int:
+    """The step the job arrives in (0 when it arrives before the trace starts)."""
+    if job.arrival <= trace.start:
+        return 0
+    return (job.arrival - trace.start) // timedelta(seconds=trace.step_s)
+
+
 class JobContext:
-    """A job's feasible pools (from the planner), its rules, and candidates per step (cached)."""
+    """A job's feasible pools (from the planner), its rules, and candidates per step (cached).
+
+    The job arrives within `first_step` (router.core.backtest_model.first_step), at
+    `arrived_at`: that step is only `hours(first_step)` long for it, and it begins then.
+    """
 
     def __init__(
         self,
@@ -293,8 +318,23 @@ class JobContext:
         self.job, self.trace, self.rules = job, trace, rules
         self.pools = tuple(pools)
         self.first_step = first_step
+        self.arrived_at = max(job.arrival, trace.at(first_step))
         self.deadline_rules = replace(rules, deadline=job.deadline)
         self._steps: dict[int, tuple[Slot, ...]] = {}
+
+    def begins(self, step: int) -> datetime:
+        """When the job's part of a step begins: the arrival in its first step."""
+        return self.arrived_at if step == self.first_step else self.trace.at(step)
+
+    def step_of(self, ended: datetime) -> int:
+        """The step work that ended at `ended` ran in (a step's end belongs to that step)."""
+        return -((self.trace.start - ended) // timedelta(seconds=self.trace.step_s)) - 1
+
+    def hours(self, step: int) -> float:
+        """Hours of the step the job can use: the rest of it after the arrival in its first."""
+        if step != self.first_step:
+            return self.trace.step_h
+        return (self.trace.at(step + 1) - self.arrived_at).total_seconds() / 3600.0
 
     def candidates(self, step: int) -> tuple[Slot, ...]:
         """Every feasible pool usable at this step, at this step's price."""
