@@ -7,14 +7,16 @@ The value types (Pool, Trace, Workload, JobContext, results) are in router.core.
 hindsight optimum (router.core.hindsight), which is a lower bound on all of them.
 
 The simulation, per job and policy, one step [t, t + step) at a time:
-  1. a spot placement whose pool is unavailable at t is interrupted: work rolls back to the last
-     checkpoint (the difference is recomputed hours); its zone is remembered as lost;
+  1. a placement whose pool is unavailable at t (spot capacity out), or no longer offered (gone
+     from the price series), is interrupted: work rolls back to the last checkpoint (the
+     difference is recomputed hours); a spot zone is remembered as lost;
   2. the policy chooses: stay, move / switch-market / re-place onto a candidate, or wait.
      A voluntary move pays the hand-over overlap at the old price and loses the work since the
      last checkpoint; every (re)start but the first pays the restore overhead as paid time
      without progress; a new region pays data and checkpoint egress (router.core.egress);
-  3. the placement runs: price × node_count per hour used; the last step is paid only up to
-     the moment the work is done. Checkpoints complete every checkpoint interval of work.
+  3. the placement runs: price × node_count per hour used; the step the job arrives in only
+     from its arrival (JobContext.begins / hours), the last step only up to the moment the
+     work is done. Checkpoints complete every checkpoint interval of work.
 Jobs are independent (no capacity contention between them) and on-demand never runs out.
 
 Policies (router.core.backtest_policies): single-cloud on-demand (the baseline), single-cloud
@@ -76,20 +78,18 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
     for step in range(ctx.first_step, trace.steps):
         now = ctx.begins(step)  # the arrival, in the step the job arrives in
         cur = state.current
-        if (
-            cur is not None
-            and not state.interrupted
-            and cur.market == SPOT
-            and not trace.available[cur.pool][step]
-        ):
+        if cur is not None and not state.interrupted and not _usable(trace, cur.pool, step):
+            # Spot capacity out — or any pool that is not offered any more (it vanished from the
+            # price series) or marked unavailable: what runs there stops.
             state.interrupted = True
             run.interruptions += 1
             run.recomputed_h += state.done_h - state.checkpointed_h
             state.done_h = state.checkpointed_h
-            h = state.history
-            state.history = History(
-                h.last_move_at, (*h.lost_zones, (zone_key(cur), now)), h.committed_on_demand
-            )
+            if cur.market == SPOT:  # a preemption: the zone is blocked for zone_block
+                h = state.history
+                state.history = History(
+                    h.last_move_at, (*h.lost_zones, (zone_key(cur), now)), h.committed_on_demand
+                )
         cands = ctx.candidates(step)
         action, target, reason = policy.choose(ctx, state, cands, now)
         if keep_decisions and action != STAY:
@@ -153,6 +153,11 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
                 cur.pool,
             )
     return run
+
+
+def _usable(trace: Trace, pool: int, step: int) -> bool:
+    price = trace.prices[pool][step]
+    return trace.available[pool][step] and price == price  # nan: not offered
 
 
 def _merge_segments(run: JobRun) -> None:

@@ -10,7 +10,7 @@ candidate `Slot`s per step. `JobRun`, `PolicyResult` and `BacktestResult` are wh
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -83,11 +83,16 @@ def trace_from_points(
     start: datetime | None = None,
     end: datetime | None = None,
     available: Mapping[Pool, Sequence[bool]] | None = None,
+    stale_after_s: float | None = None,
+    held: Collection[Pool] = (),
 ) -> Trace:
     """A step trace from (time, pool, price) observations: each step holds the last price seen.
 
-    Before a pool's first observation its first price holds (the price was not recorded, not
-    absent). `available` gives per-pool availability series (True = usable), default always.
+    `stale_after_s` (None: never): a pool whose last observation is older than this at a step's
+    start is not offered there (nan) — it vanished from the series; before its first
+    observation, its first price holds for steps that start at most this long before it. Pools
+    in `held` (prices that change only when a row says so: spot price history, list prices)
+    keep their last price. `available` gives per-pool availability series (True = usable).
     """
     if not points:
         raise ValueError("no price points")
@@ -100,18 +105,24 @@ def trace_from_points(
     for at, pool, price in points:
         by_pool.setdefault(pool, []).append((at, price))
     pools = tuple(sorted(by_pool, key=lambda p: p.label))
+    gap = None if stale_after_s is None else timedelta(seconds=stale_after_s)
     prices: list[tuple[float, ...]] = []
     avail: list[tuple[bool, ...]] = []
     for pool in pools:
         seen = sorted(by_pool[pool], key=lambda x: x[0])
+        limit = None if pool in held else gap
         series: list[float] = []
-        i, price = 0, seen[0][1]
+        i, price, since = 0, seen[0][1], seen[0][0]
         for s in range(steps):
-            edge = start + timedelta(seconds=(s + 1) * step_s)
+            begins = start + timedelta(seconds=s * step_s)
+            edge = begins + timedelta(seconds=step_s)
             while i < len(seen) and seen[i][0] < edge:
-                price = seen[i][1]
+                price, since = seen[i][1], seen[i][0]
                 i += 1
-            series.append(price)
+            if limit is not None and (begins - since > limit or since - begins > limit):
+                series.append(math.nan)  # gone for longer than the gap, or not yet there
+            else:
+                series.append(price)
         prices.append(tuple(series))
         given = (available or {}).get(pool)
         if given is None:
