@@ -20,20 +20,23 @@ missed); a job without one, up to `horizon` — run_backtest passes the step in 
 replayed policy finished the job, so the optimum bounds every policy that finished it and never
 credits waiting longer than any of them did (the end of the trace when none finished).
 
-The programme: work is counted in steps; unit j (1 … n) of the job runs at some step τ on
-some pool q, every unit after the one before. In offsets d = τ − (j − 1) (0 … m − 1, m = steps
-in the window − n + 1: the slack) one array of shape (m, pools) per unit holds the least cost to
-be ready for that unit on each pool at each offset; a unit's array comes from the one before by
-adding the step's price, a running minimum over d (waiting is free) and the cheapest move into
-each pool (region to region). Only the unit being computed is held, plus every B-th array for
-rebuilding the path (B = 1 when they fit in MEMORY_CELLS, else about √n; the others are
-recomputed). A job arriving within a step is solved twice — using the rest of that step or not
-— and the cheaper is kept. Cost per job: O(n × m × (P + R²)) with P feasible pools and R their
-regions; memory O(m × P × (n / B + B)).
+The programme: work is counted in steps; unit j (1 … n) of the job runs at some step on some
+pool, every unit after the one before, so in offsets d = step − (j − 1) each unit has m = steps
+in the window − n + 1 places (the slack, plus one). One (pools, m) array per unit holds the
+least cost to have done it at offset d or earlier on each pool: the array before plus the
+step's price, a running minimum over d (waiting is free; a gather of the last offered offset
+when every pool has one price), then the cheapest move into each pool (region to region). Only
+the unit being computed is held, plus every B-th array for the path (B = 1 when they fit in
+MEMORY_CELLS, else about √n; the others are recomputed once); the path is read back from them
+(each unit ran where its array first reaches its value). A job arriving within a step is solved
+with and without the rest of that step; a way whose lower bound cannot beat the schedule found
+is skipped. Cost per job: O(n × m × (P + R²)) for P feasible pools in R regions; memory
+O(m × P × (n / B + B)), nothing shared between jobs but the price matrix.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import weakref
 from collections.abc import Callable
@@ -236,15 +239,17 @@ class _Problem:
         count = price.shape[1]
         # (pools, steps): a unit's array is contiguous along the offsets it is scanned over.
         cost = np.ascontiguousarray(price[:steps].T)
-        full = cost * (step_h * nodes)
-        ready0 = model.start if placed is None else model.enter(placed[:, None].copy())[:, 0]
-        every = 1 if n * m * count <= MEMORY_CELLS else max(1, math.isqrt(n))
-        saved: dict[int, Array] = {}
-        ready: Array = np.broadcast_to(ready0[:, None], (count, m))
+        units = _Units(
+            model,
+            cost * (step_h * nodes),
+            t0,
+            m,
+            model.start if placed is None else model.enter(placed[:, None].copy())[:, 0],
+            every=1 if n * m * count <= MEMORY_CELLS else max(2, math.isqrt(n)),
+        )
+        ready = units.ready0
         for j in range(1, n):
-            if (j - 1) % every == 0:
-                saved[j - 1] = ready
-            ready = self._next(ready, full, t0 + j - 1, m)
+            ready = units.next(j, ready)
             if j % 64 == 0 and not np.isfinite(ready[:, -1]).any():
                 return None  # not even the latest offset is reachable: no schedule
         final = ready + cost[:, t0 + n - 1 : t0 + n - 1 + m] * (last_h * nodes)
@@ -257,12 +262,11 @@ class _Problem:
         def runs() -> tuple[tuple[int, int, float], ...]:
             d, q = d_end, q_end
             out = [(t0 + n - 1 + d, q, last_h)]
-            rebuilt: dict[int, Array] = {}
             for j in range(n - 1, 0, -1):
-                before = self._ready(j - 1, n, saved, rebuilt, every, full, t0, m)
-                reached = before[:, : d + 1] + full[:, t0 + j - 1 : t0 + j + d]  # unit j, ≤ d
-                q = self._came_from(reached.min(axis=1), q)
-                d = int(np.argmin(reached[q]))
+                done = units.done(j, n)  # unit j done at offset ≤ d, per pool
+                q = self._came_from(done[:, d], q)
+                row = done[q]  # non-increasing: unit j ran where it first reached its value
+                d = bisect.bisect_left(row, -float(row[d]), hi=d, key=lambda v: -v)
                 out.append((t0 + j - 1 + d, q, step_h))
             if placed is not None:
                 out.append((0, self._came_from(placed, q), self.first_h))
@@ -270,35 +274,6 @@ class _Problem:
             return tuple(out)
 
         return _Found(best, self._ends_h(t0 + n - 1 + d_end, last_h), runs)
-
-    def _next(self, ready: Array, full: Array, t: int, m: int) -> Array:
-        """Ready for unit j+1 (per pool and offset) from ready for unit j, run at t + offset."""
-        ran = ready + full[:, t : t + m]
-        np.minimum.accumulate(ran, axis=1, out=ran)  # done at offset d or earlier, then waited
-        return self.model.enter(ran)
-
-    def _ready(
-        self,
-        j: int,
-        n: int,
-        saved: dict[int, Array],
-        rebuilt: dict[int, Array],
-        every: int,
-        full: Array,
-        t0: int,
-        m: int,
-    ) -> Array:
-        """Ready for unit j+1, from `saved` or recomputed from the last saved one before it."""
-        found = saved.get(j, rebuilt.get(j))
-        if found is None:
-            base = j - j % every
-            rebuilt.clear()
-            ready = saved[base]
-            for k in range(base + 1, min(base + every, n - 1) + 1):
-                ready = self._next(ready, full, t0 + k - 1, m)
-                rebuilt[k] = ready
-            found = rebuilt[j]
-        return found
 
     def _came_from(self, value: Array, q: int) -> int:
         """The pool the optimum was on before entering q (q itself when it stayed there)."""
@@ -331,6 +306,75 @@ class _Problem:
                 seg.append((a + t, a + t + 1, pool, usd))
         t, _, hours = schedule.runs[-1]
         run.finished_at = self.begins(t) + timedelta(hours=hours)
+
+
+class _Units:
+    """The units of one way to begin, one at a time. done(j): (pools, offsets) least cost with
+    unit j done at that offset or earlier, ending on that pool — every `every`-th kept, the
+    others recomputed from the last kept one when the path is rebuilt.
+
+    Waiting is a running minimum over offsets. When every pool has one price wherever it is
+    offered (list prices, replayed availability), it is a gather instead: ready-for-the-unit
+    costs never rise with the offset, so the cheapest offset ≤ d to have run it is the last
+    one the pool was offered at (`last`)."""
+
+    def __init__(
+        self, model: _Moves, full: Array, t0: int, m: int, ready0: Array, *, every: int
+    ) -> None:
+        self.model, self.full, self.t0, self.m, self.every = model, full, t0, m, every
+        count = len(ready0)
+        self.ready0: Array = np.broadcast_to(ready0[:, None], (count, m))
+        self.kept: dict[int, Array] = {}
+        self._rebuilt: dict[int, Array] = {}
+        offered = np.isfinite(full)
+        low = np.where(offered, full, np.inf).min(axis=1)
+        high = np.where(offered, full, -np.inf).max(axis=1)
+        self.flat = bool(np.all((low == high) | ~offered.any(axis=1)))
+        if self.flat:
+            steps = np.where(offered, np.arange(full.shape[1]), -1)
+            self.last = np.maximum.accumulate(steps, axis=1)  # last step ≤ τ it was offered
+            self.price = low[:, None]  # USD per step on each pool (inf: never offered)
+            self.rows = (np.arange(count) * (m + 1))[:, None]
+
+    def _done(self, j: int, ready: Array) -> Array:
+        t = self.t0 + j - 1  # unit j at offset d runs at step t + d
+        if self.flat:
+            padded = np.empty((len(ready), self.m + 1))
+            padded[:, 0] = np.inf  # where the pool was not offered since offset 0
+            padded[:, 1:] = ready
+            at = self.last[:, t : t + self.m] - (t - 1)
+            np.maximum(at, 0, out=at)
+            at += self.rows
+            done: Array = padded.ravel().take(at)
+            done += self.price
+            return done
+        done = ready + self.full[:, t : t + self.m]
+        np.minimum.accumulate(done, axis=1, out=done)  # done at offset d or earlier: waiting
+        return done
+
+    def next(self, j: int, ready: Array) -> Array:
+        """Ready for unit j+1 from ready for unit j."""
+        done = self._done(j, ready)
+        if j % self.every == 0:
+            self.kept[j] = done
+            done = done.copy()
+        return self.model.enter(done)
+
+    def done(self, j: int, n: int) -> Array:
+        """Unit j's done array, kept or recomputed (with the rest of its block, once)."""
+        found = self.kept.get(j)
+        if found is None:
+            found = self._rebuilt.get(j)
+        if found is None:
+            base = j - j % self.every
+            ready = self.ready0 if base == 0 else self.model.enter(self.kept[base].copy())
+            self._rebuilt = {}
+            for k in range(base + 1, min(base + self.every, n)):
+                done = self._done(k, ready)
+                self._rebuilt[k] = done
+                ready = self.model.enter(done.copy())
+            found = self._rebuilt[j]
+        return found
 
 
 def _cheapest(price: Array) -> float:
@@ -394,6 +438,8 @@ class _Moves:
             region_of = np.zeros_like(region_of)
             firsts, between = firsts[:1], between[:1, :1]
         self.region_of, self.firsts, self.between = region_of, firsts, between
+        ends = [*firsts[1:].tolist(), len(region_of)]
+        self.spans = list(zip(firsts.tolist(), ends, strict=True))  # pools of each region
 
     def cost(self, src: int, dst: int) -> float:
         return float(self.between[self.region_of[src], self.region_of[dst]])
@@ -408,7 +454,13 @@ class _Moves:
         if len(self.firsts) == 1:
             np.minimum(value, value.min(axis=0) + self.restore_usd, out=value)
             return value
-        per_region = np.minimum.reduceat(value, self.firsts, axis=0)  # (R, m)
-        best = (per_region[:, None, :] + self.between[:, :, None]).min(axis=0)  # (R, m)
-        np.minimum(value, best[self.region_of], out=value)
+        per_region = np.empty((len(self.spans), value.shape[1]))
+        for r, (a, b) in enumerate(self.spans):
+            value[a:b].min(axis=0, out=per_region[r])
+        between = self.between
+        for r, (a, b) in enumerate(self.spans):
+            into = per_region[0] + between[0, r]
+            for s in range(1, len(self.spans)):
+                np.minimum(into, per_region[s] + between[s, r], out=into)
+            np.minimum(value[a:b], into, out=value[a:b])
         return value

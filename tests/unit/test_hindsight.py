@@ -226,9 +226,12 @@ def small_cases(draw: st.DrawFn) -> tuple[JobContext, int | None]:
     step_s = draw(st.sampled_from([1800.0, 3600.0]))
     chosen = draw(st.lists(st.sampled_from(PLACES), min_size=1, max_size=4, unique=True))
     prices, available = [], []
+    flat = draw(st.booleans())  # one price per pool wherever offered (the programme's gather)
     for _ in chosen:
         row = draw(st.lists(st.sampled_from([0.5, 1.0, 1.5, 3.0, 40.0, math.nan]),
                             min_size=steps, max_size=steps))  # fmt: skip
+        if flat:
+            row = [row[0] if v == v else v for v in row]
         prices.append(tuple(row))
         available.append(tuple(draw(st.lists(st.booleans(), min_size=steps, max_size=steps))))
     t = Trace(START, step_s, tuple(chosen), tuple(prices), tuple(available))
