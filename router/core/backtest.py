@@ -7,16 +7,19 @@ The value types (Pool, Trace, Workload, JobContext, results) are in router.core.
 hindsight optimum (router.core.hindsight), which is a lower bound on all of them.
 
 The simulation, per job and policy, one step [t, t + step) at a time:
-  1. a spot placement whose pool is unavailable at t is interrupted: work rolls back to the last
-     checkpoint (the difference is recomputed hours); its zone is remembered as lost;
+  1. a placement whose pool is unavailable at t (spot capacity out), or no longer offered (gone
+     from the price series), is interrupted: work rolls back to the last checkpoint (the
+     difference is recomputed hours); a spot zone is remembered as lost;
   2. the policy chooses: stay, move / switch-market / re-place onto a candidate, or wait; a
      job that waits is asked again inside the step when its policy's answer could change
      (`wake_h`: route watch decides every minute). A voluntary move saves a checkpoint first
      (route migrate's save request) and pays the hand-over overlap at the old price; every
      (re)start but the first pays the restore overhead as paid time without progress; a new
      region pays data and checkpoint egress (router.core.egress);
-  3. the placement runs: price × node_count per hour used; the last step is paid only up to
-     the moment the work is done. Checkpoints complete every checkpoint interval of work.
+  3. the placement runs: price × node_count per hour used; the step the job arrives in only
+     from its arrival (JobContext.begins / hours), a step in which it was asked again only
+     from then, the last step only up to the moment the work is done. Checkpoints complete
+     every checkpoint interval of work.
 Jobs are independent (no capacity contention between them) and on-demand never runs out.
 
 Policies (router.core.backtest_policies): single-cloud on-demand (the baseline), single-cloud
@@ -45,6 +48,7 @@ from router.core.backtest_model import (
     Trace,
     Workload,
     WorkloadJob,
+    first_step,
     job_rules,
 )
 from router.core.backtest_policies import Policy, RunState, policies
@@ -75,22 +79,20 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
     restore_h = job.restore_overhead_s / 3600.0
     nodes = job.node_count
     for step in range(ctx.first_step, trace.steps):
-        now = trace.at(step)
+        now = ctx.begins(step)  # the arrival, in the step the job arrives in
         cur = state.current
-        if (
-            cur is not None
-            and not state.interrupted
-            and cur.market == SPOT
-            and not trace.available[cur.pool][step]
-        ):
+        if cur is not None and not state.interrupted and not _usable(trace, cur.pool, step):
+            # Spot capacity out — or any pool that is not offered any more (it vanished from the
+            # price series) or marked unavailable: what runs there stops.
             state.interrupted = True
             run.interruptions += 1
             run.recomputed_h += state.done_h - state.checkpointed_h
             state.done_h = state.checkpointed_h
-            h = state.history
-            state.history = History(
-                h.last_move_at, (*h.lost_zones, (zone_key(cur), now)), h.committed_on_demand
-            )
+            if cur.market == SPOT:  # a preemption: the zone is blocked for zone_block
+                h = state.history
+                state.history = History(
+                    h.last_move_at, (*h.lost_zones, (zone_key(cur), now)), h.committed_on_demand
+                )
         cands = ctx.candidates(step)
         action, target, reason = policy.choose(ctx, state, cands, now)
         end = trace.at(step + 1)
@@ -172,6 +174,11 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
                 cur.pool,
             )
     return run
+
+
+def _usable(trace: Trace, pool: int, step: int) -> bool:
+    price = trace.prices[pool][step]
+    return trace.available[pool][step] and price == price  # nan: not offered
 
 
 def _merge_segments(run: JobRun) -> None:
@@ -342,7 +349,7 @@ def run_backtest(
     matrix = price_matrix(trace) if with_optimum else None
     evidence = trace_evidence(trace)
     for n, job in enumerate(workload.jobs):
-        first = max(0, math.ceil((job.arrival - trace.start).total_seconds() / trace.step_s))
+        first = first_step(job, trace)
         if first >= trace.steps:
             unplaceable.append(job.name)
             continue
@@ -352,12 +359,15 @@ def run_backtest(
             continue
         rules = job_rules(job, workload, egress, trace.step_s)
         ctx = JobContext(job, trace, pools, rules, first, evidence)
+        last = 0  # the optimum of a job without a deadline ends by the slowest policy's end
         for policy in chosen:
             run = simulate_job(ctx, policy)
             _merge_segments(run)
             runs[policy.name].append(run)
+            if run.finished_at is not None:
+                last = max(last, ctx.step_of(run.finished_at) + 1)
         if with_optimum:
-            best.append(optimum_cost(ctx, matrix))
+            best.append(optimum_cost(ctx, matrix, horizon=last or None))
         if on_progress is not None:
             on_progress(n + 1, total)
     results = [_total(p.name, p.label, runs[p.name]) for p in chosen]

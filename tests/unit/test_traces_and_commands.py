@@ -97,7 +97,7 @@ def test_malformed_csv_gets_one_line_naming_file_line_and_field(tmp_path, conten
     ("content", "message"),
     [
         ('{"metadata": {"gap_seconds": 600}, "data": [0, 2]}', "data[1]: 2 must be 0"),
-        ('{"metadata": {}, "data": [0]}', "metadata.gap_seconds: None must be a positive"),
+        ('{"metadata": {}, "data": [0]}', "gap_seconds: None must be the seconds"),
         ('{"metadata": {"gap_seconds": 60},\n "data": [0,\n', "line 3: not valid JSON"),
         ('{"metadata": {"gap_seconds": 60}, "data": [0], "prices": [1, 2]}', "prices: must be"),
     ],
