@@ -38,6 +38,14 @@ from router.cli.options import ctx_project
     "overrides the workload's price_gap (default 7d). never: prices hold until the next row.",
 )
 @click.option(
+    "--policies",
+    "policy_names",
+    type=click.Choice(["default", "all"]),
+    default="default",
+    show_default=True,
+    help="all: also the published benchmark policies (greedy-deadline: Can't Be Late's greedy).",
+)
+@click.option(
     "--chart",
     type=click.Path(path_type=Path, dir_okay=False),
     help="Write a chart: .png, or .html (self-contained page with the table).",
@@ -48,6 +56,7 @@ def backtest(
     price_files: tuple[Path, ...],
     availability: tuple[str, ...],
     price_gap: str | None,
+    policy_names: str,
     chart: Path | None,
     as_json: bool,
 ) -> None:
@@ -66,6 +75,7 @@ def backtest(
             prices=price_files,
             availability=availability,
             price_gap=price_gap,
+            policies=policy_names,
             on_progress=progress.update if progress else None,
         )
     finally:

@@ -38,6 +38,10 @@ class WorkloadFile:
     market: MarketModel | None
     market_seed: int
     price_gap_s: float | None = PRICE_GAP_S  # a pool with no price row for this long is gone
+    # `traces:` — files named by the workload (relative to it), used when the command line
+    # gives none: price files, and [SELECTOR=]FILE availability specs.
+    prices: tuple[Path, ...] = ()
+    availability: tuple[str, ...] = ()
 
 
 class _Where:
@@ -61,7 +65,7 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
     if not isinstance(data, dict):
         raise w.fail("", "expected a mapping with name, start, days and jobs")
     _known(w, "", data, {"name", "start", "days", "step", "home_cloud", "handover", "zone_block",
-                         "price_gap", "market", "jobs"})  # fmt: skip
+                         "price_gap", "market", "traces", "jobs"})  # fmt: skip
     name = str(data.get("name") or path.stem)
     start = _time(w, "start", data.get("start"))
     days = _number(w, "days", data.get("days", 30), positive=True)
@@ -97,7 +101,32 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
         handover_s=handover_s,
         zone_block_s=block_s,
     )
-    return WorkloadFile(workload, start, days, step_s, market, seed, gap_s)
+    prices, availability = _traces(w, data.get("traces"))
+    return WorkloadFile(workload, start, days, step_s, market, seed, gap_s, prices, availability)
+
+
+def _traces(w: _Where, data: object) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+    """`traces: {prices: [FILE…], availability: [[SELECTOR=]FILE…]}`, files relative to the
+    workload file."""
+    if data is None:
+        return (), ()
+    if not isinstance(data, dict):
+        raise w.fail("traces", "must be a mapping with prices and/or availability")
+    _known(w, "traces", data, {"prices", "availability"})
+    here = w.path.parent
+
+    def files(key: str) -> list[str]:
+        value = data.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise w.fail(f"traces.{key}", "must be a list of file names")
+        return value
+
+    prices = tuple(here / f for f in files("prices"))
+    availability = []
+    for spec in files("availability"):
+        selector, eq, file = spec.rpartition("=")
+        availability.append(f"{selector}{eq}{here / file}")
+    return prices, tuple(availability)
 
 
 def price_gap(value: object, fail: Callable[[str], BadInput]) -> float | None:

@@ -230,6 +230,22 @@ class GreedyDeadline:
         return (REPLACE, target, "spot") if target else (WAIT, None, "no spot: waiting")
 
 
+POLICY_SETS = ("default", "all")
+
+
+def policy_set(home_cloud: str, which: str = "default") -> tuple[Policy, ...]:
+    """The policies of `route backtest --policies`: default, or all (+ the benchmark ones)."""
+    if which not in POLICY_SETS:
+        raise ValueError(f"policy set {which!r} is not one of {', '.join(POLICY_SETS)}")
+    chosen = policies(home_cloud)
+    return (*chosen, *benchmark_policies()) if which == "all" else chosen
+
+
+def benchmark_policies() -> tuple[Policy, ...]:
+    """Published baselines to compare against (Can't Be Late's greedy); not what spotroute runs."""
+    return (GreedyDeadline(),)
+
+
 def policies(home_cloud: str) -> tuple[Policy, ...]:
     """The replayed policies, baseline first (the optimum is computed separately)."""
     return (

@@ -33,6 +33,7 @@ from router.config.workload import WorkloadFile, load_workload
 from router.config.workload import price_gap as workload_price_gap
 from router.core.backtest import Progressed, run_backtest
 from router.core.backtest_model import BacktestResult, Pool, Trace, trace_from_points
+from router.core.backtest_policies import policy_set
 from router.core.catalog import Catalog
 from router.core.errors import BadInput
 from router.core.synthetic import synthetic_trace
@@ -55,11 +56,13 @@ def backtest(
     prices: Sequence[Path] = (),
     availability: Sequence[str] = (),
     price_gap: str | None = None,
+    policies: str = "default",
     on_progress: Progressed | None = None,
 ) -> BacktestReport:
     """Replay the workload's jobs under every policy on the given (or synthetic) traces.
 
-    `price_gap`: `--price-gap` (a duration or `never`), overriding the workload's `price_gap`.
+    `price_gap`: `--price-gap` (a duration or `never`), overriding the workload's `price_gap`;
+    `policies`: `--policies` — default, or all (adds the benchmark policies: greedy-deadline).
     """
     from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 
@@ -68,6 +71,9 @@ def backtest(
         gap = workload_price_gap(price_gap, lambda why: BadInput(f"--price-gap: {why}"))
         wf = replace(wf, price_gap_s=gap)
     warnings: tuple[str, ...] = ()
+    # The command line's files replace the workload's own (its `traces:` section).
+    prices = tuple(prices) or wf.prices
+    availability = tuple(availability) or wf.availability
     if prices:
         trace, sources, warnings = _price_trace(workload_path, wf, prices)
     elif wf.market is not None:
@@ -85,6 +91,7 @@ def backtest(
     result = run_backtest(
         wf.workload,
         trace,
+        policy_set=policy_set(wf.workload.home_cloud, policies),
         egress=load_egress(),
         interruption=load_interruption_model(),
         storage=load_storage_prices(),
