@@ -50,8 +50,9 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from router.core.errors import BadInput
@@ -156,6 +157,28 @@ def interruption_usd(
     """Expected USD lost to interruptions doing `hours` of work: price × N × W × (m - 1)."""
     m = work_multiplier(group_rate(rate_per_instance_hour, node_count), restore_h, interval_h)
     return price_per_hour * max(1, node_count) * hours * (m - 1.0)
+
+
+def evidence_from_history(
+    stints: Iterable[tuple[EvidenceKey, datetime, datetime, int]],
+    preemptions: Iterable[tuple[EvidenceKey, datetime]],
+    *,
+    now: datetime,
+    lookback_h: float = LOOKBACK_H,
+) -> dict[EvidenceKey, Evidence]:
+    """Evidence per pool from what ran there (key, start, end, nodes: instance-hours up) and
+    the preemptions seen there, both over the lookback before `now` (route watch's records)."""
+    since = now - timedelta(hours=lookback_h)
+    up: dict[EvidenceKey, float] = {}
+    lost: dict[EvidenceKey, int] = {}
+    for key, start, end, nodes in stints:
+        begin, stop = max(start, since), min(end, now)
+        if stop > begin:
+            up[key] = up.get(key, 0.0) + (stop - begin).total_seconds() / 3600.0 * max(1, nodes)
+    for key, at in preemptions:
+        if since <= at <= now:
+            lost[key] = lost.get(key, 0) + 1
+    return {k: Evidence(up.get(k, 0.0), lost.get(k, 0)) for k in up.keys() | lost.keys()}
 
 
 class SeriesEvidence:
