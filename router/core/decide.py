@@ -77,6 +77,7 @@ from router.core.decide_deadline import (
     at_most,
     deadline_decision,
     deadline_slack,
+    latest_start,
     return_reserve_h,
     wake_after_h,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "at_most",
     "deadline_slack",
     "decide",
+    "latest_start",
     "remaining_cost",
     "return_reserve_h",
     "wake_after_h",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from router.core.decide_money import cheapest, maybe_move, place_text, remaining_cost, replace_on
 from router.core.decision_model import (
@@ -64,6 +64,15 @@ def deadline_slack(
 def _risk_h(rules: Rules) -> float:
     """The most the slack test's risk can be: a restore, a whole interval and the period."""
     return rules.restore_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
+
+
+def latest_start(rules: Rules, work_h: float) -> datetime:
+    """The latest start that leaves a job the slack to take spot: deadline − work − a restore
+    (to get onto on-demand) − the most the slack test risks. A later start would be sent to
+    on-demand for good at once, so a price saving on spot could not be had (`route plan`'s
+    later start, router/flows/timeshift.py)."""
+    assert rules.deadline is not None
+    return rules.deadline - timedelta(hours=work_h + rules.restore_h + _risk_h(rules))
 
 
 def return_reserve_h(rules: Rules) -> float:
