@@ -1,8 +1,8 @@
 """Backtest benchmarks (docs/benchmarks.md): the 30-day scenario, deadlines on availability
 traces, and speed.
 
-Run: .venv/bin/python bench/backtest_bench.py [--part scenario|deadlines|deadline-seeds|speed|
-                                                optimum-speed|all]
+Run: .venv/bin/python bench/backtest_bench.py [--part scenario|deadlines|deadline-seeds|real|
+                                                speed|optimum-speed|all]
 
 1. scenario   examples/backtest-30d.yaml: the policy table, and the migration policy again at
               lower min_savings_pct. Goal: multi-cloud with migration ≥ 45 % below single-cloud
@@ -12,6 +12,11 @@ Run: .venv/bin/python bench/backtest_bench.py [--part scenario|deadlines|deadlin
               60 jobs with deadlines per trace (1.2-2x the duration; 1.1-1.6x on the last two).
               Goal: deadline-aware meets 100 % of deadlines at lower cost than greedy.
    deadline-seeds  the same five settings redrawn with seeds 200-500: cost vs greedy only.
+   real       the examples on real traces (bench/real_traces.py): whole, zone by zone, prices
+              only. Goals: deadline-aware no dearer than greedy on every real scenario and
+              closing ≥ 1/3 of greedy's gap to the optimum on average, 0 missed deadlines;
+              within 2 % of the optimum on prices only; route watch's policy within 15 % of
+              the optimum on the 4-zone scenario.
 3. speed      30 days × ~1,000 pools (offers) × 100 jobs, every policy and the optimum.
               Goal: under 10 s.
 4. optimum-speed  the hindsight optimum alone, each case in its own process (peak RSS is the
@@ -495,7 +500,7 @@ def optimum_speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    parts = ["scenario", "deadlines", "deadline-seeds", "speed", "optimum-speed", "all"]
+    parts = ["scenario", "deadlines", "deadline-seeds", "real", "speed", "optimum-speed", "all"]
     ap.add_argument("--part", choices=parts, default="all")
     ap.add_argument("--case", choices=sorted(OPTIMUM_CASES), help=argparse.SUPPRESS)
     ap.add_argument("--jobs", type=int, help=argparse.SUPPRESS)
@@ -510,6 +515,10 @@ def main() -> None:
         deadlines()
     if part in ("deadline-seeds", "all"):
         deadline_seeds()
+    if part in ("real", "all"):
+        from bench.real_traces import real
+
+        real()
     if part in ("speed", "all"):
         speed()
     if part in ("optimum-speed", "all"):

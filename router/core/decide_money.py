@@ -13,6 +13,7 @@ from datetime import datetime
 from router.core.decision_model import (
     MOVE,
     REPLACE,
+    SPOT,
     STAY,
     SWITCH_MARKET,
     WAIT,
@@ -31,13 +32,16 @@ from router.core.interruption import group_rate, stint_work_h, work_multiplier
 def remaining_cost(rules: Rules, p: Capacity, work_left_h: float) -> float:
     """Expected USD to finish work_left_h on p at today's price, interruptions included
     (router.core.interruption: the group's rate and the paid hours per hour of work)."""
-    rate = p.interruptions_per_hour
+    return _remaining(rules, p.price_per_hour, p.interruptions_per_hour, work_left_h)
+
+
+def _remaining(rules: Rules, price: float, rate: float, work_left_h: float) -> float:
     m = 1.0
     if rate > 0:
         m = work_multiplier(
             group_rate(rate, rules.node_count), rules.restore_h, rules.checkpoint_interval_s / 3600
         )
-    return p.price_per_hour * rules.node_count * work_left_h * m
+    return price * rules.node_count * work_left_h * m
 
 
 def stint_h(rules: Rules, p: Capacity) -> float:
@@ -156,7 +160,13 @@ def maybe_move(
         # A move pays off only over the work the target keeps before it is lost (then the job
         # moves on anyway): the saving is counted over min(work left, its stint's work).
         h = min(work_left, stint_h(rules, p))
-        rem = remaining_cost(rules, p, h)
+        rate = p.interruptions_per_hour
+        if here.market == SPOT and p.market == SPOT:
+            # A running spot placement is not left for a lower rate alone: it has lasted so
+            # far, and GPU spot up-times are heavy-tailed (most stints end within minutes, the
+            # ones that last go on). Spot against spot, the price decides.
+            rate = max(rate, here.interruptions_per_hour)
+        rem = _remaining(rules, p.price_per_hour, rate, h)
         mine_h = mine if h >= work_left else remaining_cost(rules, here, h)
         # A move saves a checkpoint first (route migrate's save request): no work is lost.
         move = arrival_cost(rules, p, here, 0.0) + handover

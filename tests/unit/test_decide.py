@@ -390,6 +390,25 @@ def test_a_move_to_spot_must_pay_for_itself_over_the_work_the_target_keeps() -> 
     assert d.action == SWITCH_MARKET and d.target == calm
 
 
+def test_a_running_spot_placement_is_not_left_for_a_lower_rate_alone() -> None:
+    # Two zones at one price: the other was lost less often, but this one is running (GPU spot
+    # up-times are heavy-tailed: a stint that lasted tends to last). Spot against spot, price.
+    here = spot(1.0, interruptions_per_hour=1.0)
+    calmer = spot(1.0, "us-east-1b", interruptions_per_hour=0.05)
+    on = running(here, NOW - 3 * H)
+    for rules in (RULES, DL):
+        d = decide(rules, prog(done=3.0), on, [here, calmer], History(), NOW)
+        assert d.action == STAY, rules.deadline
+    cheaper = spot(0.5, "us-east-1b", interruptions_per_hour=0.05)
+    d = decide(RULES, prog(done=3.0), running(here, NOW - 3 * H), [here, cheaper], History(), NOW)
+    assert d.action == MOVE and d.target == cheaper
+    # After an interruption the learned rates choose the zone.
+    lost = Current(spot(1.0, "us-east-1c", interruptions_per_hour=1.0), NOW - H, True)
+    churny = spot(1.0, "us-east-1a", interruptions_per_hour=1.0)
+    d = decide(RULES, prog(done=3.0), lost, [churny, calmer], History(), NOW)
+    assert d.action == REPLACE and d.target == calmer
+
+
 def test_without_waiting_for_spot_a_deadline_job_never_idles_but_keeps_its_deadline() -> None:
     lost = Current(spot(5), NOW - H, True)
     waits = decide(DL, prog(done=3.0), lost, [lost.placement, od(20)], History(), NOW)
