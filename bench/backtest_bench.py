@@ -157,12 +157,15 @@ def migration_headroom(wf: WorkloadFile, trace: Trace) -> None:
             f"{100 * sum(g >= 0.1 for g in gains) / len(gains):.1f} %; at most "
             f"{100 * max(gains):.1f} %)"
         )
-    # The same market and jobs, but with the data set nowhere to copy and 4x as long: the moves
-    # that the egress and the short remaining work ruled out above.
+    # The same market and jobs, but with the data set nowhere to copy and 4x as long (deadlines
+    # 4x as far: the same slack factor): the moves that the egress and the short remaining work
+    # ruled out above.
     for label, scale in (("no data set to move", 1.0), ("no data set, 4x longer", 4.0)):
         jobs = tuple(
-            replace(j, data_gb=0.0, duration_h=scale * j.duration_h) for j in wf.workload.jobs
-        )
+            replace(j, data_gb=0.0, duration_h=scale * j.duration_h, deadline=(
+                None if j.deadline is None else j.arrival + scale * (j.deadline - j.arrival)))
+            for j in wf.workload.jobs
+        )  # fmt: skip
         r = run_backtest(replace(wf.workload, jobs=jobs), trace, egress=EGRESS,
                          interruption=MODEL, storage=STORAGE)  # fmt: skip
         m, once = r.policy("migrate"), r.policy("spot-once")

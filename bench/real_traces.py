@@ -21,8 +21,9 @@ import yaml
 
 from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 from router.core.backtest import run_backtest
-from router.core.backtest_model import BacktestResult, Trace
+from router.core.backtest_model import BacktestResult, Trace, Workload
 from router.core.backtest_policies import policy_set
+from router.core.synthetic import JobMix, synthetic_workload
 from router.flows.backtest import BacktestReport, backtest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +82,23 @@ def scenarios() -> Iterator[tuple[str, str, BacktestResult, Trace]]:
         flat = hourly.trace
         flat = replace(flat, available=tuple((True,) * flat.steps for _ in flat.pools))
         yield name, "prices only, hourly steps", _rerun(hourly, flat), flat
+        short = replace(hourly, workload=replace(hourly.workload, workload=_short_jobs(hourly)))
+        yield name, "prices only, hourly, short deadline jobs", _rerun(short, flat), flat
+
+
+def _short_jobs(report: BacktestReport) -> Workload:
+    """30-odd short jobs, all with deadlines of 1.3-2.5 × their duration (the synthetic
+    workload's defaults): the setting where a margin that counted the trace's hourly step sent
+    jobs to on-demand at arrival with no outage in sight (issue 20)."""
+    wf = report.workload
+    gpu, count = wf.workload.jobs[0].gpu, wf.workload.jobs[0].gpu_count
+    data = wf.workload.jobs[0].data_region
+    return synthetic_workload(
+        name="short", start=wf.start, days=wf.days, gpu_hours_per_day=15 * count, seed=23,
+        mix=(JobMix(gpu, count, median_hours=3, max_hours=8, checkpoint_gb=5, data_gb=(10, 50)),),
+        home_cloud=wf.workload.home_cloud, data_region=data, deadline_share=1.0,
+        arrivals_until_day=wf.days - 1,
+    )  # fmt: skip
 
 
 def closed(r: BacktestResult) -> float | None:
