@@ -24,8 +24,9 @@ Jobs are independent (no capacity contention between them) and on-demand never r
 
 Policies (router.core.backtest_policies): single-cloud on-demand (the baseline), single-cloud
 spot with on-demand fallback, multi-cloud spot placed once, multi-cloud with recovery and
-migration, deadline-aware.
-The last two call router.core.decide.decide — the function `route watch` calls.
+migration, deadline-aware (+ greedy-deadline with `--policies all`).
+Migrate and deadline-aware call router.core.decide.decide — the function `route watch` calls.
+Each spot pool's interruption rate is updated by the trace's past (trace_evidence).
 
 Candidates at each step come from the planner: router.core.planner.plan ranks the job's offers once
 (filters, egress, interruption rates; see `feasible_pools`), and each step re-prices the

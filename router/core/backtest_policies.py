@@ -1,9 +1,12 @@
 """The backtest's replayed policies: what each does with a job at a step; pure.
 
 Single-cloud on-demand (the baseline), single-cloud spot with on-demand fallback, multi-cloud spot
-placed once, multi-cloud with recovery and migration, deadline-aware, and Can't Be Late's greedy
-deadline baseline. `DecidePolicy` calls router.core.decide.decide — the function `route watch`
-calls — looked up on the module each call. router.core.backtest steps them through time.
+placed once, multi-cloud with recovery and migration (decide() never idle), deadline-aware
+(decide() as route watch runs it), and, with `--policies all`, Can't Be Late's greedy deadline
+baseline. `DecidePolicy` calls router.core.decide.decide — the function `route watch` calls —
+looked up on the module each call. No policy chooses spot priced above on-demand that fits the
+job at that step (worth_running). router.core.backtest steps them through time, asking a
+waiting job's policy again inside a step when its answer could change (`wake_h`).
 """
 
 from __future__ import annotations
@@ -262,9 +265,14 @@ def policies(home_cloud: str) -> tuple[Policy, ...]:
         ),
         # All clouds, spot, placed once: the cheapest at arrival; re-placed only when interrupted.
         PlacedUntilInterrupted("spot-once", "multi-cloud spot, placed once", _place_anywhere),
-        # What route watch runs, with the deadline kept by the money rules: never idle,
-        # on-demand for good once the slack is gone.
-        DecidePolicy("migrate", "multi-cloud + recovery + migration", wait_for_spot=False),
-        # The same decide(), waiting for spot while the slack allows (Uniform Progress).
-        DecidePolicy("deadline-aware", "deadline-aware (Uniform Progress)", wait_for_spot=True),
+        # decide() never idle (Rules.wait_for_spot False): the money rules, the deadline kept by
+        # the slack test (on-demand for good once the slack is gone).
+        DecidePolicy(
+            "migrate", "multi-cloud + recovery + migration, never idle", wait_for_spot=False
+        ),
+        # decide() with each job's own rules, exactly what route watch runs: waiting for spot
+        # while the slack allows (Uniform Progress as changed here).
+        DecidePolicy(
+            "deadline-aware", "deadline-aware, as route watch runs it", wait_for_spot=True
+        ),
     )

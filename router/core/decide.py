@@ -16,21 +16,25 @@ Actions, checked in this order (the first that applies wins):
                    interruption marker, and the cloud did not say it took a node back —
                    router/core/node_exit.py) → crashed: no re-placement, a paid crash loop
                    otherwise; the job is re-placed only when someone deploys it again.
-  1. deadline      (rules.deadline set) Uniform Progress, "Can't Be Late" (NSDI'24):
-                   the job should have done total_h × (now − started) / (deadline − started).
-     a. slack gone: hours left − work left − hours to get onto on-demand < risk (one restore,
-        one checkpoint interval of lost work and one decision period) → on-demand for good:
-        stay on on-demand, never move again.
-     b. on on-demand, spot there: back to spot (switch-market) when ahead of the line by ≥ 2
-        restore overheads, or when — behind the line or not — the slack left after two restores
-        (there, and back should spot go again) is still ≥ 2 × risk: spot progresses as fast as
-        on-demand, so the line only decides what to do while there is no spot; otherwise stay.
-     c. interrupted or not placed: spot if any (spot progresses as fast as on-demand); no spot
-        → on-demand when behind the line and the slack, one decision period from now, would
-        be under the reserve a return to spot needs (2 restores + 2 × risk, rule b's test);
-        otherwise wait. Uniform Progress idles rather than pay on-demand while it is ahead;
-        behind the line it still waits while the slack absorbs the outage, and it hedges at
-        the last call that leaves it enough slack to come back to spot when spot returns.
+  1. deadline      (rules.deadline set; router/core/decide_deadline.py) Uniform Progress,
+                   "Can't Be Late" (NSDI'24), as changed here (docs/backtest.md says why): the
+                   line wants total_h × (now − started) / (deadline − started) done by now.
+     a. slack gone: slack ≤ risk → on-demand for good (stay there, never move again), where
+        slack = hours left − work left − hours to get onto on-demand (a restore, + the work
+        since the checkpoint when running) and risk = a restore (a pad) + the decision period
+        (rules.decision_period_s, route watch's interval) + on spot, or about to take spot, the
+        work the checkpoint interval can still lose (interval − work since the checkpoint).
+     With rules.wait_for_spot False (the backtest's `migrate`): no return from on-demand to
+     spot under the reserve (b), otherwise the money rules (2-4) — never idle.
+     b. on on-demand, spot there, slack ≥ the reserve (2 restores + restore + checkpoint
+        interval + period: a return that fails must still pass the slack test): back to spot
+        when the money rules over spot (3) say the switch pays — behind the line or not, spot
+        progresses as fast as on-demand; otherwise stay (or a cheaper on-demand).
+     c. interrupted or not placed: spot if any; no spot → on-demand when behind the line and
+        the slack one decision period from now would be under the reserve (the last call that
+        still allows a return to spot), otherwise wait (ahead of the line, or while the slack
+        absorbs the outage). A job that waits is asked again when its answer could change
+        (wake_after_h): the backtest does so inside a step.
      d. running on spot, even behind the line: stay on spot (it catches up as fast as
         on-demand would; the money rules may still move it to cheaper spot, or to any market
         once its spot is dearer than on-demand); the slack test (a) guards the deadline.
@@ -43,8 +47,10 @@ Actions, checked in this order (the first that applies wins):
      over h = min(work left, the work the target keeps before it is lost — s(Λ) of
      router.core.interruption: a spot zone lost every 50 minutes keeps ~0.5 h of work, so a
      move there must pay for itself in that half hour), and the last move is at least
-     cooldown_s ago. A move to another market (on-demand → spot once spot returns) is a
-     switch-market; otherwise a move.
+     cooldown_s ago. Spot against spot the target is priced at the higher of the two rates: a
+     running spot placement is not left for a lower rate alone (GPU spot up-times are
+     heavy-tailed; a stint that lasted tends to go on). A move to another market (on-demand →
+     spot once spot returns) is a switch-market; otherwise a move.
   4. otherwise     → stay.
 
 Costs (USD; hours of work left W = total_h − done_h, N = node_count instances):

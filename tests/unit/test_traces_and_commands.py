@@ -281,6 +281,21 @@ def test_a_workload_names_its_own_traces_relative_to_itself(tmp_path):
         load_workload(tmp_path / "bad.yaml")
 
 
+def test_the_real_trace_example_runs_as_it_is_and_keeps_every_deadline():
+    """`route backtest examples/backtest-real-2zones.yaml --policies all`: its own traces, every
+    policy keeps every deadline, and route watch's policy is cheaper than greedy there."""
+    code, out, _ = invoke("backtest", str(ROOT / "examples" / "backtest-real-2zones.yaml"),
+                          "--policies", "all", "--json")  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    by = {p["name"]: p for p in data["policies"]}
+    assert data["jobs"] == 74 and not data["unplaceable"]
+    assert all(p["deadline_misses"] == 0 and p["unfinished"] == 0 for p in by.values())
+    assert by["deadline-aware"]["total_cost"] < by["greedy-deadline"]["total_cost"]
+    assert by["optimum"]["total_cost"] <= min(p["total_cost"] for p in by.values())
+    assert any("us-west-2a_v100_8.json" in source for source in data["sources"])
+
+
 def test_the_real_trace_examples_replay_the_shared_traces_unchanged():
     """examples/real-traces are copies of /work/shared/data/real-traces (data kept, prices left
     out); checked against the originals where they are on this machine."""
