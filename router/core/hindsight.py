@@ -454,10 +454,16 @@ class _Moves:
         if len(self.firsts) == 1:
             np.minimum(value, value.min(axis=0) + self.restore_usd, out=value)
             return value
+        between = self.between
+        if len(self.spans) > 3:  # many regions: one pass over (regions, regions, offsets)
+            per_region = np.minimum.reduceat(value, self.firsts, axis=0)
+            best = (per_region[:, None, :] + between[:, :, None]).min(axis=0)
+            np.minimum(value, best[self.region_of], out=value)
+            return value
+        # A few regions (the usual case): span by span, no (R, R, m) temporary.
         per_region = np.empty((len(self.spans), value.shape[1]))
         for r, (a, b) in enumerate(self.spans):
             value[a:b].min(axis=0, out=per_region[r])
-        between = self.between
         for r, (a, b) in enumerate(self.spans):
             into = per_region[0] + between[0, r]
             for s in range(1, len(self.spans)):
