@@ -438,7 +438,7 @@ class _Moves:
             region_of = np.zeros_like(region_of)
             firsts, between = firsts[:1], between[:1, :1]
         self.region_of, self.firsts, self.between = region_of, firsts, between
-        ends = [*firsts[1:].tolist(), len(region_of)]
+        ends = [*firsts[1:].tolist(), len(region_of)][: len(firsts)]
         self.spans = list(zip(firsts.tolist(), ends, strict=True))  # pools of each region
 
     def cost(self, src: int, dst: int) -> float:
