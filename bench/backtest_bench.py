@@ -56,11 +56,13 @@ from router.config.workload import WorkloadFile, load_workload
 from router.core.backtest import run_backtest
 from router.core.backtest_model import (
     BacktestResult,
-    JobRun,
+    JobContext,
     Pool,
     Trace,
     Workload,
     WorkloadJob,
+    first_step,
+    job_rules,
 )
 from router.core.backtest_policies import GreedyDeadline, policies
 from router.core.synthetic import (
@@ -427,7 +429,10 @@ def _rss_mb() -> float:
 
 
 def optimum_case(name: str, limit: int | None) -> None:
-    """One case in this process: policies, then the optimum alone; one JSON line."""
+    """One case in this process: policies, the jobs' contexts (the planner), then the optimum
+    alone; one JSON line."""
+    from router.core.hindsight import optimum_cost, price_matrix
+
     make, _ = OPTIMUM_CASES[name]
     workload, trace = make(limit)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -435,9 +440,11 @@ def optimum_case(name: str, limit: int | None) -> None:
         workload, trace, egress=EGRESS, interruption=MODEL, storage=STORAGE, with_optimum=False
     )
     policies_s, policies_cpu = time.perf_counter() - t0, time.process_time() - c0
+    jobs = optimum_jobs(workload, trace, r)
     setup_mb = _rss_mb()
     t0, c0 = time.perf_counter(), time.process_time()
-    best = optimum_runs(workload, trace, r)
+    matrix = price_matrix(trace)  # once, shared by every job
+    best = [optimum_cost(ctx, matrix, horizon=horizon) for ctx, horizon in jobs]
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(json.dumps({
         "case": name, "jobs": len(workload.jobs), "steps": trace.steps,
@@ -449,16 +456,15 @@ def optimum_case(name: str, limit: int | None) -> None:
     }))  # fmt: skip
 
 
-def optimum_runs(workload: Workload, trace: Trace, result: BacktestResult) -> list[JobRun]:
-    """The optimum of every placed job, as run_backtest computes it (contexts rebuilt; the
-    horizon of a job without a deadline from the policies' runs in `result`)."""
+def optimum_jobs(
+    workload: Workload, trace: Trace, result: BacktestResult
+) -> list[tuple[JobContext, int | None]]:
+    """Each placed job's context and horizon, as run_backtest makes them (the planner once per
+    job; the horizon of a job without a deadline from the policies' runs in `result`)."""
     from router.core.backtest import feasible_pools, planner_ranking
-    from router.core.backtest_model import JobContext, first_step, job_rules
-    from router.core.hindsight import optimum_cost, price_matrix
     from router.core.org import OrgConfig
 
     rank = planner_ranking(OrgConfig(), EGRESS, MODEL, STORAGE)
-    matrix = price_matrix(trace)
     ended: dict[str, list[datetime]] = {}
     for p in result.policies:
         for run in p.runs:
@@ -474,7 +480,7 @@ def optimum_runs(workload: Workload, trace: Trace, result: BacktestResult) -> li
             continue
         ctx = JobContext(job, trace, pools, job_rules(job, workload, EGRESS, trace.step_s), first)
         last = max((ctx.step_of(at) + 1 for at in ended.get(job.name, ())), default=None)
-        out.append(optimum_cost(ctx, matrix, horizon=last))
+        out.append((ctx, last))
     return out
 
 

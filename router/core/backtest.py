@@ -257,7 +257,8 @@ def feasible_pools(
     index = {
         (p.cloud, p.region, p.zone, p.instance_type, p.market): i for i, p in enumerate(trace.pools)
     }
-    placements = plan_feasible(job, job_offers(job, trace, step), trace.at(step))
+    now = max(job.arrival, trace.at(step))  # it arrives within its first step
+    placements = plan_feasible(job, job_offers(job, trace, step), now)
     out = []
     for p in placements:
         i = index.get((p.cloud, p.region, p.zone, p.instance_type, p.market))

@@ -438,7 +438,7 @@ class _Moves:
             region_of = np.zeros_like(region_of)
             firsts, between = firsts[:1], between[:1, :1]
         self.region_of, self.firsts, self.between = region_of, firsts, between
-        ends = [*firsts[1:].tolist(), len(region_of)]
+        ends = [*firsts[1:].tolist(), len(region_of)][: len(firsts)]
         self.spans = list(zip(firsts.tolist(), ends, strict=True))  # pools of each region
 
     def cost(self, src: int, dst: int) -> float:
@@ -454,10 +454,16 @@ class _Moves:
         if len(self.firsts) == 1:
             np.minimum(value, value.min(axis=0) + self.restore_usd, out=value)
             return value
+        between = self.between
+        if len(self.spans) > 3:  # many regions: one pass over (regions, regions, offsets)
+            per_region = np.minimum.reduceat(value, self.firsts, axis=0)
+            best = (per_region[:, None, :] + between[:, :, None]).min(axis=0)
+            np.minimum(value, best[self.region_of], out=value)
+            return value
+        # A few regions (the usual case): span by span, no (R, R, m) temporary.
         per_region = np.empty((len(self.spans), value.shape[1]))
         for r, (a, b) in enumerate(self.spans):
             value[a:b].min(axis=0, out=per_region[r])
-        between = self.between
         for r, (a, b) in enumerate(self.spans):
             into = per_region[0] + between[0, r]
             for s in range(1, len(self.spans)):

@@ -111,8 +111,11 @@ def _price_trace(
     observed: list[datetime] = []  # times of rows that are observations (not price changes)
     sources: list[str] = []
     warnings: list[str] = []
+    priced: dict[tuple[datetime, str], tuple[float, Path]] = {}
     for path in paths:
         got = read_prices(path, maker)
+        if len(paths) > 1:
+            _same_prices(priced, got, path)
         points.extend(got.points)
         if got.held:
             held.update(p for _, p, _ in got.points)
@@ -147,6 +150,20 @@ def _price_trace(
         held=held,
     )
     return trace, tuple(sources), tuple(warnings)
+
+
+def _same_prices(
+    seen: dict[tuple[datetime, str], tuple[float, Path]], got: PriceTrace, path: Path
+) -> None:
+    """BadInput when two price files give the same pool at the same time different prices."""
+    for at, pool, price in got.points:
+        label = f"{pool.cloud}/{pool.region}/{pool.zone or '-'}/{pool.instance_type}/{pool.market}"
+        before = seen.setdefault((at, label), (price, path))
+        if before[0] != price and before[1] != path:
+            raise BadInput(
+                f"{path}: price_per_hour {price:g} for {label} at {at.isoformat()}, but "
+                f"{before[1]} says {before[0]:g} — give each time and pool one price"
+            )
 
 
 def _check_window(

@@ -281,3 +281,11 @@ def test_the_optimum_matches_an_independent_search(rebuilt: bool, case, monkeypa
     assert run.finished_at is not None and run.finished_at >= ctx.arrived_at
     if ctx.job.deadline is not None and not run.deadline_missed:
         assert run.finished_at <= ctx.job.deadline + timedelta(seconds=1)
+
+
+def test_a_job_with_no_pool_has_no_optimum() -> None:
+    t = Trace(START, 3600.0, (AWS_SPOT,), ((1.0,) * 5,), ((True,) * 5,))
+    j = job()
+    rules = job_rules(j, Workload("w", (j,)), EGRESS, t.step_s)
+    run = optimum_cost(JobContext(j, t, [], rules, 0))
+    assert not run.finished and run.cost == 0 and run.segments == []

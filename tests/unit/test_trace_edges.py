@@ -115,6 +115,16 @@ def test_two_prices_for_the_same_time_and_pool_name_both_lines(tmp_path: Path) -
     assert code == 0, err
 
 
+def test_two_files_with_different_prices_for_the_same_time_and_pool_are_refused(
+    tmp_path: Path,
+) -> None:
+    a = prices(tmp_path, f"2026-11-01T00:00:00Z,{SPOT},12.5\n2026-11-01T00:00:00Z,{OD_EAST},40\n")
+    b = prices(tmp_path, f"2026-11-01T00:00:00Z,{SPOT},14\n", "b.csv")
+    code, _, err = invoke("backtest", str(workload(tmp_path)), "--prices", str(a), "--prices",
+                          str(b))  # fmt: skip
+    one_line_exit_2(code, err, str(b), str(a), "14", "12.5")
+
+
 def test_an_extra_cell_in_a_row_is_refused(tmp_path: Path) -> None:
     rows = f"2026-11-01T00:00:00Z,{SPOT},12.5\n2026-11-01T00:00:00Z,{OD_EAST},40,oops\n"
     path = prices(tmp_path, rows)
