@@ -48,6 +48,7 @@ Pure (no files, no clock). Three steps, each a documented formula:
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -123,6 +124,7 @@ def group_rate(rate_per_instance_hour: float, node_count: int) -> float:
     return rate_per_instance_hour * max(1, node_count)
 
 
+@functools.lru_cache(maxsize=65536)  # pure; decide() asks it for every candidate at every call
 def stint_work_h(group_rate_per_hour: float, restore_h: float, interval_h: float) -> float:
     """Expected hours of work a stint on spot keeps: I e^(-ΛR) / (e^(ΛI) - 1); inf at Λ = 0.
 
@@ -138,6 +140,7 @@ def stint_work_h(group_rate_per_hour: float, restore_h: float, interval_h: float
     return interval_h * math.exp(-min(lam * restore_h, _MAX_EXPONENT)) / math.expm1(x)
 
 
+@functools.lru_cache(maxsize=65536)
 def work_multiplier(group_rate_per_hour: float, restore_h: float, interval_h: float) -> float:
     """Expected paid hours per hour of work: (1/Λ) / stint work = e^(ΛR)(e^(ΛI) - 1)/(ΛI)."""
     lam = group_rate_per_hour
