@@ -147,8 +147,10 @@ def test_no_deadline_policy_misses_a_deadline_on_demand_could_keep(s):
     for run, job in zip(runs, workload.jobs * len(names), strict=True):
         first = max(job.arrival, trace.start)  # a job starts when it arrives, within a step
         done = first + timedelta(hours=job.duration_h)
-        feasible = job.deadline is not None and done <= job.deadline
-        if feasible and done <= trace.end and on_demand_throughout(trace, first, done):
+        feasible = job.deadline is not None and done <= job.deadline <= trace.end
+        # On-demand must stay offered up to the deadline: a policy that waits for spot cannot
+        # know that on-demand will stop being listed before then.
+        if feasible and on_demand_throughout(trace, first, job.deadline):  # type: ignore[arg-type]
             assert not run.deadline_missed, (job, run.finished_at)
 
 
