@@ -32,6 +32,20 @@ from router.cli.options import ctx_project
     "cloud/region/zone/type/market starts with SELECTOR, e.g. aws/us-east-1). Repeatable.",
 )
 @click.option(
+    "--price-gap",
+    metavar="DURATION|never",
+    help="A pool with no price row for this long is gone (not offered) until its next row; "
+    "overrides the workload's price_gap (default 7d). never: prices hold until the next row.",
+)
+@click.option(
+    "--policies",
+    "policy_names",
+    type=click.Choice(["default", "all"]),
+    default="default",
+    show_default=True,
+    help="all: also the published benchmark policies (greedy-deadline: Can't Be Late's greedy).",
+)
+@click.option(
     "--chart",
     type=click.Path(path_type=Path, dir_okay=False),
     help="Write a chart: .png, or .html (self-contained page with the table).",
@@ -41,6 +55,8 @@ def backtest(
     workload: Path,
     price_files: tuple[Path, ...],
     availability: tuple[str, ...],
+    price_gap: str | None,
+    policy_names: str,
     chart: Path | None,
     as_json: bool,
 ) -> None:
@@ -58,11 +74,15 @@ def backtest(
             workload,
             prices=price_files,
             availability=availability,
+            price_gap=price_gap,
+            policies=policy_names,
             on_progress=progress.update if progress else None,
         )
     finally:
         if progress is not None:
             progress.close()
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
     written = None
     if chart is not None:
         from router.flows.charts import backtest_chart

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from router.core.backtest_model import BacktestResult
     from router.flows.backtest import BacktestReport
     from router.flows.report import SpendReport
 
@@ -63,7 +64,7 @@ def backtest_table(report: BacktestReport) -> None:
             p.label,
             f"{p.total_cost:,.0f}",
             f"{p.cost_per_gpu_hour:.2f}",
-            f"{r.savings_pct(p.name):.1f} %",
+            percent(r.savings_pct(p.name)),
             f"{r.gap_to_optimum_pct(p.name):.1f} %",
             str(p.interruptions),
             str(p.migrations),
@@ -72,10 +73,27 @@ def backtest_table(report: BacktestReport) -> None:
         )
     console = _console()
     console.print(table)
+    if not r.baseline_ran:
+        console.print(baseline_note(r))
     for source in report.sources:
         console.print(f"prices: {source}")
     if r.unplaceable:
         console.print(f"not placeable on these traces: {', '.join(r.unplaceable)}")
+
+
+def percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} %"
+
+
+def baseline_note(r: BacktestResult) -> str:
+    """Why the savings column is empty: the baseline could not run some jobs."""
+    missing = r.baseline_unfinished
+    names = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    label = r.policy(r.baseline).label
+    return (
+        f"baseline ({label}) could not run {len(missing)} of {len(r.policy(r.baseline).runs)} "
+        f"jobs ({names}: no on-demand placement on these traces) — no savings against it"
+    )
 
 
 def report_tables(r: SpendReport) -> None:

@@ -44,6 +44,9 @@ OPTIONAL_COLUMNS = ("available", "interruption_bucket")
 MARKETS = ("spot", "on-demand")
 
 
+MAX_GAP_S = 86400.0  # an availability trace samples at least daily (published ones: 32-600 s)
+
+
 @dataclass(frozen=True)
 class PriceTrace:
     """Points read from price files, availability series where a file gave them, what was left."""
@@ -51,6 +54,8 @@ class PriceTrace:
     points: tuple[Point, ...]
     available: dict[Pool, tuple[tuple[datetime, bool], ...]]
     skipped_types: tuple[tuple[str, str], ...]  # (cloud, instance_type) not in the catalog
+    skipped_rows: int = 0  # rows dropped for those types
+    held: bool = False  # rows are changes (a price holds until the next), not observations
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,12 @@ def read_price_csv(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
     def rows() -> Iterator[tuple[str, dict[str, str]]]:
         for row in reader:
             where = f"{path}: line {offset.get(reader.line_num, reader.line_num)}"
+            extra = row.get(None)
+            if extra:
+                raise BadInput(
+                    f"{where}: {len(header) + len(extra)} cells, the header names {len(header)} "
+                    "— remove the extra cells (quote a value that holds a comma)"
+                )
             yield where, {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
 
     return _price_rows(path, rows(), pools or PoolMaker())
@@ -204,6 +215,8 @@ def _price_rows(
     """Points (and availability flags) from price-trace rows, each with where it came from."""
     points: list[Point] = []
     available: dict[Pool, list[tuple[datetime, bool]]] = {}
+    once = _Once()
+    skipped: list[tuple[str, str]] = []
     for where, cells in rows:
         at = _time(cells["time"], where, "time")
         market = cells["market"]
@@ -228,14 +241,33 @@ def _price_rows(
             bucket,
         )
         if pool is None:
+            skipped.append((cells["cloud"], cells["instance_type"]))
             continue
+        once.check(at, pool, price, where, "price_per_hour")
         points.append((at, pool, price))
         flag = cells.get("available", "")
         if flag:
             if flag not in ("0", "1"):
                 raise BadInput(f"{where}: available {flag!r} must be 1 (usable) or 0")
             available.setdefault(pool, []).append((at, flag == "1"))
-    return price_trace(path, points, available, maker)
+    return price_trace(path, points, available, maker, skipped)
+
+
+class _Once:
+    """Refuses two rows for the same time and pool with different prices (naming both)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[datetime, str, str, str | None, str, str], tuple[float, str]] = {}
+
+    def check(self, at: datetime, pool: Pool, price: float, where: str, field: str) -> None:
+        key = (at, pool.cloud, pool.region, pool.zone, pool.instance_type, pool.market)
+        before = self._seen.setdefault(key, (price, where))
+        if before[0] != price:
+            first = before[1].rpartition(": ")[2]
+            raise BadInput(
+                f"{where}: {field} {price:g} for {pool.label} at {at.isoformat()}, but {first} "
+                f"says {before[0]:g} — keep one row per time and pool"
+            )
 
 
 def read_aws_spot_history(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
@@ -248,6 +280,8 @@ def read_aws_spot_history(path: Path, *, pools: PoolMaker | None = None) -> Pric
             "`aws ec2 describe-spot-price-history` prints"
         )
     points: list[Point] = []
+    once = _Once()
+    skipped: list[tuple[str, str]] = []
     for i, item in enumerate(data["SpotPriceHistory"]):
         where = f"{path}: SpotPriceHistory[{i}]"
         if not isinstance(item, dict):
@@ -263,9 +297,13 @@ def read_aws_spot_history(path: Path, *, pools: PoolMaker | None = None) -> Pric
         at = _time(item["Timestamp"], where, "Timestamp")
         price = _price(item["SpotPrice"], where, "SpotPrice")
         pool = maker.pool("aws", region, zone, item["InstanceType"], "spot")
-        if pool is not None:
-            points.append((at, pool, price))
-    return price_trace(path, points, {}, maker)
+        if pool is None:
+            skipped.append(("aws", item["InstanceType"]))
+            continue
+        once.check(at, pool, price, where, "SpotPrice")
+        points.append((at, pool, price))
+    # AWS lists a price when it changes: silence means the price held.
+    return price_trace(path, points, {}, maker, skipped, held=True)
 
 
 def points_from_quotes(quotes: Iterable[Quote], *, pools: PoolMaker | None = None) -> list[Point]:
@@ -292,8 +330,11 @@ def read_availability(path: Path) -> Availability:
     if not isinstance(meta, dict):
         raise BadInput(f'{path}: metadata: missing — expected {{"gap_seconds": N, …}}')
     gap = meta.get("gap_seconds")
-    if isinstance(gap, bool) or not isinstance(gap, int | float) or gap <= 0:
-        raise BadInput(f"{path}: metadata.gap_seconds: {gap!r} must be a positive number")
+    if isinstance(gap, bool) or not isinstance(gap, int | float) or not 0 < gap <= MAX_GAP_S:
+        raise BadInput(
+            f"{path}: metadata.gap_seconds: {gap!r} must be the seconds between samples, above 0 "
+            f"and at most {MAX_GAP_S:.0f} (a day) — the published traces use 32-600"
+        )
     series = data.get("data")
     if not isinstance(series, list) or not series:
         raise BadInput(f"{path}: data: missing or empty — expected a list of 0 and 1 per step")
@@ -318,16 +359,28 @@ def price_trace(
     points: list[Point],
     available: dict[Pool, list[tuple[datetime, bool]]],
     maker: PoolMaker,
+    skipped: Sequence[tuple[str, str]] | None = None,
+    *,
+    held: bool = False,
 ) -> PriceTrace:
-    """The points read from `path`; BadInput when none was usable."""
+    """The points read from `path` (`skipped`: (cloud, instance type) of each row dropped for a
+    type not in the catalog; None: only maker.unknown is known); BadInput when none was usable."""
+    types = sorted(set(skipped) if skipped is not None else maker.unknown)
     if not points:
-        unknown = ", ".join(f"{c} {t}" for c, t in sorted(maker.unknown)[:3])
+        unknown = ", ".join(f"{c} {t}" for c, t in types[:3])
+        if skipped:
+            raise BadInput(
+                f"{path}: no usable prices: all {len(skipped)} rows name instance types not in "
+                f"the catalog ({unknown}) — router/data/instances.csv lists the known ones"
+            )
         hint = f" (instance types not in the catalog: {unknown})" if unknown else ""
         raise BadInput(f"{path}: no usable prices{hint}")
     return PriceTrace(
         tuple(points),
         {p: tuple(sorted(v)) for p, v in available.items()},
-        tuple(sorted(maker.unknown)),
+        tuple(types),
+        len(skipped or ()),
+        held,
     )
 
 

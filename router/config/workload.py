@@ -6,6 +6,7 @@ Errors are one line: `<file>: <field.path>: <problem> — <fix>`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +24,8 @@ from router.core.gpus import UnknownGpu
 from router.core.offers import INTERRUPTION_BUCKETS
 from router.core.synthetic import CloudOffer, JobMix, MarketModel, Shape, synthetic_workload
 
+PRICE_GAP_S = 7 * 86400.0  # default `price_gap`: a week without a row and a pool is gone
+
 
 @dataclass(frozen=True)
 class WorkloadFile:
@@ -34,6 +37,11 @@ class WorkloadFile:
     step_s: float
     market: MarketModel | None
     market_seed: int
+    price_gap_s: float | None = PRICE_GAP_S  # a pool with no price row for this long is gone
+    # `traces:` — files named by the workload (relative to it), used when the command line
+    # gives none: price files, and [SELECTOR=]FILE availability specs.
+    prices: tuple[Path, ...] = ()
+    availability: tuple[str, ...] = ()
 
 
 class _Where:
@@ -57,7 +65,7 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
     if not isinstance(data, dict):
         raise w.fail("", "expected a mapping with name, start, days and jobs")
     _known(w, "", data, {"name", "start", "days", "step", "home_cloud", "handover", "zone_block",
-                         "market", "jobs"})  # fmt: skip
+                         "price_gap", "market", "traces", "jobs"})  # fmt: skip
     name = str(data.get("name") or path.stem)
     start = _time(w, "start", data.get("start"))
     days = _number(w, "days", data.get("days", 30), positive=True)
@@ -65,6 +73,7 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
     home = str(data.get("home_cloud", "aws"))
     handover_s = _duration(w, "handover", data.get("handover", "5m"), allow_zero=True)
     block_s = _duration(w, "zone_block", data.get("zone_block", "1h"), allow_zero=True)
+    gap_s = price_gap(data.get("price_gap", PRICE_GAP_S), lambda why: w.fail("price_gap", why))
     catalog = catalog if catalog is not None else load_catalog()
     market, seed = None, 0
     if data.get("market") is not None:
@@ -92,7 +101,45 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
         handover_s=handover_s,
         zone_block_s=block_s,
     )
-    return WorkloadFile(workload, start, days, step_s, market, seed)
+    prices, availability = _traces(w, data.get("traces"))
+    return WorkloadFile(workload, start, days, step_s, market, seed, gap_s, prices, availability)
+
+
+def _traces(w: _Where, data: object) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+    """`traces: {prices: [FILE…], availability: [[SELECTOR=]FILE…]}`, files relative to the
+    workload file."""
+    if data is None:
+        return (), ()
+    if not isinstance(data, dict):
+        raise w.fail("traces", "must be a mapping with prices and/or availability")
+    _known(w, "traces", data, {"prices", "availability"})
+    here = w.path.parent
+
+    def files(key: str) -> list[str]:
+        value = data.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise w.fail(f"traces.{key}", "must be a list of file names")
+        return value
+
+    prices = tuple(here / f for f in files("prices"))
+    availability = []
+    for spec in files("availability"):
+        selector, eq, file = spec.rpartition("=")
+        availability.append(f"{selector}{eq}{here / file}")
+    return prices, tuple(availability)
+
+
+def price_gap(value: object, fail: Callable[[str], BadInput]) -> float | None:
+    """`price_gap` (workload) or `--price-gap` (CLI): seconds, or None for `never`."""
+    if isinstance(value, str) and value.strip().lower() == "never":
+        return None
+    try:
+        seconds = parse_duration_s(value)
+    except ValueError as err:
+        raise fail(f"{err} (or never: prices hold until the next row)") from None
+    if seconds <= 0:
+        raise fail("must be a positive duration, e.g. 7d or 12h (or never)")
+    return seconds
 
 
 def _known(w: _Where, where: str, data: dict[str, Any], keys: set[str]) -> None:

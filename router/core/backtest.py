@@ -7,20 +7,26 @@ The value types (Pool, Trace, Workload, JobContext, results) are in router.core.
 hindsight optimum (router.core.hindsight), which is a lower bound on all of them.
 
 The simulation, per job and policy, one step [t, t + step) at a time:
-  1. a spot placement whose pool is unavailable at t is interrupted: work rolls back to the last
-     checkpoint (the difference is recomputed hours); its zone is remembered as lost;
-  2. the policy chooses: stay, move / switch-market / re-place onto a candidate, or wait.
-     A voluntary move pays the hand-over overlap at the old price and loses the work since the
-     last checkpoint; every (re)start but the first pays the restore overhead as paid time
-     without progress; a new region pays data and checkpoint egress (router.core.egress);
-  3. the placement runs: price × node_count per hour used; the last step is paid only up to
-     the moment the work is done. Checkpoints complete every checkpoint interval of work.
+  1. a placement whose pool is unavailable at t (spot capacity out), or no longer offered (gone
+     from the price series), is interrupted: work rolls back to the last checkpoint (the
+     difference is recomputed hours); a spot zone is remembered as lost;
+  2. the policy chooses: stay, move / switch-market / re-place onto a candidate, or wait; a
+     job that waits is asked again inside the step when its policy's answer could change
+     (`wake_h`: route watch decides every minute). A voluntary move saves a checkpoint first
+     (route migrate's save request) and pays the hand-over overlap at the old price; every
+     (re)start but the first pays the restore overhead as paid time without progress; a new
+     region pays data and checkpoint egress (router.core.egress);
+  3. the placement runs: price × node_count per hour used; the step the job arrives in only
+     from its arrival (JobContext.begins / hours), a step in which it was asked again only
+     from then, the last step only up to the moment the work is done. Checkpoints complete
+     every checkpoint interval of work.
 Jobs are independent (no capacity contention between them) and on-demand never runs out.
 
 Policies (router.core.backtest_policies): single-cloud on-demand (the baseline), single-cloud
 spot with on-demand fallback, multi-cloud spot placed once, multi-cloud with recovery and
-migration, deadline-aware.
-The last two call router.core.decide.decide — the function `route watch` calls.
+migration, deadline-aware (+ greedy-deadline with `--policies all`).
+Migrate and deadline-aware call router.core.decide.decide — the function `route watch` calls.
+Each spot pool's interruption rate is updated by the trace's past (trace_evidence).
 
 Candidates at each step come from the planner: router.core.planner.plan ranks the job's offers once
 (filters, egress, interruption rates; see `feasible_pools`), and each step re-prices the
@@ -43,12 +49,13 @@ from router.core.backtest_model import (
     Trace,
     Workload,
     WorkloadJob,
+    first_step,
     job_rules,
 )
 from router.core.backtest_policies import Policy, RunState, policies
 from router.core.decision_model import SPOT, STAY, History, zone_key
 from router.core.egress import EgressTable
-from router.core.interruption import InterruptionModel
+from router.core.interruption import InterruptionModel, SeriesEvidence
 from router.core.job.model import Job
 from router.core.job.problems import parse_job
 from router.core.offers import Offer
@@ -67,31 +74,44 @@ PlanFeasible = Callable[[WorkloadJob, Sequence[Offer], datetime], Sequence[Any]]
 def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = False) -> JobRun:
     """Replay one job under one policy, step by step (see the module docstring)."""
     job, trace, rules = ctx.job, ctx.trace, ctx.rules
-    step_h = trace.step_h
     run = JobRun(job.name, deadline=job.deadline, gpu_hours=job.gpu_hours)
     state = RunState()
     interval_h = job.checkpoint_interval_s / 3600.0
     restore_h = job.restore_overhead_s / 3600.0
     nodes = job.node_count
     for step in range(ctx.first_step, trace.steps):
-        now = trace.at(step)
+        now = ctx.begins(step)  # the arrival, in the step the job arrives in
         cur = state.current
-        if (
-            cur is not None
-            and not state.interrupted
-            and cur.market == SPOT
-            and not trace.available[cur.pool][step]
-        ):
+        if cur is not None and not state.interrupted and not _usable(trace, cur.pool, step):
+            # Spot capacity out — or any pool that is not offered any more (it vanished from the
+            # price series) or marked unavailable: what runs there stops.
             state.interrupted = True
             run.interruptions += 1
             run.recomputed_h += state.done_h - state.checkpointed_h
             state.done_h = state.checkpointed_h
-            h = state.history
-            state.history = History(
-                h.last_move_at, (*h.lost_zones, (zone_key(cur), now)), h.committed_on_demand
-            )
+            if cur.market == SPOT:  # a preemption: the zone is blocked for zone_block
+                h = state.history
+                state.history = History(
+                    h.last_move_at, (*h.lost_zones, (zone_key(cur), now)), h.committed_on_demand
+                )
         cands = ctx.candidates(step)
         action, target, reason = policy.choose(ctx, state, cands, now)
+        end = trace.at(step + 1)
+        # route watch decides every minute: a job kept waiting is asked again inside the step
+        # at the moment its answer could change (its slack reaching the margin, say).
+        wake = getattr(policy, "wake_h", None)
+        for _ in range(8):
+            if (
+                target is not None
+                or wake is None
+                or not (state.current is None or state.interrupted)
+            ):
+                break
+            after = wake(ctx, state, now)
+            if after is None or now + timedelta(hours=after) >= end:
+                break
+            now += timedelta(hours=after)
+            action, target, reason = policy.choose(ctx, state, cands, now)
         if keep_decisions and action != STAY:
             run.decisions.append((step, action, reason))
         if target is not None and (cur is None or target.pool != cur.pool or state.interrupted):
@@ -100,8 +120,10 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
                 handover = rules.handover_s / 3600.0 * cur.price_per_hour * nodes
                 run.cost += handover
                 run.extras.append((step, handover))
-                run.recomputed_h += state.done_h - state.checkpointed_h
-                state.done_h = state.checkpointed_h
+                # route migrate asks the job to save before the new placement starts: a
+                # voluntary move keeps its work (an interruption loses what the last
+                # checkpoint does not hold).
+                state.checkpointed_h = state.done_h
                 state.history = History(
                     now, state.history.lost_zones, state.history.committed_on_demand
                 )
@@ -126,9 +148,10 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
         # Run this step at this step's price (the slot may carry an older step's price).
         cur = state.current
         price = trace.prices[cur.pool][step]
-        overhead = min(state.overhead_h, step_h)
+        span_h = (end - now).total_seconds() / 3600.0  # the rest of the step from `now`
+        overhead = min(state.overhead_h, span_h)
         state.overhead_h -= overhead
-        work = step_h - overhead
+        work = span_h - overhead
         left = job.duration_h - state.done_h
         used = overhead + min(work, left)
         paid = price * nodes * used
@@ -152,6 +175,11 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
                 cur.pool,
             )
     return run
+
+
+def _usable(trace: Trace, pool: int, step: int) -> bool:
+    price = trace.prices[pool][step]
+    return trace.available[pool][step] and price == price  # nan: not offered
 
 
 def _merge_segments(run: JobRun) -> None:
@@ -178,6 +206,16 @@ def _total(name: str, label: str, runs: Sequence[JobRun]) -> PolicyResult:
         deadline_misses=sum(1 for r in runs if r.deadline_missed),
         unfinished=sum(1 for r in runs if not r.finished),
     )
+
+
+def trace_evidence(trace: Trace) -> dict[int, SeriesEvidence]:
+    """Each spot pool's availability series as interruption evidence (router.core.interruption):
+    a policy at step t sees the preemptions and up-time before t, never after."""
+    return {
+        i: SeriesEvidence(trace.available[i], trace.step_h)
+        for i, pool in enumerate(trace.pools)
+        if pool.market == SPOT
+    }
 
 
 def job_offers(job: WorkloadJob, trace: Trace, step: int) -> list[Offer]:
@@ -219,7 +257,8 @@ def feasible_pools(
     index = {
         (p.cloud, p.region, p.zone, p.instance_type, p.market): i for i, p in enumerate(trace.pools)
     }
-    placements = plan_feasible(job, job_offers(job, trace, step), trace.at(step))
+    now = max(job.arrival, trace.at(step))  # it arrives within its first step
+    placements = plan_feasible(job, job_offers(job, trace, step), now)
     out = []
     for p in placements:
         i = index.get((p.cloud, p.region, p.zone, p.instance_type, p.market))
@@ -310,8 +349,9 @@ def run_backtest(
     unplaceable: list[str] = []
     total = len(workload.jobs)
     matrix = price_matrix(trace) if with_optimum else None
+    evidence = trace_evidence(trace)
     for n, job in enumerate(workload.jobs):
-        first = max(0, math.ceil((job.arrival - trace.start).total_seconds() / trace.step_s))
+        first = first_step(job, trace)
         if first >= trace.steps:
             unplaceable.append(job.name)
             continue
@@ -319,13 +359,17 @@ def run_backtest(
         if not pools:
             unplaceable.append(job.name)
             continue
-        ctx = JobContext(job, trace, pools, job_rules(job, workload, egress, trace.step_s), first)
+        rules = job_rules(job, workload, egress, trace.step_s)
+        ctx = JobContext(job, trace, pools, rules, first, evidence)
+        last = 0  # the optimum of a job without a deadline ends by the slowest policy's end
         for policy in chosen:
             run = simulate_job(ctx, policy)
             _merge_segments(run)
             runs[policy.name].append(run)
+            if run.finished_at is not None:
+                last = max(last, ctx.step_of(run.finished_at) + 1)
         if with_optimum:
-            best.append(optimum_cost(ctx, matrix))
+            best.append(optimum_cost(ctx, matrix, horizon=last or None))
         if on_progress is not None:
             on_progress(n + 1, total)
     results = [_total(p.name, p.label, runs[p.name]) for p in chosen]

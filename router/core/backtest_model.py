@@ -10,13 +10,14 @@ candidate `Slot`s per step. `JobRun`, `PolicyResult` and `BacktestResult` are wh
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from router.core.decision_model import Rules, TransferCosts
 from router.core.egress import EgressTable
+from router.core.interruption import SeriesEvidence, posterior_rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +84,16 @@ def trace_from_points(
     start: datetime | None = None,
     end: datetime | None = None,
     available: Mapping[Pool, Sequence[bool]] | None = None,
+    stale_after_s: float | None = None,
+    held: Collection[Pool] = (),
 ) -> Trace:
     """A step trace from (time, pool, price) observations: each step holds the last price seen.
 
-    Before a pool's first observation its first price holds (the price was not recorded, not
-    absent). `available` gives per-pool availability series (True = usable), default always.
+    `stale_after_s` (None: never): a pool whose last observation is older than this at a step's
+    start is not offered there (nan) — it vanished from the series; before its first
+    observation, its first price holds for steps that start at most this long before it. Pools
+    in `held` (prices that change only when a row says so: spot price history, list prices)
+    keep their last price. `available` gives per-pool availability series (True = usable).
     """
     if not points:
         raise ValueError("no price points")
@@ -100,18 +106,24 @@ def trace_from_points(
     for at, pool, price in points:
         by_pool.setdefault(pool, []).append((at, price))
     pools = tuple(sorted(by_pool, key=lambda p: p.label))
+    gap = None if stale_after_s is None else timedelta(seconds=stale_after_s)
     prices: list[tuple[float, ...]] = []
     avail: list[tuple[bool, ...]] = []
     for pool in pools:
         seen = sorted(by_pool[pool], key=lambda x: x[0])
+        limit = None if pool in held else gap
         series: list[float] = []
-        i, price = 0, seen[0][1]
+        i, price, since = 0, seen[0][1], seen[0][0]
         for s in range(steps):
-            edge = start + timedelta(seconds=(s + 1) * step_s)
+            begins = start + timedelta(seconds=s * step_s)
+            edge = begins + timedelta(seconds=step_s)
             while i < len(seen) and seen[i][0] < edge:
-                price = seen[i][1]
+                price, since = seen[i][1], seen[i][0]
                 i += 1
-            series.append(price)
+            if limit is not None and (begins - since > limit or since - begins > limit):
+                series.append(math.nan)  # gone for longer than the gap, or not yet there
+            else:
+                series.append(price)
         prices.append(tuple(series))
         given = (available or {}).get(pool)
         if given is None:
@@ -238,7 +250,20 @@ class BacktestResult:
     def policy(self, name: str) -> PolicyResult:
         return next(p for p in self.policies if p.name == name)
 
-    def savings_pct(self, name: str) -> float:
+    @property
+    def baseline_unfinished(self) -> tuple[str, ...]:
+        """Jobs the baseline could not run to their end (no on-demand offered for them, say)."""
+        return tuple(r.job for r in self.policy(self.baseline).runs if not r.finished)
+
+    @property
+    def baseline_ran(self) -> bool:
+        return not self.baseline_unfinished
+
+    def savings_pct(self, name: str) -> float | None:
+        """Percent below the baseline; None when the baseline could not run every job (its
+        total would not be the cost of the same work)."""
+        if not self.baseline_ran:
+            return None
         base = self.policy(self.baseline).total_cost
         return 100.0 * (1 - self.policy(name).total_cost / base) if base else 0.0
 
@@ -255,6 +280,7 @@ class BacktestResult:
             "jobs": self.jobs,
             "unplaceable": list(self.unplaceable),
             "baseline": self.baseline,
+            "baseline_unfinished": list(self.baseline_unfinished),
             "optimum": self.optimum,
             "policies": [
                 {
@@ -279,8 +305,19 @@ class BacktestResult:
 # --- per-job context ---------------------------------------------------------------------
 
 
+def first_step(job: WorkloadJob, trace: Trace) -> int:
+    """The step the job arrives in (0 when it arrives before the trace starts)."""
+    if job.arrival <= trace.start:
+        return 0
+    return (job.arrival - trace.start) // timedelta(seconds=trace.step_s)
+
+
 class JobContext:
-    """A job's feasible pools (from the planner), its rules, and candidates per step (cached)."""
+    """A job's feasible pools (from the planner), its rules, and candidates per step (cached).
+
+    The job arrives within `first_step` (router.core.backtest_model.first_step), at
+    `arrived_at`: that step is only `hours(first_step)` long for it, and it begins then.
+    """
 
     def __init__(
         self,
@@ -289,23 +326,45 @@ class JobContext:
         pools: Sequence[tuple[int, float]],  # (pool index, interruptions per hour)
         rules: Rules,
         first_step: int,
+        evidence: Mapping[int, SeriesEvidence] | None = None,  # pool index → its past
     ) -> None:
         self.job, self.trace, self.rules = job, trace, rules
         self.pools = tuple(pools)
         self.first_step = first_step
+        self.evidence = evidence or {}
+        self.arrived_at = max(job.arrival, trace.at(first_step))
         self.deadline_rules = replace(rules, deadline=job.deadline)
+        # The deadline kept by the money rules alone (never idle): the `migrate` policy.
+        self.guard_rules = replace(self.deadline_rules, wait_for_spot=False)
         self._steps: dict[int, tuple[Slot, ...]] = {}
 
+    def begins(self, step: int) -> datetime:
+        """When the job's part of a step begins: the arrival in its first step."""
+        return self.arrived_at if step == self.first_step else self.trace.at(step)
+
+    def step_of(self, ended: datetime) -> int:
+        """The step work that ended at `ended` ran in (a step's end belongs to that step)."""
+        return -((self.trace.start - ended) // timedelta(seconds=self.trace.step_s)) - 1
+
+    def hours(self, step: int) -> float:
+        """Hours of the step the job can use: the rest of it after the arrival in its first."""
+        if step != self.first_step:
+            return self.trace.step_h
+        return (self.trace.at(step + 1) - self.arrived_at).total_seconds() / 3600.0
+
     def candidates(self, step: int) -> tuple[Slot, ...]:
-        """Every feasible pool usable at this step, at this step's price."""
+        """Every feasible pool usable at this step, at this step's price; its interruption rate
+        is the planner's (the bucket) updated by the pool's past in the trace."""
         found = self._steps.get(step)
         if found is None:
             trace = self.trace
             out = []
-            for index, rate in self.pools:
+            for index, prior in self.pools:
                 price = trace.prices[index][step]
                 if trace.available[index][step] and price == price:  # nan: not offered
                     pool = trace.pools[index]
+                    seen = self.evidence.get(index)
+                    rate = prior if seen is None else posterior_rate(prior, seen.at(step))
                     out.append(
                         Slot(
                             pool.cloud,
@@ -323,7 +382,11 @@ class JobContext:
 
 
 def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s: float) -> Rules:
-    """decide()'s rules for a workload job (deadline left out: policies add it when they use it)."""
+    """decide()'s rules for a workload job (deadline left out: policies add it when they use it).
+
+    The decision period is route watch's (Rules' default), not the trace's step: the simulation
+    asks a waiting job's policy again inside a step when its answer could change (wake_h).
+    """
     return Rules(
         node_count=job.node_count,
         min_savings_pct=job.min_savings_pct,
@@ -332,7 +395,6 @@ def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s:
         restore_overhead_s=job.restore_overhead_s,
         handover_s=workload.handover_s,
         zone_block_s=workload.zone_block_s,
-        decision_period_s=step_s,
         deadline=None,
         transfers=TransferCosts(
             egress,

@@ -1,9 +1,12 @@
 """The backtest's replayed policies: what each does with a job at a step; pure.
 
 Single-cloud on-demand (the baseline), single-cloud spot with on-demand fallback, multi-cloud spot
-placed once, multi-cloud with recovery and migration, deadline-aware, and Can't Be Late's greedy
-deadline baseline. `DecidePolicy` calls router.core.decide.decide — the function `route watch`
-calls — looked up on the module each call. router.core.backtest steps them through time.
+placed once, multi-cloud with recovery and migration (decide() never idle), deadline-aware
+(decide() as route watch runs it), and, with `--policies all`, Can't Be Late's greedy deadline
+baseline. `DecidePolicy` calls router.core.decide.decide — the function `route watch` calls —
+looked up on the module each call. No policy chooses spot priced above on-demand that fits the
+job at that step (worth_running). router.core.backtest steps them through time, asking a
+waiting job's policy again inside a step when its answer could change (`wake_h`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from router.core.decision_model import (
     Current,
     History,
     Progress,
+    Rules,
+    worth_running,
     zone_key,
 )
 
@@ -54,6 +59,11 @@ class Policy(Protocol):
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]: ...
 
+    def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:
+        """Hours until a job this policy keeps waiting could be decided otherwise (None: not
+        before the next step): the simulation asks choose() again then, inside the step."""
+        ...
+
 
 def _cheapest(
     ctx: JobContext, state: RunState, cands: Sequence[Slot], markets: tuple[str, ...] = ()
@@ -74,6 +84,7 @@ def _cheapest(
 
 
 def _usable(ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime) -> list[Slot]:
+    """The candidates not in a blocked zone."""
     blocked = state.history.blocked(now, ctx.rules.zone_block_s)
     return [c for c in cands if zone_key(c) not in blocked]
 
@@ -97,7 +108,8 @@ def _place_anywhere(
 ) -> tuple[Action, Slot | None, str]:
     """The cheapest usable spot placement in any cloud, else the cheapest usable one (`home`
     is not used: every cloud is in)."""
-    usable = _usable(ctx, state, cands, now)
+    # Spot dearer than on-demand at this step is no option (worth_running), as in decide().
+    usable = worth_running(_usable(ctx, state, cands, now))
     target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
     return (REPLACE, target, "placed") if target else (WAIT, None, "nothing available")
 
@@ -119,6 +131,7 @@ def _spot_in_home_first(
     if any(c.cloud == home for c in cands):
         usable = [c for c in usable if c.cloud == home]
     # (a job whose GPU the home cloud does not sell at all uses the other clouds)
+    usable = worth_running(usable)
     target = _cheapest(ctx, state, usable, (SPOT,)) or _cheapest(ctx, state, usable)
     return (REPLACE, target, "fallback") if target else (WAIT, None, "nothing in home cloud")
 
@@ -135,6 +148,9 @@ class PlacedUntilInterrupted:
     def __init__(self, name: str, label: str, place: Place, home: str = "") -> None:
         self.name, self.label, self.place, self.home = name, label, place, home
 
+    def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:
+        return None
+
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
@@ -144,17 +160,25 @@ class PlacedUntilInterrupted:
 
 
 class DecidePolicy:
-    """All clouds through router.core.decide.decide — the rules `route watch` runs."""
+    """All clouds through router.core.decide.decide — the rules `route watch` runs — with the
+    job's deadline; `wait_for_spot` picks how decide() keeps it (Rules.wait_for_spot)."""
 
-    def __init__(self, name: str, label: str, *, deadlines: bool) -> None:
-        self.name, self.label, self.deadlines = name, label, deadlines
+    def __init__(self, name: str, label: str, *, wait_for_spot: bool) -> None:
+        self.name, self.label, self.wait_for_spot = name, label, wait_for_spot
+
+    def _rules(self, ctx: JobContext) -> Rules:
+        if ctx.job.deadline is None:
+            return ctx.rules
+        return ctx.deadline_rules if self.wait_for_spot else ctx.guard_rules
+
+    def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:
+        progress, current = _decision_inputs(ctx, state)
+        return decision.wake_after_h(self._rules(ctx), progress, current, now)
 
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
-        rules = ctx.rules
-        if self.deadlines and ctx.job.deadline is not None:
-            rules = ctx.deadline_rules
+        rules = self._rules(ctx)
         progress, current = _decision_inputs(ctx, state)
         # Looked up on the module each call, so the backtest runs whatever decide() is now.
         d = decision.decide(rules, progress, current, cands, state.history, now)
@@ -174,6 +198,13 @@ class GreedyDeadline:
     name = "greedy-deadline"
     label = "greedy (spot or wait, on-demand at the last moment)"
 
+    def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:
+        if ctx.job.deadline is None:
+            return None
+        progress, current = _decision_inputs(ctx, state)
+        _, slack, risk = decision.deadline_slack(ctx.deadline_rules, progress, current, now)
+        return slack - risk if slack - risk > 1e-9 else None
+
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
     ) -> tuple[Action, Slot | None, str]:
@@ -181,8 +212,12 @@ class GreedyDeadline:
         if ctx.job.deadline is None:
             return (STAY, None, "") if running else _place_anywhere(ctx, state, cands, now)
         progress, current = _decision_inputs(ctx, state)
-        _, slack, risk = decision.deadline_slack(ctx.deadline_rules, progress, current, now)
-        if state.history.committed_on_demand or slack < risk:
+        usable = worth_running(_usable(ctx, state, cands, now))
+        spot_now = any(c.market == SPOT for c in usable)
+        _, slack, risk = decision.deadline_slack(
+            ctx.deadline_rules, progress, current, now, spot_now=spot_now
+        )
+        if state.history.committed_on_demand or decision.at_most(slack, risk):
             if not state.history.committed_on_demand:
                 h = state.history
                 state.history = History(h.last_move_at, h.lost_zones, True)
@@ -194,8 +229,24 @@ class GreedyDeadline:
                 return kind, target, "slack gone: on-demand for good"
         if running:
             return STAY, None, ""
-        target = _cheapest(ctx, state, _usable(ctx, state, cands, now), (SPOT,))
+        target = _cheapest(ctx, state, usable, (SPOT,))
         return (REPLACE, target, "spot") if target else (WAIT, None, "no spot: waiting")
+
+
+POLICY_SETS = ("default", "all")
+
+
+def policy_set(home_cloud: str, which: str = "default") -> tuple[Policy, ...]:
+    """The policies of `route backtest --policies`: default, or all (+ the benchmark ones)."""
+    if which not in POLICY_SETS:
+        raise ValueError(f"policy set {which!r} is not one of {', '.join(POLICY_SETS)}")
+    chosen = policies(home_cloud)
+    return (*chosen, *benchmark_policies()) if which == "all" else chosen
+
+
+def benchmark_policies() -> tuple[Policy, ...]:
+    """Published baselines to compare against (Can't Be Late's greedy); not what spotroute runs."""
+    return (GreedyDeadline(),)
 
 
 def policies(home_cloud: str) -> tuple[Policy, ...]:
@@ -214,6 +265,14 @@ def policies(home_cloud: str) -> tuple[Policy, ...]:
         ),
         # All clouds, spot, placed once: the cheapest at arrival; re-placed only when interrupted.
         PlacedUntilInterrupted("spot-once", "multi-cloud spot, placed once", _place_anywhere),
-        DecidePolicy("migrate", "multi-cloud + recovery + migration", deadlines=False),
-        DecidePolicy("deadline-aware", "deadline-aware (Uniform Progress)", deadlines=True),
+        # decide() never idle (Rules.wait_for_spot False): the money rules, the deadline kept by
+        # the slack test (on-demand for good once the slack is gone).
+        DecidePolicy(
+            "migrate", "multi-cloud + recovery + migration, never idle", wait_for_spot=False
+        ),
+        # decide() with each job's own rules, exactly what route watch runs: waiting for spot
+        # while the slack allows (Uniform Progress as changed here).
+        DecidePolicy(
+            "deadline-aware", "deadline-aware, as route watch runs it", wait_for_spot=True
+        ),
     )

@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from router.core.egress import EgressTable
 from router.core.job.data import cloud_of_url
@@ -60,6 +60,25 @@ def same_capacity(a: Capacity, b: Capacity) -> bool:
         b.instance_type,
         b.market,
     )
+
+
+C = TypeVar("C", bound=Capacity)
+
+
+def reliable_floor(candidates: Sequence[Capacity]) -> float:
+    """USD/h of the cheapest capacity that is not spot (on-demand, reserved); inf if none."""
+    return min((c.price_per_hour for c in candidates if c.market != SPOT), default=float("inf"))
+
+
+def worth_running(candidates: Sequence[C], floor: float | None = None) -> list[C]:
+    """The candidates minus spot priced above the cheapest on-demand or reserved one (USD/h).
+
+    Capacity that can be taken away is never chosen when capacity that cannot costs less at
+    the same moment (a $5.00/h spot pool next to $3.06/h on-demand); `floor` defaults to
+    reliable_floor(candidates).
+    """
+    cap = reliable_floor(candidates) if floor is None else floor
+    return [c for c in candidates if c.market != SPOT or c.price_per_hour <= cap]
 
 
 # Answers of an (immutable) egress table, shared by every job that uses it: a backtest asks
@@ -151,16 +170,14 @@ class Rules:
     zone_block_s: float = 3600.0  # a lost zone is not used again for this long
     decision_period_s: float = 60.0  # time until decide() is called again (watch interval)
     deadline: datetime | None = None
+    # With a deadline: wait (idle) for spot while the slack allows — Uniform Progress; False:
+    # never idle (the money rules), on-demand for good once the slack is gone.
+    wait_for_spot: bool = True
     transfers: TransferCosts = NO_TRANSFERS
 
     @property
     def restore_h(self) -> float:
         return self.restore_overhead_s / 3600.0
-
-    @property
-    def lost_h_per_interruption(self) -> float:
-        """Restore plus half a checkpoint interval: the planner's expected loss, hours."""
-        return (self.restore_overhead_s + self.checkpoint_interval_s / 2) / 3600.0
 
 
 def rules_for_job(

@@ -16,7 +16,7 @@ from datetime import datetime
 from router.core.data_access import DataAccess, DataRoute, choose_access, route_data
 from router.core.egress import EgressTable
 from router.core.gpus import UnknownGpu, gpu_memory_gb
-from router.core.interruption import EffectiveBucket, InterruptionModel
+from router.core.interruption import EffectiveBucket, InterruptionModel, evidence_key
 from router.core.job.model import Job
 from router.core.offers import Offer
 from router.core.org import Discount, OrgConfig, Reservation
@@ -97,18 +97,16 @@ class JobContext:
         self.max_job_cost = org.budgets.max_job_cost
 
         checkpoint = job.checkpoint
-        self.lost_hours_per_interruption = (
-            (checkpoint.restore_overhead_s + checkpoint.interval_s / 2) / 3600.0
-            if checkpoint is not None
-            else 0.0
-        )
+        self.restore_h = checkpoint.restore_overhead_s / 3600.0 if checkpoint is not None else 0.0
+        self.interval_h = checkpoint.interval_s / 3600.0 if checkpoint is not None else 0.0
+        self.lost_hours_per_interruption = self.restore_h + self.interval_h / 2
         self._egress = egress
         self._storage = storage
         self.has_data = bool(job.data)
         self._route_cache: dict[tuple[str, str], tuple[DataRoute, ...]] = {}
         self._interruption = interruption
         self._interruption_cache: dict[
-            tuple[str, str, str | None], tuple[float, EffectiveBucket]
+            tuple[str, str, str | None, str, str | None, str], tuple[float, EffectiveBucket]
         ] = {}
         self._discount_cache: dict[tuple[str, str, str], Discount | None] = {}
         self.reservations: dict[int, Reservation] = {}
@@ -260,14 +258,27 @@ class JobContext:
         wait_usd_per_hour = price * self.node_count
         return tuple(choose_access(r, wait_usd_per_hour) for r in routes)
 
+    def evidence_note(self, o: Offer) -> str:
+        """What was seen of the offer's pool (route watch's records), for the reasons, or ""."""
+        seen = self._interruption.evidence.get(
+            evidence_key(o.cloud, o.region, o.zone, o.instance_type)
+        )
+        if seen is None:
+            return ""
+        return f", updated by {seen.preemptions} preemption(s) seen in {seen.up_h:,.1f} h up"
+
     def interruption(self, o: Offer) -> tuple[float, EffectiveBucket]:
-        key = (o.cloud, o.market, o.interruption_bucket)
+        """Interruptions per instance-hour (bucket prior and evidence) and the bucket used."""
+        model = self._interruption
+        # Without evidence the rate depends on the bucket only: a smaller cache key.
+        where = (o.region, o.zone, o.instance_type) if model.evidence else ("", None, "")
+        key = (o.cloud, o.market, o.interruption_bucket, *where)
         found = self._interruption_cache.get(key)
         if found is None:
-            model = self._interruption
             found = (
-                model.rate_per_hour(*key),
-                model.bucket_for(*key),
-            )
+                model.rate_for(o.cloud, o.region, o.zone, o.instance_type, o.market,
+                               o.interruption_bucket),
+                model.bucket_for(o.cloud, o.market, o.interruption_bucket),
+            )  # fmt: skip
             self._interruption_cache[key] = found
         return found

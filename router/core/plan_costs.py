@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from router.core.data_access import DataAccess
-from router.core.interruption import EffectiveBucket
+from router.core.interruption import EffectiveBucket, group_rate, interruption_usd, work_multiplier
 from router.core.offers import Offer
 from router.core.org import Discount
 from router.core.placement import Placement
@@ -66,7 +66,7 @@ def cost_rows(
     rejects: list[tuple[Offer, str, str]] = []
     now, max_age_s, require_fresh = ctx.now, ctx.max_quote_age_s, ctx.require_fresh
     node_hours = ctx.node_count * ctx.hours
-    lost_h = ctx.lost_hours_per_interruption
+    nodes, hours, restore_h, interval_h = ctx.node_count, ctx.hours, ctx.restore_h, ctx.interval_h
     for o in survivors:
         age_s = max(0.0, (now - o.observed_at).total_seconds())
         # A quote that claimed to come from the future has no trustworthy age.
@@ -97,7 +97,9 @@ def cost_rows(
             staging_usd += d.chosen_staging_usd
         rate, bucket = ctx.interruption(o)
         compute = price * node_hours
-        interrupted = rate * node_hours * lost_h * price
+        interrupted = (
+            interruption_usd(price, nodes, hours, rate, restore_h, interval_h) if rate > 0 else 0.0
+        )
         total = compute + egress_usd + storage_usd + staging_usd + interrupted
         if not math.isfinite(total):  # NaN > budget is False: never let one through
             rejects.append(
@@ -192,10 +194,13 @@ def reasons_of(row: CostRow, ctx: JobContext) -> tuple[str, ...]:
         out.append(d.summary())
     if o.market == SPOT:
         assumed = f" ({row.bucket.note})" if row.bucket.assumed else ""
+        group = group_rate(row.rate_per_hour, ctx.node_count)
+        paid_h = ctx.hours * work_multiplier(group, ctx.restore_h, ctx.interval_h)
+        seen = ctx.evidence_note(o)
         out.append(
-            f"interruptions: {row.bucket.bucket} per month{assumed} → "
-            f"{row.rate_per_hour * ctx.hours * ctx.node_count:.3f} expected over "
-            f"{ctx.hours:g} h × {ctx.node_count} node(s), "
+            f"interruptions: {row.bucket.bucket} per month{assumed}{seen} → "
+            f"{group * paid_h:.3f} expected over {ctx.hours:g} h of work on "
+            f"{ctx.node_count} node(s) (any node's loss stops the group), "
             f"{ctx.lost_hours_per_interruption:.2f} h lost each"
         )
     if row.quota is not None and row.quota.status == UNKNOWN:

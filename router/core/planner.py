@@ -29,8 +29,9 @@ Costs per placement (USD; rounded only when rendered):
                  one move per pass; copied = one move
   storage      = copied data sets kept in the placement's region (standard object storage)
   staging      = hours the GPUs wait for copies × price_per_hour × node_count
-  interruption = interruptions_per_hour × hours × node_count
-                 × (restore_overhead_h + checkpoint_interval_h / 2) × price_per_hour
+  interruption = price_per_hour × node_count × hours × (m − 1), router/core/interruption.py:
+                 m = e^(Λ restore_h)(e^(Λ interval_h) − 1)/(Λ interval_h) paid hours per hour of
+                 work, Λ = node_count × interruptions_per_hour (bucket prior + evidence)
   total        = compute + egress + storage + staging + interruption
 Each data set is streamed or copied as job.yaml says, or (access: auto) copied only where that
 is strictly cheaper than streaming at this placement.

@@ -30,8 +30,10 @@ from router.config.traces import (
 )
 from router.config.user_files import DATA_LIMIT_BYTES, check_user_file
 from router.config.workload import WorkloadFile, load_workload
+from router.config.workload import price_gap as workload_price_gap
 from router.core.backtest import Progressed, run_backtest
 from router.core.backtest_model import BacktestResult, Pool, Trace, trace_from_points
+from router.core.backtest_policies import policy_set
 from router.core.catalog import Catalog
 from router.core.errors import BadInput
 from router.core.synthetic import synthetic_trace
@@ -45,6 +47,7 @@ class BacktestReport:
     workload: WorkloadFile
     trace: Trace
     sources: tuple[str, ...]  # what the prices came from, in words
+    warnings: tuple[str, ...] = ()  # what was left out of the traces, one line each
 
 
 def backtest(
@@ -52,14 +55,27 @@ def backtest(
     *,
     prices: Sequence[Path] = (),
     availability: Sequence[str] = (),
+    price_gap: str | None = None,
+    policies: str = "default",
     on_progress: Progressed | None = None,
 ) -> BacktestReport:
-    """Replay the workload's jobs under every policy on the given (or synthetic) traces."""
+    """Replay the workload's jobs under every policy on the given (or synthetic) traces.
+
+    `price_gap`: `--price-gap` (a duration or `never`), overriding the workload's `price_gap`;
+    `policies`: `--policies` — default, or all (adds the benchmark policies: greedy-deadline).
+    """
     from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 
     wf = load_workload(workload_path)
+    if price_gap is not None:
+        gap = workload_price_gap(price_gap, lambda why: BadInput(f"--price-gap: {why}"))
+        wf = replace(wf, price_gap_s=gap)
+    warnings: tuple[str, ...] = ()
+    # The command line's files replace the workload's own (its `traces:` section).
+    prices = tuple(prices) or wf.prices
+    availability = tuple(availability) or wf.availability
     if prices:
-        trace, sources = _price_trace(wf, prices)
+        trace, sources, warnings = _price_trace(workload_path, wf, prices)
     elif wf.market is not None:
         trace = synthetic_trace(
             wf.market, start=wf.start, days=wf.days, step_s=wf.step_s, seed=wf.market_seed
@@ -75,27 +91,52 @@ def backtest(
     result = run_backtest(
         wf.workload,
         trace,
+        policy_set=policy_set(wf.workload.home_cloud, policies),
         egress=load_egress(),
         interruption=load_interruption_model(),
         storage=load_storage_prices(),
         on_progress=on_progress,
     )
-    return BacktestReport(result, wf, trace, sources)
+    return BacktestReport(result, wf, trace, sources, warnings)
 
 
-def _price_trace(wf: WorkloadFile, paths: Sequence[Path]) -> tuple[Trace, tuple[str, ...]]:
+def _price_trace(
+    workload_path: Path, wf: WorkloadFile, paths: Sequence[Path]
+) -> tuple[Trace, tuple[str, ...], tuple[str, ...]]:
+    """The trace of the price files over the workload's window, the sources and the warnings."""
     maker = PoolMaker()
     points: list[tuple[datetime, Pool, float]] = []
     flags: dict[Pool, list[tuple[datetime, bool]]] = {}
+    held: set[Pool] = set()
+    observed: list[datetime] = []  # times of rows that are observations (not price changes)
     sources: list[str] = []
+    warnings: list[str] = []
+    priced: dict[tuple[datetime, str], tuple[float, Path]] = {}
     for path in paths:
         got = read_prices(path, maker)
+        if len(paths) > 1:
+            _same_prices(priced, got, path)
         points.extend(got.points)
+        if got.held:
+            held.update(p for _, p, _ in got.points)
+        else:
+            observed.extend((min(t for t, _, _ in got.points), max(t for t, _, _ in got.points)))
         for pool, seen in got.available.items():
             flags.setdefault(pool, []).extend(seen)
         sources.append(f"{path} ({len(got.points)} prices)")
-    points.extend(_on_demand_from_snapshot(points, wf.start, maker))
+        if got.skipped_rows:
+            types = ", ".join(f"{c} {t}" for c, t in got.skipped_types[:3])
+            more = f" and {len(got.skipped_types) - 3} more" if len(got.skipped_types) > 3 else ""
+            warnings.append(
+                f"{path}: {got.skipped_rows} rows dropped — instance types not in the catalog: "
+                f"{types}{more} (router/data/instances.csv lists the known ones)"
+            )
     steps = max(1, math.ceil(wf.days * 86400 / wf.step_s))
+    end = wf.start + timedelta(seconds=steps * wf.step_s)
+    _check_window(workload_path, wf, end, paths, points, observed)
+    extra = _on_demand_from_snapshot(points, wf.start, maker)
+    held.update(p for _, p, _ in extra)  # list prices: they hold
+    points.extend(extra)
     available = {
         pool: _step_flags(sorted(seen), wf.start, wf.step_s, steps) for pool, seen in flags.items()
     }
@@ -103,10 +144,52 @@ def _price_trace(wf: WorkloadFile, paths: Sequence[Path]) -> tuple[Trace, tuple[
         points,
         step_s=wf.step_s,
         start=wf.start,
-        end=wf.start + timedelta(seconds=steps * wf.step_s),
+        end=end,
         available=available,
+        stale_after_s=wf.price_gap_s,
+        held=held,
     )
-    return trace, tuple(sources)
+    return trace, tuple(sources), tuple(warnings)
+
+
+def _same_prices(
+    seen: dict[tuple[datetime, str], tuple[float, Path]], got: PriceTrace, path: Path
+) -> None:
+    """BadInput when two price files give the same pool at the same time different prices."""
+    for at, pool, price in got.points:
+        label = f"{pool.cloud}/{pool.region}/{pool.zone or '-'}/{pool.instance_type}/{pool.market}"
+        before = seen.setdefault((at, label), (price, path))
+        if before[0] != price and before[1] != path:
+            raise BadInput(
+                f"{path}: price_per_hour {price:g} for {label} at {at.isoformat()}, but "
+                f"{before[1]} says {before[0]:g} — give each time and pool one price"
+            )
+
+
+def _check_window(
+    workload_path: Path,
+    wf: WorkloadFile,
+    end: datetime,
+    paths: Sequence[Path],
+    points: Sequence[tuple[datetime, Pool, float]],
+    observed: Sequence[datetime],
+) -> None:
+    """BadInput when the workload's window has no prices: it ends before the first row, or
+    begins more than price_gap after the last observed one."""
+    first = min(t for t, _, _ in points)
+    last = max(t for t, _, _ in points)
+    files = ", ".join(str(p) for p in paths)
+    span = f"the prices ({files}) run {first:%Y-%m-%d %H:%M} → {last:%Y-%m-%d %H:%M} UTC"
+    window = f"the window {wf.start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M}"
+    fix = "set start (and days) to a window the prices cover"
+    if end <= first:
+        raise BadInput(f"{workload_path}: start: {window} ends before {span} — {fix}")
+    gap = wf.price_gap_s
+    if observed and gap is not None and wf.start > max(observed) + timedelta(seconds=gap):
+        raise BadInput(
+            f"{workload_path}: start: {window} begins after {span} (and price_gap "
+            f"{gap / 86400:g} days) — {fix}"
+        )
 
 
 _DATE = re.compile(r"(\d{4})-?(\d{2})-?(\d{2})")
@@ -164,8 +247,8 @@ def read_prices(path: Path, maker: PoolMaker | None = None) -> PriceTrace:
                 if line.strip() and not line.lstrip().startswith("#"):
                     first = line
                     break
-    except OSError:
-        pass  # read_price_csv reports it
+    except (OSError, UnicodeDecodeError):
+        pass  # read_price_csv reports it, with the line
     if "InstanceType" in first:
         return read_skypilot_series([path], catalog=maker.catalog)
     return read_price_csv(path, pools=maker)
@@ -225,6 +308,12 @@ def _apply_availability(trace: Trace, spec: str) -> Trace:
         raise BadInput(
             f"--availability {spec}: no spot pool matches {selector!r} — pools are named "
             "cloud/region/zone/instance_type/market, e.g. aws/us-east-1/us-east-1a"
+        )
+    if cbl.gap_s >= trace.steps * trace.step_s and len(set(cbl.usable)) > 1:
+        raise BadInput(
+            f"{path}: metadata.gap_seconds: {cbl.gap_s:g} s covers the whole window "
+            f"({trace.steps * trace.step_s:g} s): the trace would be one value — check the "
+            "units (seconds between samples)"
         )
     prices = list(trace.prices)
     available = list(trace.available)

@@ -65,8 +65,9 @@ def backtest_chart(report: BacktestReport, path: Path) -> Path:
     bars.set_title("Cost per GPU-hour (savings vs single-cloud on-demand)")
     for bar, p in zip(drawn, r.policies, strict=True):
         text = f" ${p.cost_per_gpu_hour:.2f}"
-        if p.name != r.baseline:
-            text += f"  −{r.savings_pct(p.name):.0f} %"
+        saved = r.savings_pct(p.name)
+        if p.name != r.baseline and saved is not None:
+            text += f"  −{saved:.0f} %"
         if p.deadline_misses:
             text += f"  ({p.deadline_misses} late)"
         bars.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, _plain(text), va="center")
@@ -111,7 +112,7 @@ def backtest_chart(report: BacktestReport, path: Path) -> Path:
             p.label,
             f"{p.total_cost:,.0f}",
             f"{p.cost_per_gpu_hour:.2f}",
-            f"{r.savings_pct(p.name):.1f} %",
+            "n/a" if r.savings_pct(p.name) is None else f"{r.savings_pct(p.name):.1f} %",
             f"{r.gap_to_optimum_pct(p.name):.1f} %",
             str(p.interruptions),
             str(p.migrations),
@@ -121,6 +122,10 @@ def backtest_chart(report: BacktestReport, path: Path) -> Path:
         for p in r.policies
     ]
     notes = [f"prices: {s}" for s in report.sources]
+    if not r.baseline_ran:
+        missing = r.baseline_unfinished
+        notes.insert(0, f"the baseline could not run {len(missing)} jobs ({', '.join(missing[:5])})"
+                     " — no savings against it")
     path.write_text(_html(f"Backtest: {r.workload}", png, headers, rows, notes), encoding="utf-8")
     return path
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -13,11 +14,13 @@ from router.config.job_file import job_warnings, load_job
 from router.config.org_file import org_config_for
 from router.config.project import Project
 from router.core.errors import BadInput
+from router.core.interruption import Evidence, EvidenceKey
 from router.core.job.model import Job
 from router.core.offers import Offer
 from router.core.org import OrgConfig
 from router.core.placement import Placement, PlanResult
 from router.core.planner import plan
+from router.flows.zone_evidence import recorded_evidence
 from router.prices.book import SOURCE_KINDS, OfferBook, book_now
 from router.prices.local import local_offers
 from router.prices.quotas.book import open_book_if_cached
@@ -145,10 +148,13 @@ def plan_job(
     require_fresh: bool = False,
     top: int | None = None,
     sources: tuple[str, ...] = SOURCE_KINDS,
+    evidence: Mapping[EvidenceKey, Evidence] | None = None,
 ) -> PlanReport:
     """Load the job and rank every offer that fits it (USD totals over the expected hours).
 
-    `sources` are the price source kinds to plan on (router.prices.book.SOURCE_KINDS).
+    `sources` are the price source kinds to plan on (router.prices.book.SOURCE_KINDS);
+    `evidence`: what was seen of each spot pool (router.flows.zone_evidence), default read from
+    the project's records — the interruption model's update of the advisor buckets.
     """
     if top is not None and top < 1:
         raise BadInput(f"--top must be at least 1, got {top}")
@@ -165,7 +171,9 @@ def plan_job(
         offers,
         org=org,
         egress=load_egress(),
-        interruption=load_interruption_model(),
+        interruption=load_interruption_model().with_evidence(
+            evidence if evidence is not None else recorded_evidence(project, now)
+        ),
         storage=load_storage_prices(),
         now=now,
         require_fresh=require_fresh or org.require_fresh,

@@ -1,8 +1,10 @@
 """Would this job be cheaper started later? The price cache's history through
 router.core.timeshift.suggest_start, for `route plan` to show next to the best placement.
 
-The job's window is its deadline minus its expected duration (job.yaml has no separate start
-window): a job without a deadline gets no suggestion.
+The job's window ends at its deadline minus its expected duration and the margin decide() keeps
+(a restore and the slack test's risk: router.core.decide.latest_start — a later start would be
+sent to on-demand for good at once, so the spot saving could not be had); job.yaml has no
+separate start window, so a job without a deadline gets no suggestion.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from router.core.decide import latest_start
+from router.core.decision_model import rules_for_job
 from router.core.job.model import Job
 from router.core.placement import Placement
 from router.core.timeshift import ShiftSuggestion, suggest_start
@@ -29,7 +33,8 @@ def later_start(
 
     if job.deadline is None:
         return None
-    latest = job.deadline - timedelta(hours=job.duration_hours)
+    rules = rules_for_job(job, egress=None)
+    latest = latest_start(rules, job.duration_hours)
     if latest <= now:
         return None
     path = cache or cache_path()

@@ -112,6 +112,7 @@ class Watcher:
     on_pass: Callable[[PassReport], None] | None = None  # logs and metrics (watch_events.py)
     _engine_lock: threading.Lock = field(default_factory=threading.Lock)
     _mover: Mover | None = None
+    _evidence: dict[Any, Any] = field(default_factory=dict)  # per pool, read once a pass
 
     @property
     def mover(self) -> Mover:
@@ -131,6 +132,7 @@ class Watcher:
         """One pass over the jobs (all, or the ones named), at most `concurrency` at a time."""
         began, started = _now(), time.monotonic()
         try:
+            self._evidence = _evidence(self.mover.records.store, began)
             names = list(jobs) if jobs is not None else self.jobs()
             with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
                 reports = list(pool.map(self._guarded, names))
@@ -219,7 +221,8 @@ class Watcher:
                 # Torn down by an earlier pass: still finished, nothing left to watch or bill.
                 return JobReport(job, "finished", str(last.get("reason") or "finished"))
             return JobReport(job, "skipped", "no placement recorded (deployed elsewhere?)")
-        observed = observe(self.project, record, now, self.nodes)
+        observed = observe(self.project, record, now, self.nodes,
+                           evidence=self._evidence, interval_s=self.interval_s)  # fmt: skip
         if observed.finished:
             return self._tear_down_finished(job, record, observed.finished_step)
         state = records.read_state(job)
@@ -268,7 +271,11 @@ class Watcher:
             if observed.current.interrupted:
                 lost = list(state.get("lost_zones") or [])
                 p = observed.current.placement
-                lost.append([[p.cloud, p.region, p.zone or p.region], now.isoformat()])
+                # The instance type too: the preemptions seen per pool are the interruption
+                # model's evidence (router/flows/zone_evidence.py).
+                lost.append(
+                    [[p.cloud, p.region, p.zone or p.region], now.isoformat(), p.instance_type]
+                )
                 state["lost_zones"] = lost[-20:]
                 records.write_state(job, state)
             kind = "replace" if decision.action == REPLACE else "migrate"
@@ -317,10 +324,20 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _evidence(store: Any, now: datetime) -> dict[Any, Any]:
+    """The records' evidence per pool; a pass goes on without it (the buckets still price)."""
+    from router.flows.zone_evidence import observed_evidence
+
+    try:
+        return dict(observed_evidence(store, now))
+    except (RouteError, OSError, ValueError):
+        return {}
+
+
 def _history(state: dict[str, Any]) -> History:
     lost = tuple(
-        ((str(z[0]), str(z[1]), str(z[2])), datetime.fromisoformat(at))
-        for z, at in state.get("lost_zones") or []
+        ((str(item[0][0]), str(item[0][1]), str(item[0][2])), datetime.fromisoformat(item[1]))
+        for item in state.get("lost_zones") or []
     )
     last = state.get("last_move_at")
     return History(
@@ -351,10 +368,18 @@ class Observation:
 
 
 def observe(
-    project: Project, record: dict[str, Any], now: datetime, nodes: NodePoll | None = None
+    project: Project,
+    record: dict[str, Any],
+    now: datetime,
+    nodes: NodePoll | None = None,
+    *,
+    evidence: dict[Any, Any] | None = None,
+    interval_s: float = DEFAULT_INTERVAL_S,
 ) -> Observation:
     """Read one job's state: record, process or the cloud's nodes, checkpoint files, prices now
-    (no engine call). `nodes` polls the cloud (default: router.nodes.sources.poll_placement)."""
+    (no engine call). `nodes` polls the cloud (default: router.nodes.sources.poll_placement);
+    `evidence` is what the records say of each pool (the planner prices spot with it);
+    `interval_s` is how often decide() is asked (its decision period)."""
     from router.config.blocks import read_blocks
     from router.config.datafiles import load_egress
     from router.config.home import spotroute_home
@@ -364,7 +389,7 @@ def observe(
     job_file = Path(str(record.get("job_file") or ""))
     if not job_file.is_file():
         raise RouteError(f"job {record.get('job')}: its job file {job_file} is gone — redeploy it")
-    report = plan_job(job_file, project=project, now=now)
+    report = plan_job(job_file, project=project, now=now, evidence=evidence or {})
     job = report.job
     outputs = record.get("outputs") or {}
     latest, done, storage_error = checkpoint_progress(str(outputs.get("checkpointUrl", "")))
@@ -401,6 +426,7 @@ def observe(
         cooldown_s=job.migration.cooldown_s,
         checkpoint_interval_s=checkpoint.interval_s if checkpoint else 1800.0,
         restore_overhead_s=checkpoint.restore_overhead_s if checkpoint else 600.0,
+        decision_period_s=interval_s,
         deadline=job.deadline,
         transfers=TransferCosts(
             load_egress() if job.data or latest is not None else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -174,12 +175,12 @@ def test_within_cooldown_stays_and_says_how_long_ago():
     assert d.action == MOVE
 
 
-def test_progress_since_last_checkpoint_is_a_migration_cost():
+def test_a_move_saves_a_checkpoint_first_so_progress_since_the_last_one_is_kept():
+    # route migrate asks the job to save before the new placement starts (flows/migrate.py).
     here, there = spot(10), spot(7, "us-east-1b")
     fresh = decide(RULES, prog(done=2.0, ckpt=2.0), running(here), [here, there], History(), NOW)
     stale = decide(RULES, prog(done=2.0, ckpt=0.5), running(here), [here, there], History(), NOW)
-    assert fresh.numbers.migration_usd is not None and stale.numbers.migration_usd is not None
-    assert stale.numbers.migration_usd - fresh.numbers.migration_usd == pytest.approx(1.5 * 7)
+    assert fresh.numbers.migration_usd == stale.numbers.migration_usd
 
 
 def test_handover_overlap_is_paid_at_the_current_price():
@@ -214,8 +215,19 @@ def test_on_demand_job_switches_back_to_spot_when_spot_returns():
 
 
 def test_spot_interruption_rate_is_priced_over_the_work_left():
+    # router.core.interruption: m = e^(ΛR)(e^(ΛI) − 1)/(ΛI) paid hours per hour of work.
     risky = spot(9.0, "us-east-1b", interruptions_per_hour=0.5)
-    assert remaining_cost(RULES, risky, 8) == pytest.approx(9 * 8 * (1 + 0.5 * (10 + 15) / 60))
+    m = math.exp(0.5 / 6) * math.expm1(0.5 * 0.5) / (0.5 * 0.5)
+    assert remaining_cost(RULES, risky, 8) == pytest.approx(9 * 8 * m)
+    # Above the first-order term 1 + Λ (R + I/2): short up-times waste more than linearly.
+    assert m > 1 + 0.5 * (10 + 15) / 60
+
+
+def test_a_group_is_interrupted_when_any_of_its_nodes_is():
+    risky = spot(9.0, "us-east-1b", interruptions_per_hour=0.5)
+    four = replace(RULES, node_count=4)
+    m4 = math.exp(2.0 / 6) * math.expm1(2.0 * 0.5) / (2.0 * 0.5)  # Λ = 4 × 0.5 per hour
+    assert remaining_cost(four, risky, 8) == pytest.approx(9 * 4 * 8 * m4)
 
 
 def test_node_count_scales_every_term():
@@ -273,7 +285,7 @@ def test_deadline_behind_the_line_on_running_spot_stays_on_spot():
 
 def test_deadline_ahead_on_spot_follows_the_money_rules():
     here = spot(10)
-    cands = [here, spot(5, "us-east-1b"), od(3)]  # on-demand is not a spot move while ahead
+    cands = [here, spot(5, "us-east-1b"), od(12)]
     d = decide(DL, prog(done=2.0), running(here), cands, History(), NOW)
     assert d.action == MOVE and d.target == spot(5, "us-east-1b")
 
@@ -286,16 +298,19 @@ def test_deadline_on_demand_goes_back_to_spot_when_slack_allows_even_behind_the_
     assert "slack" in behind.reason and "back to spot" in behind.reason
 
 
-def test_deadline_on_demand_with_tight_slack_goes_back_only_when_two_restores_ahead():
-    # 11.5 h left: slack ≈ 3 h is above the risk (1.67 h) but not two risks after two restores.
-    tight = replace(DL, deadline=NOW + 11.5 * H)
+def test_deadline_on_demand_goes_back_to_spot_only_with_the_reserve():
+    # Reserve: a restore there, one back, and the most the slack test can risk (restore +
+    # 30 min interval + the 1 h period): 2/6 + 1/6 + 0.5 + 1 = 2.0 h.
+    from router.core.decide import return_reserve_h
+
+    assert return_reserve_h(DL) == pytest.approx(2.0)
     here = od(20)
-    line = 10 * 2 / 13.5
-    barely = decide(tight, prog(done=line + 0.07), running(here), [here, spot(5)], History(), NOW)
+    short = replace(DL, deadline=NOW + 11.4 * H)  # 9.5 h of work left: slack 1.9 h
+    barely = decide(short, prog(done=0.5), running(here), [here, spot(5)], History(), NOW)
     assert barely.action == STAY
-    ahead = decide(tight, prog(done=line + 0.34), running(here), [here, spot(5)], History(), NOW)
-    assert ahead.action == SWITCH_MARKET and ahead.target == spot(5)
-    assert "ahead (≥ 2 restores)" in ahead.reason
+    enough = replace(DL, deadline=NOW + 11.6 * H)  # slack 2.1 h
+    back = decide(enough, prog(done=0.5), running(here), [here, spot(5)], History(), NOW)
+    assert back.action == SWITCH_MARKET and back.target == spot(5)
 
 
 def test_deadline_interrupted_and_ahead_waits_when_no_spot_is_left():
@@ -306,9 +321,9 @@ def test_deadline_interrupted_and_ahead_waits_when_no_spot_is_left():
 
 
 def test_deadline_interrupted_and_behind_goes_on_demand_only_without_spot() -> None:
-    # 13 h left for 9.5 h of work and a 10 min restore: slack 3.33 h; one period (1 h) on it is
-    # under the reserve 2 restores + 2 × risk (risk 1.67 h) = 3.67 h.
-    rules = replace(DL, deadline=NOW + 13 * H)
+    # 12.5 h left for 9.5 h of work and a 10 min restore: slack 2.83 h; one period (1 h) on it
+    # is under the 2.0 h reserve.
+    rules = replace(DL, deadline=NOW + 12.5 * H)
     lost = spot(5)
     cur = Current(lost, NOW - H, True)
     behind = prog(done=1.0, ckpt=0.5)
@@ -316,7 +331,7 @@ def test_deadline_interrupted_and_behind_goes_on_demand_only_without_spot() -> N
     assert d.action == REPLACE and d.target == spot(4, "us-east-1b")
     d = decide(rules, behind, cur, [lost, od(20)], History(), NOW)
     assert d.action == REPLACE and d.target == od(20) and "behind" in d.reason
-    assert "slack 3.33 h − one period < reserve 3.67 h" in d.reason
+    assert "slack 2.83 h − one period < reserve 2.00 h" in d.reason
 
 
 def test_deadline_behind_the_line_waits_while_the_slack_absorbs_the_outage() -> None:
@@ -329,18 +344,18 @@ def test_deadline_behind_the_line_waits_while_the_slack_absorbs_the_outage() -> 
     assert d.action == WAIT and "behind the line but slack 6.33 h absorbs" in d.reason
     # Not placed yet and no spot: the same test (10 h of work, 16 h left: slack 5.83 h).
     assert decide(DL, prog(done=0.0), None, [od(20)], History(), NOW).action == WAIT
-    later = replace(DL, deadline=NOW + 14.5 * H)  # slack 4.33 h: a period on, 3.33 h
+    later = replace(DL, deadline=NOW + 13 * H)  # slack 2.83 h: a period on, 1.83 h
     assert decide(later, prog(done=0.0), None, [od(20)], History(), NOW).target == od(20)
 
 
 def test_deadline_hedge_at_the_reserve_can_still_return_to_spot() -> None:
     # Sent to on-demand at the last call above the reserve, the job keeps that slack on
     # on-demand (it progresses as fast as the clock), so spot's return takes it back.
-    rules = replace(DL, deadline=NOW + (13.5 + 1 / 6) * H)  # slack 4.0 h interrupted
+    rules = replace(DL, deadline=NOW + (12.4 + 1 / 6) * H)  # slack 2.9 h interrupted
     lost = spot(5)
     hedge = decide(rules, prog(done=0.5), Current(lost, NOW - H, True), [od(20)], History(), NOW)
     assert hedge.action == REPLACE and hedge.target == od(20)
-    after = NOW + H / 6  # the restore on on-demand is done, no work yet: slack still 4.0 h
+    after = NOW + H / 6  # the restore on on-demand is done, no work yet: slack still 2.9 h
     on_od = Current(od(20), NOW)
     back = decide(rules, prog(done=0.5), on_od, [od(20), spot(5)], History(), after)
     assert back.action == SWITCH_MARKET and back.target == spot(5)
@@ -355,6 +370,103 @@ def test_deadline_without_slack_commits_to_on_demand_for_good():
     hist = History(committed_on_demand=True)
     d = decide(DL, prog(done=9.0), running(od(20)), [od(20), spot(1)], hist, NOW)
     assert d.action == STAY and d.commit_on_demand
+
+
+# --- what a move keeps, waiting and the margin ----------------------------------------------
+
+
+def test_a_move_to_spot_must_pay_for_itself_over_the_work_the_target_keeps() -> None:
+    # Leaving $3.06 on-demand (30 min since the checkpoint, 5-min hand-over) for $1.02 spot:
+    # a zone lost every ~50 min keeps ~0.49 h of work before it goes — not worth the move; one
+    # lost every ~3 h keeps ~2.5 h and is.
+    rules = replace(RULES, handover_s=300)
+    here = od(3.06)
+    churny = spot(1.02, interruptions_per_hour=1.22)
+    d = decide(rules, prog(done=3.25, ckpt=2.75), running(here), [here, churny], History(), NOW)
+    assert d.action == STAY and d.target == churny
+    assert "the 0.49 h of work it keeps before it is lost" in d.reason
+    calm = spot(1.02, interruptions_per_hour=0.345)
+    d = decide(rules, prog(done=3.25, ckpt=2.75), running(here), [here, calm], History(), NOW)
+    assert d.action == SWITCH_MARKET and d.target == calm
+
+
+def test_a_running_spot_placement_is_not_left_for_a_lower_rate_alone() -> None:
+    # Two zones at one price: the other was lost less often, but this one is running (GPU spot
+    # up-times are heavy-tailed: a stint that lasted tends to last). Spot against spot, price.
+    here = spot(1.0, interruptions_per_hour=1.0)
+    calmer = spot(1.0, "us-east-1b", interruptions_per_hour=0.05)
+    on = running(here, NOW - 3 * H)
+    for rules in (RULES, DL):
+        d = decide(rules, prog(done=3.0), on, [here, calmer], History(), NOW)
+        assert d.action == STAY, rules.deadline
+    cheaper = spot(0.5, "us-east-1b", interruptions_per_hour=0.05)
+    d = decide(RULES, prog(done=3.0), running(here, NOW - 3 * H), [here, cheaper], History(), NOW)
+    assert d.action == MOVE and d.target == cheaper
+    # After an interruption the learned rates choose the zone.
+    lost = Current(spot(1.0, "us-east-1c", interruptions_per_hour=1.0), NOW - H, True)
+    churny = spot(1.0, "us-east-1a", interruptions_per_hour=1.0)
+    d = decide(RULES, prog(done=3.0), lost, [churny, calmer], History(), NOW)
+    assert d.action == REPLACE and d.target == calmer
+
+
+def test_without_waiting_for_spot_a_deadline_job_never_idles_but_keeps_its_deadline() -> None:
+    lost = Current(spot(5), NOW - H, True)
+    waits = decide(DL, prog(done=3.0), lost, [lost.placement, od(20)], History(), NOW)
+    assert waits.action == WAIT
+    guard = replace(DL, wait_for_spot=False)
+    d = decide(guard, prog(done=3.0), lost, [lost.placement, od(20)], History(), NOW)
+    assert d.action == REPLACE and d.target == od(20)
+    # The slack test still commits it to on-demand for good.
+    tight = replace(guard, deadline=NOW + 7.5 * H)
+    d = decide(tight, prog(done=3.0), running(spot(5)), [spot(5), od(20)], History(), NOW)
+    assert d.action == SWITCH_MARKET and d.target == od(20) and d.commit_on_demand
+
+
+def test_a_waiting_job_is_asked_again_when_its_slack_reaches_the_margin() -> None:
+    from router.core.decide import deadline_slack, wake_after_h
+
+    lost = Current(spot(5), NOW - H, True)
+    guard = replace(DL, wait_for_spot=False)
+    _, slack, risk = deadline_slack(guard, prog(done=3.0), lost, NOW)
+    assert wake_after_h(guard, prog(done=3.0), lost, NOW) == pytest.approx(slack - risk)
+    # Waiting for spot it may also hedge at the reserve, or reach the line, sooner.
+    assert wake_after_h(DL, prog(done=3.0), lost, NOW) <= slack - risk  # type: ignore[operator]
+    assert wake_after_h(RULES, prog(done=3.0), lost, NOW) is None
+    # The margin is the job's: waiting, a restore and the decision period; on spot also what
+    # the running checkpoint interval can still lose.
+    assert risk == pytest.approx((600 + 3600) / 3600)
+    on_spot = running(spot(5))
+    _, _, risk = deadline_slack(guard, prog(done=3.25, ckpt=3.0), on_spot, NOW)
+    assert risk == pytest.approx((600 + 3600) / 3600 + 0.25)
+
+
+# --- spot dearer than on-demand ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("rules", [RULES, DL], ids=["no deadline", "deadline"])
+def test_spot_dearer_than_on_demand_is_never_chosen(rules: Rules) -> None:
+    """$5.00 spot next to $3.06 on-demand (issue 20): placing and re-placing refuse it (a job
+    with a deadline and slack to spare may wait for spot worth running instead)."""
+    dear = spot(5.0)
+    d = decide(rules, prog(done=0.0), None, [dear, od(3.06)], History(), NOW)
+    assert d.target != dear and (d.action, d.target) in ((REPLACE, od(3.06)), (WAIT, None))
+    assert rules.deadline is not None or d.target == od(3.06)
+    lost = Current(spot(1.0, "us-east-1b"), NOW - H, True)
+    d = decide(rules, prog(done=3.0), lost, [dear, od(3.06)], History(), NOW)
+    assert d.target != dear and (d.action, d.target) in ((REPLACE, od(3.06)), (WAIT, None))
+    assert rules.deadline is not None or d.target == od(3.06)
+    # On on-demand, the dear spot is no reason to switch back.
+    d = decide(rules, prog(done=3.0), running(od(3.06)), [od(3.06), dear], History(), NOW)
+    assert d.action == STAY
+
+
+@pytest.mark.parametrize("rules", [RULES, DL], ids=["no deadline", "deadline"])
+def test_running_spot_that_turns_dearer_than_on_demand_moves_by_the_money_rules(
+    rules: Rules,
+) -> None:
+    here = spot(5.0)
+    d = decide(rules, prog(done=3.0), running(here, NOW - 3 * H), [here, od(3.06)], History(), NOW)
+    assert d.action == SWITCH_MARKET and d.target == od(3.06)
 
 
 # --- properties ----------------------------------------------------------------------------

@@ -11,10 +11,18 @@ from router.config.datafiles import load_interruption_model
 from router.core.errors import BadInput
 from router.core.interruption import (
     HOURS_PER_MONTH,
+    PRIOR_WEIGHT_H,
+    Evidence,
+    SeriesEvidence,
     effective_bucket,
+    evidence_key,
+    group_rate,
+    interruption_usd,
     interruptions_per_hour,
     parse_interruption_csv,
+    posterior_rate,
     rate_from_share,
+    work_multiplier,
 )
 from router.core.offers import INTERRUPTION_BUCKETS
 
@@ -73,3 +81,58 @@ def test_data_file_missing_a_bucket_is_refused() -> None:
     )
     with pytest.raises(BadInput, match=r"no share_per_month for bucket\(s\) 5-10%"):
         parse_interruption_csv(text)
+
+
+# --- evidence, groups and the paid-hours multiplier (one model for planner, decide, backtest) --
+
+
+def test_without_evidence_the_rate_is_the_buckets() -> None:
+    prior = MODEL.rate_per_hour("aws", "spot", ">20%")
+    assert posterior_rate(prior, None) == prior
+    assert MODEL.rate_for("aws", "us-west-2", "us-west-2b", "p3.2xlarge", "spot", ">20%") == prior
+
+
+def test_observed_preemptions_outweigh_the_advisor_bucket() -> None:
+    # ">20 %/month" says one interruption in ~2,000 h; the pool was seen lost 10 times in 10 h.
+    prior = MODEL.rate_per_hour("aws", "spot", ">20%")
+    seen = Evidence(up_h=10.0, preemptions=10)
+    rate = posterior_rate(prior, seen)
+    assert rate == pytest.approx((prior * PRIOR_WEIGHT_H + 10) / (PRIOR_WEIGHT_H + 10))
+    assert 0.25 < rate < 1.0 and rate > 500 * prior
+    # A pool up a long time without a loss drifts below its bucket, never to zero.
+    calm = posterior_rate(prior, Evidence(up_h=1000.0, preemptions=0))
+    assert 0 < calm < prior
+    key = evidence_key("aws", "us-west-2", "us-west-2b", "p3.2xlarge")
+    model = MODEL.with_evidence({key: seen})
+    assert model.rate_for("aws", "us-west-2", "us-west-2b", "p3.2xlarge", "spot", ">20%") == rate
+    # Other pools, and on-demand, are not touched by that evidence.
+    assert model.rate_for("aws", "us-west-2", "us-west-2c", "p3.2xlarge", "spot", ">20%") == prior
+    assert model.rate_for("aws", "us-west-2", "us-west-2b", "p3.2xlarge", "on-demand", None) == 0
+
+
+def test_a_group_of_n_nodes_is_interrupted_n_times_as_often() -> None:
+    assert group_rate(0.01, 8) == pytest.approx(0.08)
+    one = interruption_usd(10.0, 1, 24, 0.01, 1 / 6, 0.5)
+    eight = interruption_usd(10.0, 8, 24, 0.01, 1 / 6, 0.5)
+    # Eight times the nodes paid while restoring, eight times as many losses: about 64 ×.
+    assert eight == pytest.approx(64 * one, rel=0.05)
+
+
+def test_paid_hours_per_hour_of_work_match_the_linear_term_at_small_rates() -> None:
+    assert work_multiplier(0.0, 1 / 6, 0.5) == 1.0
+    small = work_multiplier(1e-4, 1 / 6, 0.5)
+    assert small - 1 == pytest.approx(1e-4 * (1 / 6 + 0.25), rel=1e-3)
+    # A pool lost every 20 minutes with 30-minute checkpoints hardly progresses.
+    assert work_multiplier(3.0, 1 / 6, 0.5) > 3
+    assert math.isfinite(work_multiplier(1e6, 1 / 6, 0.5))
+
+
+def test_series_evidence_sees_only_the_past_within_the_lookback() -> None:
+    # 10-minute steps: up, up, down (a preemption at step 2), up, up, down (another at 5).
+    ev = SeriesEvidence([True, True, False, True, True, False], step_h=1 / 6)
+    assert ev.at(0) == Evidence(0.0, 0)
+    assert ev.at(2) == Evidence(pytest.approx(2 / 6), 0)  # step 2 itself is not the past yet
+    assert ev.at(3) == Evidence(pytest.approx(2 / 6), 1)
+    assert ev.at(6) == Evidence(pytest.approx(4 / 6), 2)
+    # Half an hour back from step 6 covers steps 3-5: two up, the loss at step 5.
+    assert ev.at(6, lookback_h=0.5) == Evidence(pytest.approx(2 / 6), 1)

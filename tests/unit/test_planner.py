@@ -268,10 +268,33 @@ def test_interruption_cost_follows_the_documented_formula() -> None:
     placed = only_placement(run(job(node_count=2), [offer(price=10.0, bucket="<5%")]))
 
     rate = -math.log(1 - 0.025) / 720
-    lost_h = 600 / 3600 + (1800 / 3600) / 2
+    group = 2 * rate  # any of the 2 nodes' loss stops the group (router/core/interruption.py)
+    restore_h, interval_h = 600 / 3600, 1800 / 3600
+    m = math.exp(group * restore_h) * math.expm1(group * interval_h) / (group * interval_h)
     assert placed.interruptions_per_hour == pytest.approx(rate)
-    assert placed.interruption_cost == pytest.approx(rate * 10 * 2 * lost_h * 10.0)
+    assert placed.interruption_cost == pytest.approx(10.0 * 2 * 10 * (m - 1))
+    # At a small rate that is the linear term: group rate × work × (restore + interval / 2).
+    lost_h = restore_h + interval_h / 2
+    assert placed.interruption_cost == pytest.approx(group * 10 * lost_h * 10.0 * 2, rel=1e-3)
     assert placed.interruption_bucket == "<5%"
+
+
+def test_a_zone_seen_preempted_ranks_below_an_equal_price_zone_and_says_why() -> None:
+    """One interruption model: the bucket is the prior, what route watch saw updates it."""
+    from router.core.interruption import Evidence, evidence_key
+
+    a = offer(price=10.0, bucket=">20%", zone="us-east-1a")
+    b = offer(price=10.0, bucket=">20%", zone="us-east-1b")
+    plain = run(job(), [a, b]).placements
+    assert [p.zone for p in plain] == ["us-east-1a", "us-east-1b"]  # a tie: by name
+    seen = {evidence_key("aws", a.region, "us-east-1a", a.instance_type): Evidence(12.0, 9)}
+    model = load_interruption_model().with_evidence(seen)
+    learned = run(job(), [a, b], interruption=model).placements
+    assert [p.zone for p in learned] == ["us-east-1b", "us-east-1a"]
+    lost = learned[1]
+    assert lost.interruptions_per_hour > 0.2
+    assert lost.interruption_cost > 10 * learned[0].interruption_cost
+    assert any("9 preemption(s) seen in 12.0 h up" in r for r in lost.reasons)
 
 
 def test_riskier_bucket_costs_more_interruption() -> None:

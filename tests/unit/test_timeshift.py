@@ -141,3 +141,71 @@ def test_route_plan_shows_the_later_start_in_the_table_and_the_json(monkeypatch,
 
     no_deadline = write_job(tmp_path / "plain.yaml", text.replace("deadline:", "# deadline:"))
     assert invoke("plan", no_deadline, "--json").json()["time_shift"] is None
+
+
+def _placement_and_cache(tmp_path, series):  # type: ignore[no-untyped-def]
+    from router.config.datafiles import load_egress, load_interruption_model
+    from router.core.offers import Quote
+    from router.core.org import OrgConfig
+    from router.core.planner import plan
+    from router.prices.cache import QuoteCache
+    from tests.unit.planner_factories import job, offer
+
+    cache = tmp_path / "prices.sqlite"
+    with QuoteCache(cache) as qc:
+        qc.add(
+            Quote("aws", "us-east-1", "us-east-1a", "p4de.24xlarge", "spot", p, "aws-api", t)
+            for t, p in series
+            if t <= NOW
+        )
+    spec = job(market="spot", duration_hours=3, deadline=NOW + timedelta(hours=19))
+    placement = plan(
+        spec, [offer(price=10.0, zone="us-east-1a")], org=OrgConfig(), egress=load_egress(),
+        now=NOW, interruption=load_interruption_model(),
+    ).placements[0]  # fmt: skip
+    return placement, cache
+
+
+@pytest.mark.parametrize("hours_to_deadline", [4.0, 13.6, 15.0, 16.5, 17.0, 19.0, 30.0])
+def test_a_later_start_always_leaves_the_deadline_its_margin(tmp_path, hours_to_deadline):
+    """Issue 20: never a start the deadline cannot afford — the suggested start plus the work,
+    a restore and decide()'s risk (restore + checkpoint interval + period) is by the deadline."""
+    from router.core.decide import latest_start
+    from router.core.decision_model import rules_for_job
+    from router.flows.timeshift import later_start
+    from tests.unit.planner_factories import job
+
+    placement, cache = _placement_and_cache(tmp_path, diurnal())
+    spec = job(market="spot", duration_hours=3, deadline=NOW + timedelta(hours=hours_to_deadline))
+    s = later_start(spec, placement, now=NOW, cache=cache)
+    rules = rules_for_job(spec, egress=None)
+    margin_h = rules.restore_h + rules.restore_h + (1800 + 60) / 3600  # 10 min restore, 30 min
+    assert latest_start(rules, 3) == spec.deadline - timedelta(hours=3 + margin_h)
+    if s is not None:
+        assert s.start_at + timedelta(hours=3 + margin_h) <= spec.deadline
+    if hours_to_deadline <= 3 + margin_h:
+        assert s is None  # no window at all
+    # With the window the old rule (deadline − duration) gave, 16.5 h out would wait past the
+    # margin for the trough at 12-16 h.
+    if hours_to_deadline == 16.5:
+        assert s is not None and s.delay_h <= 16.5 - 3 - margin_h
+
+
+def test_on_the_real_flat_spot_price_no_later_start_is_suggested(tmp_path):
+    """The one real price series in the shared traces: the preemption traces record p3.2xlarge
+    spot at a flat $0.918/h (us-east-1c, us-west-2b, us-west-2c, 7 days of 32 s ticks)."""
+    import json
+    from pathlib import Path
+
+    shared = Path("/work/shared/data/real-traces/preemption/1-node/aws-04-22-2023")
+    path = shared / "us-east-1c_v100_1.json"
+    if not path.exists():
+        pytest.skip("the shared real traces are not on this machine")
+    data = json.loads(path.read_text())
+    gap = data["metadata"]["gap_seconds"]
+    start = NOW - timedelta(seconds=gap * (len(data["prices"]) - 1))
+    series = [(start + timedelta(seconds=i * gap), p) for i, p in enumerate(data["prices"])]
+    series = series[:: max(1, 3600 // gap)]  # hourly, as the price cache keeps quotes
+    assert {p for _, p in series} == {0.918}
+    s = suggest_start(series, now=NOW, duration_h=3, latest_start=NOW + timedelta(hours=20))
+    assert s is None

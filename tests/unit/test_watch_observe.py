@@ -237,3 +237,38 @@ def test_route_status_says_crashed_until_the_job_is_deployed_again() -> None:
     assert _crashed_since_deployed(crashed, {"deployed_at": "2026-12-01T10:00:00+00:00"})
     assert not _crashed_since_deployed(crashed, {"deployed_at": "2026-12-01T12:00:00+00:00"})
     assert not _crashed_since_deployed({**crashed, "action": "stay"}, {})
+
+
+def test_preemptions_route_watch_recorded_price_that_zone_higher(
+    project: Project, sleeper: str
+) -> None:
+    """One interruption model: the records route watch keeps (spot hours up, zones lost) update
+    the bucket for the planner's candidates — what decide() compares."""
+    from router.engine.records import FileRecords
+    from router.flows.watch import _history
+    from router.flows.zone_evidence import observed_evidence, recorded_evidence
+
+    now = datetime.now(UTC)
+    store = FileRecords(Path(project.root / "home"))
+    ran = {"job": "old", "cloud": "local", "region": "local-a", "zone": None, "market": "spot",
+           "instance_type": "local-process", "node_count": 1, "price_per_hour": 1.0,
+           "started_at": (now - timedelta(hours=10)).isoformat(), "ended_at": now.isoformat()}
+    store.put("ended/old/1", ran)
+    lost = [[["local", "local-a", "local-a"], (now - timedelta(hours=h)).isoformat(),
+             "local-process"] for h in range(1, 10)]  # fmt: skip
+    store.put("jobs/old/state", {"lost_zones": lost})
+    evidence = observed_evidence(store, now)
+    seen = evidence[("local", "local-a", "local-a", "local-process")]
+    assert seen.preemptions == 9 and seen.up_h == pytest.approx(10)
+    assert recorded_evidence(project, now) == evidence  # route plan reads the same records
+    record = _record(project, "spot", sleeper, now - timedelta(hours=1),
+                     (now + timedelta(days=3)).isoformat())  # fmt: skip
+    plain = {c.region: c.interruptions_per_hour for c in observe(project, record, now).candidates
+             if c.market == "spot"}  # fmt: skip
+    learned = observe(project, record, now, evidence=evidence, interval_s=30.0)
+    rates = {c.region: c.interruptions_per_hour for c in learned.candidates if c.market == "spot"}
+    assert rates["local-a"] > 0.5 > plain["local-a"] and rates["local-b"] == plain["local-b"]
+    assert learned.rules.decision_period_s == 30.0  # the watch interval is decide()'s period
+    # Entries with the instance type (written now) and without (older) are both read back.
+    both = {"lost_zones": [lost[0], lost[0][:2]]}
+    assert len(_history(both).lost_zones) == 2
