@@ -538,18 +538,18 @@ class PostgresRecords:
 
     @contextlib.contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
-        lock_id = int.from_bytes(
-            hashlib.sha256(f"spotroute:{name}".encode()).digest()[:8], "big", signed=True
-        )
-        # The connection stays open while the lock is held: if this process dies, the server
-        # drops the session and with it the lock.
+        digest = hashlib.sha256(f"spotroute:{name}".encode()).digest()
+        lock_id = int.from_bytes(digest[:8], "big", signed=True)
+        # The connection stays open while the lock is held: the server drops it if we die.
         with self._connect(f"take lock {name}") as conn:
             got = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_id,)).fetchone()
             if not got or not got[0]:
-                holder = (self.get(f"locks/{name}") or {}).get("holder")
+                for _ in range(20):  # the holder names itself just after it takes the lock
+                    if holder := (self.get(f"locks/{name}") or {}).get("holder"):
+                        break
+                    time.sleep(0.1)
                 raise _held(name, holder)
-            try:
-                # Advisory: who holds it, for the next one's message (the session lock excludes).
+            try:  # advisory: who holds it, for the next one's message (the session lock excludes)
                 with contextlib.suppress(OperationFailed):
                     self.put(f"locks/{name}", {"holder": _holder()})
                 yield
