@@ -121,7 +121,7 @@ def stack_config(
             },
             "checkpointing": job.checkpoint is not None,
             "checkpointUrl": checkpoint_url,
-            "keepCheckpoints": True,  # destroy_stack writes false when it discards a copy
+            "keepCheckpoints": True,  # a discarded copy's fate is written into the state at destroy
             "deploymentId": deployment_id if chosen.cloud in ("gcp", "azure") else "",
             "checkpointIntervalS": job.checkpoint.interval_s if job.checkpoint else 0,
             **data_values(chosen),

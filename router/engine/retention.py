@@ -35,12 +35,24 @@ def checkpoint_bucket_resources(
     resources: Iterable[dict[str, Any]], job: str
 ) -> list[dict[str, Any]]:
     """The state entries the job's checkpoint bucket component created (not its staging bucket,
-    the component named `<job>-staging`, which is always deleted)."""
+    the component named `<job>-staging`, which is always deleted: `staging_bucket_resources`)."""
+    return _component_resources(resources, job)
+
+
+def staging_bucket_resources(
+    resources: Iterable[dict[str, Any]], job: str
+) -> list[dict[str, Any]]:
+    """The state entries of the job's staging bucket component (`<job>-staging`)."""
+    return _component_resources(resources, f"{job}-staging")
+
+
+def _component_resources(resources: Iterable[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     entries = list(resources)
     roots = {
         str(r["urn"])
         for r in entries
-        if str(r.get("type", "")).endswith(BUCKET_COMPONENT_SUFFIX) and _name(str(r["urn"])) == job
+        if str(r.get("type", "")).endswith(BUCKET_COMPONENT_SUFFIX)
+        and _name(str(r["urn"])) == name
     }
     inside = set(roots)
     grew = True
@@ -71,7 +83,9 @@ def apply_fate(resources: Iterable[dict[str, Any]], keep: bool) -> int:
         if kind in FORCE_DESTROY_TYPES:
             for part in ("inputs", "outputs"):
                 values = r.get(part)
-                if isinstance(values, dict) and values.get("forceDestroy") is retain:
+                # An absent forceDestroy is the provider's default, false: a bucket to discard
+                # needs it written, or DeleteBucket meets its objects (BucketNotEmpty).
+                if isinstance(values, dict) and bool(values.get("forceDestroy")) is retain:
                     values["forceDestroy"] = not retain
                     changed += 1
     return changed
@@ -83,6 +97,9 @@ def settle_checkpoints(stack: Any, job: str, keep: bool) -> int:
     deployment = stack.export_stack()
     resources = (deployment.deployment or {}).get("resources") or []
     changed = apply_fate(checkpoint_bucket_resources(resources, job), keep)
+    # The staging bucket is deleted whatever the checkpoints' fate; a stack from before it was
+    # created with force_destroy says otherwise in its state, and its destroy would stop there.
+    changed += apply_fate(staging_bucket_resources(resources, job), keep=False)
     if changed:
         stack.import_stack(deployment)
     return changed

@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pulumi.automation import Deployment
 
 from router.core.journal import Journal, copied_elsewhere
-from router.engine.retention import apply_fate, checkpoint_bucket_resources
+from router.engine.retention import apply_fate, checkpoint_bucket_resources, settle_checkpoints
 
 STACK = "urn:pulumi:train.2::spotroute::"
 
@@ -98,6 +99,60 @@ def test_a_discarded_copy_loses_retention_and_is_emptied_by_the_provider() -> No
     assert "retainOnDelete" not in bucket
     # The provider reads force_destroy from the state when it deletes the bucket.
     assert bucket["inputs"]["forceDestroy"] is True and bucket["outputs"]["forceDestroy"] is True
+
+
+def test_a_discarded_bucket_whose_state_lacks_force_destroy_gets_it() -> None:
+    # A state written without the key (the provider's default, false, left implicit): the
+    # provider would delete without emptying and AWS answers BucketNotEmpty.
+    state = aws_state(retained=True, force=False)
+    for part in ("inputs", "outputs"):
+        del by_name(state)["train-bucket"][part]["forceDestroy"]
+
+    apply_fate(checkpoint_bucket_resources(state, "train"), keep=False)
+
+    bucket = by_name(state)["train-bucket"]
+    assert bucket["inputs"]["forceDestroy"] is True and bucket["outputs"]["forceDestroy"] is True
+
+
+def test_a_kept_bucket_whose_state_lacks_force_destroy_is_left_as_it_is() -> None:
+    state = aws_state(retained=True, force=False)
+    for part in ("inputs", "outputs"):
+        del by_name(state)["train-bucket"][part]["forceDestroy"]
+    before = copy.deepcopy(state)
+
+    assert apply_fate(checkpoint_bucket_resources(state, "train"), keep=True) == 0
+    assert state == before
+
+
+class ExportedStack:
+    """The two calls of an automation Stack that settle_checkpoints makes, on a state in memory."""
+
+    def __init__(self, resources: list[dict[str, Any]]) -> None:
+        self.resources = resources
+        self.imported: list[dict[str, Any]] = []
+
+    def export_stack(self) -> Deployment:
+        return Deployment(version=3, deployment={"resources": self.resources})
+
+    def import_stack(self, state: Deployment) -> None:
+        self.imported = list((state.deployment or {})["resources"])
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_staging_bucket_from_before_force_destroy_is_emptied_by_every_destroy(keep: bool) -> None:
+    # The staging component always deleted its bucket by name only: a stack made before the
+    # bucket had force_destroy keeps false in its state, and the provider reads the state.
+    state = aws_state(retained=True, force=False)
+    staging = by_name(state)["train-staging-bucket"]
+    staging["inputs"]["forceDestroy"] = staging["outputs"]["forceDestroy"] = False
+    stack = ExportedStack(state)
+
+    assert settle_checkpoints(stack, "train", keep=keep) >= 2
+
+    written = by_name(stack.imported)["train-staging-bucket"]
+    assert written["inputs"]["forceDestroy"] is True and written["outputs"]["forceDestroy"] is True
+    assert "retainOnDelete" not in written
+    assert bool(by_name(stack.imported)["train-bucket"].get("retainOnDelete")) is keep
 
 
 def test_the_local_checkpoint_directory_is_kept_even_when_a_copy_is_discarded() -> None:
