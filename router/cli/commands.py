@@ -50,10 +50,13 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
     help="How a SkyPilot task's fields map onto the job; the job's GPU types no offer is made "
     "for, and why.",
 )
-def validate(jobs: tuple[Path, ...], explain: bool) -> None:
+@click.pass_context
+def validate(ctx: click.Context, jobs: tuple[Path, ...], explain: bool) -> None:
     """Check job files (or SkyPilot task files); print OK or every problem, one line each."""
     from router.config.job_file import explain_job_file, job_file_warnings, validate_job_file
     from router.core.user_values import MAX_MESSAGE_CHARS, printable
+
+    project = ctx_project(ctx)
 
     bad = False
     for job in jobs:
@@ -67,7 +70,7 @@ def validate(jobs: tuple[Path, ...], explain: bool) -> None:
                 click.echo(f"error: {printable(line, limit=MAX_MESSAGE_CHARS)}", err=True)
         else:
             click.echo(f"OK {printable(str(job))}")
-            for line in job_file_warnings(job):
+            for line in job_file_warnings(job, project):
                 click.echo(f"warning: {printable(line, limit=MAX_MESSAGE_CHARS)}", err=True)
     if bad:
         sys.exit(EXIT_BAD_INPUT)

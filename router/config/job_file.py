@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from router.config.datafiles import load_catalog, load_gpus
+from router.config.project import Project
 from router.config.safe_yaml import YamlProblem, parse_yaml
 from router.config.skypilot import SkyPilotProblem, explain_lines, is_skypilot_task, translate
+from router.config.stack_files import read_stack_file
 from router.config.user_files import CONFIG_LIMIT_BYTES, FileProblem, read_user_text
+from router.core.aws_job_reach import unlisted_buckets
 from router.core.catalog import refused_types
 from router.core.errors import BadInput
 from router.core.job.model import Job
@@ -39,15 +42,50 @@ def validate_job_file(path: str | Path) -> list[str]:
     return _check_file(path)[1]
 
 
-def job_warnings(job: Job, path: str | Path) -> list[str]:
-    """What is valid but unwise in a job file (a credential in clear), one line each."""
-    return clear_credential_warnings(job, str(path))
+def job_warnings(job: Job, path: str | Path, project: Project | None = None) -> list[str]:
+    """What is valid but unwise in a job file (a credential in clear; a bucket the AWS job
+    boundary of the project's bootstrap denies), one line each."""
+    return clear_credential_warnings(job, str(path)) + aws_boundary_warnings(job, path, project)
 
 
-def job_file_warnings(path: str | Path) -> list[str]:
+def job_file_warnings(path: str | Path, project: Project | None = None) -> list[str]:
     """`job_warnings` of a job file; empty when the file is not a valid job (validate says why)."""
     job, _ = _check_file(path)
-    return job_warnings(job, path) if job is not None else []
+    return job_warnings(job, path, project) if job is not None else []
+
+
+# The bootstrap stack (router/flows/bootstrap.py): its name and config namespace.
+BOOTSTRAP_STACK, BOOTSTRAP_NAMESPACE = "bootstrap", "spotroute-bootstrap"
+
+
+def aws_boundary_warnings(job: Job, path: str | Path, project: Project | None) -> list[str]:
+    """One line per s3:// bucket of the job outside the project bootstrap's `awsJobBuckets`.
+
+    None without a project or a bootstrap stack file whose clouds include aws: then there is no
+    boundary here to compare with (a broken file is `route bootstrap`'s to report).
+    """
+    if project is None:
+        return []
+    stack_file = project.stack_config_path(BOOTSTRAP_STACK)
+    try:
+        config = read_stack_file(stack_file, BOOTSTRAP_NAMESPACE)
+    except BadInput:
+        return []
+    clouds, entries = config.get("clouds"), config.get("awsJobBuckets") or []
+    if not isinstance(clouds, list) or "aws" not in clouds or not isinstance(entries, list):
+        return []
+    where = stack_file.relative_to(project.root)
+    return [
+        one_line(
+            str(path),
+            u.field,
+            f"s3 bucket '{u.bucket}' is not in {BOOTSTRAP_NAMESPACE}:awsJobBuckets ({where}), so "
+            "the AWS job boundary denies the job's nodes every read and write on it — add it "
+            "there ('<bucket>@<account id>' for another account's bucket) and run "
+            "`route bootstrap`",
+        )
+        for u in unlisted_buckets(job, [str(e) for e in entries])
+    ]
 
 
 def _check_file(path: str | Path) -> tuple[Job | None, list[str]]:

@@ -194,5 +194,5 @@ def plan_job(
         time_shift=shift,
         intervals=tuple(interval_advice(job, p) for p in result.placements),
         book=book,
-        warnings=tuple(job_warnings(job, job_path)),
+        warnings=tuple(job_warnings(job, job_path, project)),
     )
