@@ -313,6 +313,14 @@ def data_modes(p: Placement) -> str:
     return "+".join(dict.fromkeys(d.access for d in p.data)) or "-"
 
 
+def _chosen_sources(report: PlanReport) -> tuple[str, ...] | None:
+    """The price source kinds `--sources` chose; None when the plan used every kind."""
+    from router.prices.book import SOURCE_KINDS
+
+    kinds = report.book.kinds if report.book is not None else SOURCE_KINDS
+    return None if set(kinds) >= set(SOURCE_KINDS) else tuple(kinds)
+
+
 def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> dict[str, Any]:
     from router.core.plan_explain import by_filter, no_fit_reason
 
@@ -327,7 +335,9 @@ def plan_json(report: PlanReport, *, explain: bool, top: int | None = None) -> d
         ],
         "time_shift": report.time_shift.to_json() if report.time_shift else None,
         "offer_sources": _sources_json(report),
-        "no_fit": None if placements else no_fit_reason(report.job, report.result.rejected),
+        "no_fit": None
+        if placements
+        else no_fit_reason(report.job, report.result.rejected, _chosen_sources(report)),
     }
     if explain:
         out["rejected_by_filter"] = by_filter(report.result.rejected)
@@ -410,10 +420,12 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
     kinds = report.book.kinds if report.book is not None else ()
     chosen = f", sources {','.join(kinds)}" if kinds and len(kinds) < 3 else ""
     if not result.placements:
-        why = safe(no_fit_reason(job, result.rejected), limit=TEXT_CHARS)
+        why = safe(no_fit_reason(job, result.rejected, _chosen_sources(report)), limit=TEXT_CHARS)
+        # With no offer rejected there is nothing for --explain to list.
+        more = " — rerun with --explain to see every rejected offer" if result.rejected else ""
         console.print(
             f"[red]no placement fits job '{safe(job.name)}'[/] ({report.offers_considered} "
-            f"offers considered{chosen}): {why} — rerun with --explain to see every rejected offer"
+            f"offers considered{chosen}): {why}{more}"
         )
     else:
         shown = result.placements[:top]

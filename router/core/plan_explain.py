@@ -21,13 +21,37 @@ def by_filter(rejected: Sequence[Rejection]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
-def no_fit_reason(job: Job, rejected: Sequence[Rejection]) -> str:
+# The price source kinds (router.prices.book.SOURCE_KINDS) and the command that adds each one's
+# offers; the snapshot is bundled.
+ADD_OFFERS = {
+    "live": "`route prices refresh`",
+    "import": "`route prices import FILE --format skypilot`",
+}
+
+
+def no_fit_reason(
+    job: Job, rejected: Sequence[Rejection], sources: Sequence[str] | None = None
+) -> str:
     """Why nothing fits: the filter that removed the cheapest offer with the job's GPUs, its
-    reason, and how many such offers each filter removed."""
+    reason, and how many such offers each filter removed. `sources`: the price source kinds the
+    user chose (`--sources`), None when every kind was used."""
     wanted = " or ".join(f"{a.gpu}×{a.count}" for a in job.resources.accelerators)
     candidates = [r for r in rejected if r.filter != "accelerator"]
+    clouds = ", ".join(job.resources.clouds)
+    if not candidates and sources:
+        chosen = ",".join(sources)
+        gave = (
+            f"{len(rejected)} offer{'s' if len(rejected) != 1 else ''} on {clouds}, none with"
+            if rejected
+            else f"no offer on {clouds} for"
+        )
+        add = " or ".join(f"{ADD_OFFERS[k]} ({k})" for k in sources if k in ADD_OFFERS)
+        return (
+            f"the price sources chosen (--sources {chosen}) gave {gave} {wanted} — "
+            "leave --sources out to plan on every source (the bundled snapshot included)"
+            + (f", or add offers to those chosen: {add}" if add else "")
+        )
     if not candidates:
-        clouds = ", ".join(job.resources.clouds)
         return f"no offer on {clouds} has {wanted} (the accelerator filter removed all of them)"
     cheapest = min(
         candidates,

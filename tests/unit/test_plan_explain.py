@@ -94,6 +94,44 @@ def test_no_fit_says_when_no_offer_has_the_jobs_gpus_at_all() -> None:
         "no offer on aws has T4×1 (the accelerator filter removed all of them)")
 
 
+def test_no_fit_from_chosen_sources_names_them_and_how_to_widen_them() -> None:
+    job = _job("T4")
+    result = _plan(job, [_quote("g5.xlarge", 1.006)], load_catalog())
+
+    why = no_fit_reason(job, result.rejected, sources=("live",))
+
+    assert why == (
+        "the price sources chosen (--sources live) gave 1 offer on aws, none with T4×1 — leave "
+        "--sources out to plan on every source (the bundled snapshot included), or add offers to "
+        "those chosen: `route prices refresh` (live)"
+    )
+    nothing = no_fit_reason(job, [], sources=("import", "snapshot"))
+    assert nothing.startswith("the price sources chosen (--sources import,snapshot) gave no "
+                              "offer on aws for T4×1 — ")
+    assert nothing.endswith(": `route prices import FILE --format skypilot` (import)")
+
+
+def test_plan_on_sources_that_gave_no_offers_says_so_not_the_accelerator_filter(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    isolate(monkeypatch, tmp_path)  # an empty price cache: no live or imported quotes
+    path = tmp_path / "t4.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "t4-job", "resources": {"accelerators": "T4:1", "clouds": ["aws"]},
+        "market": "on-demand", "duration_hours": 2, "run": {"command": ["python", "x.py"]}}))
+
+    table = route(monkeypatch, capsys, "plan", path, "--sources", "import,live")
+    as_json = route(monkeypatch, capsys, "plan", path, "--sources", "live", "--json")
+
+    assert table.code == 1, table
+    line = " ".join(table.out.split())  # the table's console wraps long lines
+    assert "(0 offers considered, sources import,live): the price sources chosen (--sources " \
+        "import,live) gave no offer on aws for T4×1 — leave --sources out" in line, line
+    assert "accelerator filter" not in line and "--explain" not in line
+    assert as_json.code == 1 and as_json.json()["no_fit"].startswith(
+        "the price sources chosen (--sources live) gave no offer on aws for T4×1")
+
+
 @pytest.fixture
 def no_t4_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """The CLI with the test image limit and an aws T4 job file; returns the job file."""
