@@ -103,7 +103,7 @@ def deploy(
     """
     from router.cli import render, render_deploy
     from router.flows import proposals
-    from router.flows.launch import LaunchFailed, launch
+    from router.flows.launch import LaunchFailed, dry_run_advice, launch
     from router.flows.plan import plan_job
 
     project = ctx_project(ctx, required=True)
@@ -114,59 +114,60 @@ def deploy(
     candidates = proposals.candidates_within(
         report.job, report.result.placements, _target(to), job, report.result
     )
-    report, candidates, refreshed, allowed_stale = proposals.fresh_candidates(
-        report,
-        candidates,
-        job,
-        project=project,
-        now=now,
-        to=_target(to),
-        require_fresh=require_fresh,
-        allow_stale=allow_stale,
-        refresh=proposals.refresh_for_deploy,
-    )
+    with dry_run_advice(dry_run, job):
+        report, candidates, refreshed, allowed_stale = proposals.fresh_candidates(
+            report,
+            candidates,
+            job,
+            project=project,
+            now=now,
+            to=_target(to),
+            require_fresh=require_fresh,
+            allow_stale=allow_stale,
+            refresh=proposals.refresh_for_deploy,
+        )
 
-    def show(proposal: Any) -> None:
-        if not as_json:
-            render_deploy.proposal(
-                dataclasses.replace(proposal, refreshed=refreshed, allowed_stale=allowed_stale)
-            )
+        def show(proposal: Any) -> None:
+            if not as_json:
+                render_deploy.proposal(
+                    dataclasses.replace(proposal, refreshed=refreshed, allowed_stale=allowed_stale)
+                )
 
-    def confirm(review: object) -> bool:
-        if not as_json:
-            render_deploy.review_summary(review)
-        if yes or dry_run:
-            return not dry_run
-        if not sys.stdin.isatty():
-            raise click.UsageError("not a terminal to confirm on — pass --yes to deploy")
-        return click.confirm("Deploy?", default=False)
+        def confirm(review: object) -> bool:
+            if not as_json:
+                render_deploy.review_summary(review)
+            if yes or dry_run:
+                return not dry_run
+            if not sys.stdin.isatty():
+                raise click.UsageError("not a terminal to confirm on — pass --yes to deploy")
+            return click.confirm("Deploy?", default=False)
 
-    def on_try(attempt: object) -> None:
-        if not as_json:
-            render_deploy.launch_try(attempt)
+        def on_try(attempt: object) -> None:
+            if not as_json:
+                render_deploy.launch_try(attempt)
 
-    try:
-        with render_deploy.EngineProgress(f"deploying {report.job.name}") as progress:
-            outcome, proposal, tries = launch(
-                report.job,
-                report.org,
-                candidates,
-                project=project,
-                confirm=confirm,
-                dry_run=dry_run,
-                on_event=progress,
-                on_try=on_try,
-                max_tries=max_tries,
-                proposal_hook=show,
-                job_file=job,
-            )
-    except LaunchFailed as exc:
-        if as_json:
-            render.print_json(
-                {"job": report.job.name, "applied": False, "error": exc.message,
-                 "tries": [t.to_json() for t in exc.tries]}
-            )  # fmt: skip
-        raise
+        try:
+            with render_deploy.EngineProgress(f"deploying {report.job.name}") as progress:
+                outcome, proposal, tries = launch(
+                    report.job,
+                    report.org,
+                    candidates,
+                    project=project,
+                    confirm=confirm,
+                    dry_run=dry_run,
+                    on_event=progress,
+                    on_try=on_try,
+                    max_tries=max_tries,
+                    proposal_hook=show,
+                    job_file=job,
+                )
+        except LaunchFailed as exc:
+            if as_json:
+                render.print_json(
+                    {"job": report.job.name, "applied": False, "error": exc.message,
+                     "tries": [t.to_json() for t in exc.tries]}
+                )  # fmt: skip
+            raise
     if as_json:
         render.print_json(
             {

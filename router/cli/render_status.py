@@ -21,7 +21,7 @@ def status_table(statuses: Sequence[Any], now: datetime) -> None:
 
     console = _console()
     if not statuses:
-        console.print("no jobs deployed — `route deploy JOB`")
+        console.print("no jobs deployed — `route deploy JOB_FILE`")
         return
     table = Table(title="jobs")
     for name, justify in [

@@ -8,7 +8,8 @@ other failure stops at once: another region would fail the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -128,6 +129,36 @@ def launch(
         note(LaunchTry(ran, placement, "launched"))
         return outcome, proposal, tries
     raise LaunchFailed(_summary(job.name, tries, len(ranked)), tries)
+
+
+@contextmanager
+def dry_run_advice(dry_run: bool, job_file: Path) -> Iterator[None]:
+    """Within it, a failure of a dry run says how to write the stack file without it."""
+    try:
+        yield
+    except OperationFailed as exc:
+        if not dry_run:
+            raise
+        raise dry_run_failed(exc, job_file) from None
+
+
+def dry_run_failed(exc: OperationFailed, job_file: Path) -> OperationFailed:
+    """A failed `deploy --dry-run`, led by the way to the reviewed stack file that needs none of
+    what it failed on.
+
+    A dry run refreshes stale prices and previews through the engine, so it fails where the
+    cloud's credentials or a provider plugin are missing — where a job author on a branch
+    stands. The advice comes first: a long engine message is cut at the message limit.
+    """
+    import copy
+
+    failed = copy.copy(exc)  # the same class (LaunchFailed keeps its tries)
+    failed.message = (
+        f"dry run failed (`route plan {job_file} --write` writes the stack file for review "
+        f"without the engine, provider plugins or credentials): {exc.message}"
+    )
+    failed.args = (failed.message,)
+    return failed
 
 
 def _refusal(exc: OperationFailed) -> LaunchFailure | None:

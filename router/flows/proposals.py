@@ -152,11 +152,12 @@ def fresh_candidates(
                 if any(o.error for o in refreshed)
                 else ""
             )
+            # The advice before the refresh's errors: a long message is cut at its limit.
             raise OperationFailed(
                 f"job {report.job.name}: the best price, {chosen.cloud} {chosen.region} "
                 f"${chosen.price_per_hour:,.2f}/h, is {_age_text(chosen.price_age_s)} old "
-                f"({chosen.price_source}) — stale{tried}; run `route prices refresh` with "
-                "credentials, or pass --allow-stale to deploy on it anyway"
+                f"({chosen.price_source}) — stale; run `route prices refresh` with "
+                f"credentials, or pass --allow-stale to deploy on it anyway{tried}"
             )
         allowed_stale = True
     return report, candidates, refreshed, allowed_stale

@@ -168,3 +168,92 @@ def test_review_without_a_stack_file_advises_plan_write(
         "error: JOB: no stacks/Pulumi.llm-finetune.yaml — review reads the job's reviewed stack "
         "file; write it with `route plan JOB_FILE --write` (JOB_FILE: the job's .yaml)"
     ]
+
+
+# --- a failed `route deploy --dry-run` leads to `route plan JOB_FILE --write` -------------------
+
+T4_JOB = """\
+name: t4-job
+resources: {accelerators: "T4:1", clouds: [aws]}
+market: on-demand
+duration_hours: 2
+run: {command: [python, x.py]}
+"""
+
+
+def _advised_command(line: str) -> list[str]:
+    """The `route …` command a message leads with, as the user would paste it."""
+    command = line.split("`", 2)[1]
+    assert command.startswith("route ")
+    return command.split()[1:]
+
+
+def test_a_dry_run_refused_on_a_stale_price_leads_to_plan_write_which_works_as_printed(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import router.flows.proposals as proposals
+    from router.prices.book import RefreshOutcome
+
+    # A job author's machine: no credentials, so the refresh of the stale snapshot fails.
+    failed = "AWS credentials not found — run `aws configure sso` / set AWS_PROFILE " + "x" * 200
+    monkeypatch.setattr(proposals, "refresh_for_deploy", lambda clouds, gpu: [
+        RefreshOutcome(c, (), 0, 0, 0.1, failed) for c in clouds])  # fmt: skip
+    Path("t4.yaml").write_text(T4_JOB)
+
+    run = route(monkeypatch, capsys, "deploy", "t4.yaml", "--dry-run")
+
+    assert run.code == 1, run
+    (line,) = run.err_lines
+    assert line.startswith("error: dry run failed (`route plan t4.yaml --write` writes the stack "
+                           "file for review without the engine, provider plugins or credentials)"
+                           ": job t4-job: the best price, aws "), line
+    # The message's own advice comes before the long refresh error, so the cut keeps it.
+    assert "; run `route prices refresh` with credentials, or pass --allow-stale" in line
+    assert not (project / "stacks" / "Pulumi.t4-job.yaml").exists()
+
+    written = route(monkeypatch, capsys, *_advised_command(line))
+
+    assert written.code == 0, written
+    assert read_stack_file(project / "stacks" / "Pulumi.t4-job.yaml")["cloud"] == "aws"
+
+
+def test_a_dry_run_the_engine_fails_says_so_after_the_plan_write_advice(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import router.flows.launch as launch
+    from router.engine.automation import EngineFailed
+
+    plugin = ("Could not automatically download and install resource plugin "
+              "'pulumi-resource-aws' at version v7.51.1, install the plugin using `pulumi "
+              "plugin install resource aws v7.51.1`: " + "y" * 400)  # fmt: skip
+
+    def engine_without_plugin(*_args: object, **_kwargs: object) -> None:
+        raise EngineFailed(f"job t4-job: {plugin}", plugin)
+
+    monkeypatch.setattr(launch, "deploy", engine_without_plugin)
+    Path("t4.yaml").write_text(T4_JOB)
+
+    run = route(monkeypatch, capsys, "deploy", "t4.yaml", "--dry-run", "--allow-stale")
+
+    assert run.code == 1, run
+    line = run.err_lines[-1]
+    assert line.startswith("error: dry run failed (`route plan t4.yaml --write` writes"), line
+    assert ": job t4-job: Could not automatically download and install resource plugin" in line
+    assert _advised_command(line) == ["plan", "t4.yaml", "--write"]
+
+
+def test_a_failure_of_a_real_deploy_is_not_given_the_dry_run_advice(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import router.flows.launch as launch
+    from router.engine.automation import EngineFailed
+
+    def engine_fails(*_args: object, **_kwargs: object) -> None:
+        raise EngineFailed("job t4-job: the engine failed", "the engine failed")
+
+    monkeypatch.setattr(launch, "deploy", engine_fails)
+    Path("t4.yaml").write_text(T4_JOB)
+
+    run = route(monkeypatch, capsys, "deploy", "t4.yaml", "--yes", "--allow-stale")
+
+    assert run.code == 1 and run.err_lines[-1] == "error: job t4-job: the engine failed", run
