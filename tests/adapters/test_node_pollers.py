@@ -172,6 +172,10 @@ def test_gcp_group_with_running_nodes_is_not_interrupted(fake_gcp: FakeGcpGroups
 
 
 def test_gcp_preempted_node_is_reclaimed_per_the_zone_operations(fake_gcp: FakeGcpGroups) -> None:
+    # Compute Engine records a preemption as a system operation `compute.instances.preempted`
+    # targeting the VM, listed by the zone's operations (Compute Engine, "Create and use Spot
+    # VMs", section "Detect preemption", https://cloud.google.com/compute/docs/instances/
+    # create-use-spot); a managed group then recreates the VM (currentAction RECREATING).
     fake_gcp.groups[("regions", "us-central1", "train-group")] = (2, [
         GcpVm("us-central1-b", "train-node-a1"),
         GcpVm("us-central1-b", "train-node-b2", "TERMINATED", "RECREATING",
@@ -248,6 +252,12 @@ def test_azure_scale_set_with_running_vms_is_not_interrupted(
 def test_azure_deallocated_spot_vm_is_reclaimed_and_a_missing_one_lost_with_cause_unknown(
     fake_azure: FakeAzureScaleSets,
 ) -> None:
+    # An evicted Spot VM under eviction policy Deallocate stays in the scale set, stopped and
+    # deallocated; under Delete it is gone (Azure, "Use Azure Spot Virtual Machines", section
+    # "Eviction policy", https://learn.microsoft.com/azure/virtual-machines/spot-vms). The
+    # instance view's power state code reads `PowerState/deallocated` (Azure, "States and
+    # billing status of Azure Virtual Machines",
+    # https://learn.microsoft.com/azure/virtual-machines/states-billing).
     # A node deletes itself after its job (components/azure.py), crashed or not: a missing VM is
     # not the cloud saying it evicted it, so it cannot overrule the node's crash record.
     fake_azure.scale_sets["train-vmss"] = (2, "Spot", [AzureVm("train_1a")])  # one gone

@@ -70,6 +70,11 @@ def test_aws_rebalance_recommendation_is_reported_once_and_not_terminal(
 
 
 def test_gcp_long_polls_preempted_until_it_turns_true(metadata: FakeMetadataServer) -> None:
+    # `instance/preempted` reads FALSE, then TRUE once Compute Engine preempts the Spot VM
+    # (Compute Engine, "Create and use Spot VMs", section "Detect preemption",
+    # https://cloud.google.com/compute/docs/instances/create-use-spot); `?wait_for_change=true`
+    # holds the request until the value changes (Compute Engine, "Query VM metadata", section
+    # "Wait for change", https://cloud.google.com/compute/docs/metadata/querying-metadata).
     source = GcpNotices(metadata.endpoint, wait_s=10)
     assert source.poll() is None  # the first read returns at once with the current value
     threading.Timer(0.3, metadata.state.preempt_gcp).start()
@@ -81,6 +86,8 @@ def test_gcp_long_polls_preempted_until_it_turns_true(metadata: FakeMetadataServ
 
 
 def test_gcp_without_the_flavor_header_is_refused() -> None:
+    # Every request must carry `Metadata-Flavor: Google`; the metadata server denies one without
+    # it (https://cloud.google.com/compute/docs/metadata/querying-metadata).
     with FakeMetadataServer() as server:
         from router.checkpoint.notices import _request
 
@@ -91,6 +98,12 @@ def test_gcp_without_the_flavor_header_is_refused() -> None:
 def test_azure_reports_a_preempt_event_for_this_vm_and_acknowledges_it(
     metadata: FakeMetadataServer,
 ) -> None:
+    # Scheduled Events (GET /metadata/scheduledevents, header `Metadata: true`): an event lists
+    # the VMs it affects in `Resources` (a scale set's events reach every VM of its placement
+    # group), `Preempt` is a Spot eviction with `NotBefore` ahead, and a VM approves an event
+    # early with POST {"StartRequests": [{"EventId": …}]} (Azure Instance Metadata Service,
+    # "Scheduled Events for Linux VMs",
+    # https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events).
     source = AzureNotices(metadata.endpoint)
     assert source.poll() is None
     metadata.state.preempt_azure(resources=["other-vm_3"])
