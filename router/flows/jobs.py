@@ -123,6 +123,9 @@ def deploy(
 
     engine = engine_for(project)
     job = proposal.stack_name
+    if not dry_run:  # a preview only shows the replacements
+        before = read_placement(engine.records(), proposal.job.name)
+        _refuse_update_of_unprefixed_gcp_stack(before, job)
     on_event = fan_out(on_event, signal_hook("deploy"))
     preview = PreviewResult()
     changes: dict[str, int] = {}
@@ -359,6 +362,33 @@ def record_placement(
         record["run_h_before"] = float(before.get("run_h_before") or 0.0)
     records.put(placement_key(proposal.job.name), record)
     return f"{records.where} {placement_key(proposal.job.name)}"
+
+
+# Every project-scoped GCP name the components give starts so since issue 21 item 13
+# (components/bootstrap/gcp_permissions.GCP_NAME_PREFIX); the deployer's conditions admit no other.
+GCP_NAME_PREFIX = "spotroute-"
+
+
+def _refuse_update_of_unprefixed_gcp_stack(record: dict[str, Any] | None, stack: str) -> None:
+    """Refuse to update in place a GCP stack whose group was named before the `spotroute-` prefix.
+
+    Its network, firewalls, router, template, group and secret would all be replaced (their names
+    change, and GCP renames nothing), a second group of the job would start beside the first, and
+    the narrowed deployer may not delete the old firewalls, VMs or secret: the update would stop
+    half-way. docs/security.md, "GCP stacks from before the spotroute- names", gives the one-time
+    step.
+    """
+    if not record or record.get("cloud") != "gcp" or record.get("stack", stack) != stack:
+        return
+    group = str((record.get("outputs") or {}).get("groupId") or "").rsplit("/", 1)[-1]
+    if group and not group.startswith(GCP_NAME_PREFIX):
+        raise OperationFailed(
+            f"job {stack}: its GCP resources were named before the {GCP_NAME_PREFIX} prefix "
+            f"(group {group}), so an update would replace them all and the deployer may not "
+            f"delete the old ones — destroy it once with `route destroy {stack}` as the deployer "
+            "from before the bootstrap update or a project owner, then deploy again "
+            '(docs/security.md, "GCP stacks from before the spotroute- names")'
+        )
 
 
 def placement_key(job: str) -> str:
