@@ -120,9 +120,11 @@ def find_pulumi() -> Path:
         return own
     found = shutil.which("pulumi")
     if not found:
+        # scripts/ ships with the repository, not with the installed package: say both ways.
         raise OperationFailed(
-            "the pulumi CLI was not found — run `bash scripts/ensure-pulumi.sh` (or `make setup`); "
-            "it builds one into ~/.cache/spotroute"
+            "the pulumi CLI was not found — install it and put it on PATH "
+            "(https://www.pulumi.com/docs/install/); in a spotroute checkout, "
+            "`bash scripts/ensure-pulumi.sh` builds one into ~/.cache/spotroute"
         )
     return Path(found)
 
