@@ -72,6 +72,8 @@ def offers(draw: st.DrawFn) -> Offer:
         source=draw(st.sampled_from([f"{cloud}-api", "snapshot", "import:skypilot"])),
         observed_at=NOW - timedelta(seconds=draw(st.sampled_from([0, 60, 3600, 30 * 3600]))),
         interruption_bucket=draw(st.sampled_from([None, *INTERRUPTION_BUCKETS])),
+        # A local market region says how many instances it runs at once; the clouds do not.
+        capacity=draw(st.sampled_from([None, 0, 1, 2, 4])) if cloud == "local" else None,
     )
 
 
@@ -251,6 +253,25 @@ def test_placements_never_violate_the_jobs_or_the_orgs_constraints(
         assert org.budgets.max_job_cost is None or p.total_cost <= org.budgets.max_job_cost
         assert not (fresh and p.stale)
         assert p.stale == (p.price_age_s > org.max_quote_age_s)
+        # A group is placed in one place: never where fewer than node_count fit (capacity 0
+        # is a full region, refused at launch as on a cloud).
+        assert o.capacity in (None, 0) or o.capacity >= job.node_count
+
+
+@common
+@given(jobs(), orgs(), st.lists(offers(), max_size=30))
+def test_a_place_too_small_for_the_group_is_rejected_for_its_capacity(
+    job: Job, org: OrgConfig, given_offers: list[Offer]
+) -> None:
+    result = run(job, given_offers, org)
+    placed = {id(p.offer) for p in result.placements}
+    for o in given_offers:
+        if o.capacity and o.capacity < job.node_count:
+            assert id(o) not in placed
+    for r in result.rejected:
+        if r.filter == "capacity":
+            assert r.offer.capacity and r.offer.capacity < job.node_count
+            assert f"the group needs {job.node_count} in one place" in r.reason
 
 
 def _matches(glob: str, cloud: str, region: str) -> bool:
