@@ -276,3 +276,30 @@ def test_a_place_too_small_for_the_group_is_rejected_for_its_capacity(
 
 def _matches(glob: str, cloud: str, region: str) -> bool:
     return fnmatch.fnmatchcase(f"{cloud}:{region}" if ":" in glob else region, glob)
+
+
+@common
+@given(st.integers(1, 4), st.lists(st.sampled_from([None, 0, 1, 2, 3, 4, 8]), max_size=8))
+def test_a_local_region_is_placed_exactly_when_the_whole_group_fits_or_it_is_full_now(
+    nodes: int, capacities: list[int | None]
+) -> None:
+    job = Job.model_validate({
+        "name": "group", "resources": {"accelerators": "A100-80GB:8", "clouds": ["local"]},
+        "market": "on-demand", "duration_hours": 2, "node_count": nodes,
+        "run": {"command": ["python", "train.py"]},
+    })  # fmt: skip
+    given_offers = [
+        Offer(cloud="local", region=f"local-{i}", zone=None, instance_type="local-a100x8",
+              gpu="A100-80GB", gpu_count=8, gpu_memory_gb=80, vcpus=96, memory_gb=1024.0,
+              market="on-demand", price_per_hour=1.0 + i, source="local market",
+              observed_at=NOW, capacity=capacity)
+        for i, capacity in enumerate(capacities)
+    ]  # fmt: skip
+    result = run(job, given_offers, OrgConfig())
+
+    placed = {p.region for p in result.placements}
+    rejected = {r.offer.region: r.filter for r in result.rejected}
+    for o in given_offers:
+        fits = o.capacity is None or o.capacity == 0 or o.capacity >= nodes
+        assert (o.region in placed) == fits
+        assert rejected.get(o.region) == (None if fits else "capacity")
