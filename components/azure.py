@@ -310,6 +310,26 @@ class SpotGpuGroup(pulumi.ComponentResource):
 
         self_delete = _self_delete_grant(name, job, network, identity, self)
 
+        # A group is placed in one place. A scale set without zones spreads its VMs over the
+        # region; a proximity placement group keeps them in one datacenter ("Proximity placement
+        # groups", https://learn.microsoft.com/azure/virtual-machines/co-location). With a zone
+        # the scale set is zonal already.
+        colocated = None
+        if args.node_count > 1 and not zone:
+            group = compute.ProximityPlacementGroup(
+                f"{name}-ppg",
+                resource_group_name=network.resource_group_name,
+                proximity_placement_group_name=physical_name(job, "group", 80),
+                location=args.region,
+                proximity_placement_group_type=compute.ProximityPlacementGroupType.STANDARD,
+                intent=compute.ProximityPlacementGroupPropertiesIntentArgs(
+                    vm_sizes=[args.instance_types[0]]
+                ),
+                tags=azure_tags(job, args.labels),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            colocated = compute.SubResourceArgs(id=group.id)
+
         scale_set = compute.VirtualMachineScaleSet(
             f"{name}-vmss",
             resource_group_name=network.resource_group_name,
@@ -320,6 +340,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
             # Only the first (cheapest) type: a scale set runs one VM size.
             sku=compute.SkuArgs(name=args.instance_types[0], capacity=args.node_count),
             zones=[zone] if zone else None,
+            proximity_placement_group=colocated,
             identity=compute.VirtualMachineScaleSetIdentityArgs(
                 type=compute.ResourceIdentityType.USER_ASSIGNED,
                 user_assigned_identities=[identity.identity_id],

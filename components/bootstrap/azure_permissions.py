@@ -57,6 +57,10 @@ AZURE_DEPLOYER_ACTIONS: tuple[str, ...] = (
     "Microsoft.Compute/disks/write",
     "Microsoft.Compute/disks/delete",
     "Microsoft.Compute/locations/operations/read",
+    # A zone-less group's proximity placement group (one datacenter); the scale set joins it.
+    "Microsoft.Compute/proximityPlacementGroups/read",
+    "Microsoft.Compute/proximityPlacementGroups/write",
+    "Microsoft.Compute/proximityPlacementGroups/delete",
     # The vaults and storage accounts themselves: AZURE_STORES_ACTIONS, in the stores group only.
     # Here only the location-level reads their long-running operations need.
     "Microsoft.KeyVault/locations/deletedVaults/read",

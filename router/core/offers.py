@@ -60,6 +60,9 @@ class Offer:
     interruption_bucket: str | None = None
     interconnect: str = ""
     clock_skewed: bool = False  # see Quote.clock_skewed
+    # Instances the place can run at once where that is known (a local market region); None on
+    # the clouds, which say so only by refusing a launch.
+    capacity: int | None = None
 
     def age_s(self, now: datetime) -> float:
         """Seconds since the price was observed, at `now`."""

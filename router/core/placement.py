@@ -58,7 +58,7 @@ def placement_site(p: Placement) -> dict[str, Any]:
 # the first one it fails is `Rejection.filter`, shown by `route plan --explain` and `--json`.
 FILTERS: tuple[str, ...] = (
     "reservation", "accelerator", "image", "market", "size", "cloud", "region", "duplicate",
-    "freshness", "quota", "price cap", "job budget",
+    "freshness", "quota", "capacity", "price cap", "job budget",
 )  # fmt: skip
 
 

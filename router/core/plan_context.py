@@ -218,6 +218,20 @@ class JobContext:
             )
         return ""
 
+    def capacity_reason(self, o: Offer) -> str:
+        """Why a place that runs fewer than node_count instances at once cannot take the group;
+        "" when it can or its capacity is not known."""
+        # Capacity 0 is a region out of capacity now, which a cloud says only at launch: it is
+        # tried and refused there, as on the clouds (the failover path). Fewer than node_count
+        # but some is a place the group can never fit: a group is placed in one place.
+        if o.capacity is None or o.capacity == 0 or o.capacity >= self.node_count:
+            return ""
+        return (
+            f"{o.region} runs {o.capacity} instance(s) at once and the group needs "
+            f"{self.node_count} in one place — lower node_count or raise the region's capacity "
+            "(local_market in spotroute.yaml)"
+        )
+
     def quota(self, o: Offer) -> QuotaVerdict | None:
         """The quota verdict for the job's node_count instances of the offer; None: unchecked."""
         if self.quotas is None:

@@ -78,6 +78,10 @@ def cost_rows(
         if verdict is not None and verdict.status == SHORT:
             rejects.append((o, verdict.note, "quota"))
             continue
+        too_small = ctx.capacity_reason(o)
+        if too_small:
+            rejects.append((o, too_small, "capacity"))
+            continue
         list_price = ctx.list_price(o)
         discount = ctx.discount(o)
         price = (

@@ -20,6 +20,8 @@ the FIRST filter it fails, in this order:
   7. freshness     with require_fresh, quotes older than max_quote_age_s
   8. quota         node_count instances fit the account's free quota in the region (when a
                    QuotaBook is given; an unknown quota never rejects: "quota unknown")
+  8b. capacity     a place whose capacity is known (a local market region) runs node_count
+                   instances at once; capacity 0 is tried and refused at launch, as on a cloud
   9. price cap     discounted $/h per instance ≤ job max_price_per_hour and budgets
  10. job budget    expected total ≤ budgets.max_job_cost
 

@@ -24,15 +24,16 @@ def local_offers(job: Job, now: datetime, market: LocalMarket | None = None) -> 
 
     Without a local market: one free offer per market in region `local`. With one (spotroute.yaml
     `local_market:`): each local region and market the trace offers at `now`, at its price then.
-    Capacity is not known to the planner (as on the clouds): a full region refuses at launch.
+    Each offer carries the region's capacity: the planner rejects a region that cannot run the
+    whole group at once; a region with capacity 0 refuses at launch (as a full cloud zone does).
     """
     if "local" not in job.resources.clouds:
         return []
     cpus = os.cpu_count() or 1
-    places = (
-        [(LOCAL_REGION, m, 0.0) for m in ("on-demand", "spot")]
+    places: list[tuple[str, str, float, int | None]] = (
+        [(LOCAL_REGION, m, 0.0, None) for m in ("on-demand", "spot")]
         if market is None
-        else [(r, m, row.price_per_hour) for (r, m), row in market.at(now).items()]
+        else [(r, m, row.price_per_hour, row.capacity) for (r, m), row in market.at(now).items()]
     )
     return [
         Offer(
@@ -52,7 +53,8 @@ def local_offers(job: Job, now: datetime, market: LocalMarket | None = None) -> 
             source="local" if market is None else "local market",
             observed_at=now,
             interconnect="none (local process, no GPU)",
+            capacity=capacity,
         )
         for want in job.resources.accelerators
-        for region, kind, price in places
+        for region, kind, price, capacity in places
     ]

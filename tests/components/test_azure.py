@@ -39,6 +39,7 @@ SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 PRINCIPAL_ID = "11111111-1111-4111-8111-111111111111"
 CLIENT_ID = "22222222-2222-4222-8222-222222222222"
 VMSS = "azure-native:compute:VirtualMachineScaleSet"
+PPG = "azure-native:compute:ProximityPlacementGroup"
 NSG = "azure-native:network:NetworkSecurityGroup"
 NAT_GATEWAY = "azure-native:network:NatGateway"
 PUBLIC_IP = "azure-native:network:PublicIPAddress"
@@ -701,6 +702,30 @@ def test_nodes_run_as_the_job_identity_only(azure_config: dict[str, Any]) -> Non
     }
     assert stack.outputs["identity"] == f"{stack.one(IDENTITY).name}-id"
     assert stack.outputs["groupId"] == f"{stack.one(VMSS).name}-id"
+
+
+def test_a_zone_less_group_is_kept_in_one_datacenter_by_a_proximity_placement_group(
+    azure_config: dict[str, Any],
+) -> None:
+    # Azure quotes are regional, so most placements name no zone, and a scale set without zones
+    # spreads its VMs over the region. A group is placed in one place: a proximity placement
+    # group keeps its VMs in one datacenter (https://learn.microsoft.com/azure/virtual-machines/
+    # co-location). A zonal scale set is in one zone already; one node needs nothing.
+    stack = placement(azure_config, zone="", nodeCount=2)
+    group = stack.one(PPG)
+    assert group.inputs["location"] == "eastus"
+    assert group.inputs["proximityPlacementGroupType"] == "Standard"
+    assert group.inputs["intent"] == {"vmSizes": ["Standard_NC96ads_A100_v4"]}
+    wanted = {"spotroute-job": "llm-finetune", "team": "ml-platform", "managed-by": "spotroute"}
+    assert wanted.items() <= group.inputs["tags"].items()
+    scale_set = stack.one(VMSS).inputs
+    assert "zones" not in scale_set
+    assert scale_set["proximityPlacementGroup"] == {"id": f"{group.name}-id"}
+
+    for changes in ({"zone": "2", "nodeCount": 2}, {"zone": "", "nodeCount": 1}):
+        other = placement(azure_config, **changes)
+        assert not other.of_type(PPG), changes
+        assert "proximityPlacementGroup" not in other.one(VMSS).inputs
 
 
 # --- every resource ---------------------------------------------------------------------------

@@ -338,15 +338,19 @@ AZURE_NEEDS: dict[str, set[str]] = {
         "Microsoft.Network/networkSecurityGroups/join/action",
         "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
     },
+    "azure-native:compute:ProximityPlacementGroup": {
+        "Microsoft.Compute/proximityPlacementGroups/write",
+        "Microsoft.Compute/proximityPlacementGroups/delete",
+    },
 }
 
 
-def _azure_placement(aws_config: dict[str, Any]) -> Any:
+def _azure_placement(aws_config: dict[str, Any], zone: str = "2") -> Any:
     config = {
         **aws_config,
         "cloud": "azure",
         "region": "eastus",
-        "zone": "2",
+        "zone": zone,
         "instanceTypes": ["Standard_NC96ads_A100_v4"],
         "gpuCount": 4,
         "dataUrls": [],
@@ -385,10 +389,11 @@ def _azure_placement(aws_config: dict[str, Any]) -> Any:
     return run_program(config, calls=calls, states=states)
 
 
+@pytest.mark.parametrize("zone", ["2", ""])  # zone-less: a group gets a proximity placement group
 def test_azure_deployer_may_manage_everything_an_azure_placement_creates(
-    aws_config: dict[str, Any],
+    aws_config: dict[str, Any], zone: str
 ) -> None:
-    placement = _azure_placement(aws_config)
+    placement = _azure_placement(aws_config, zone)
     granted = {*AZURE_DEPLOYER_ACTIONS, *AZURE_GRANT_ACTIONS, *AZURE_IDENTITY_ACTIONS,
                *AZURE_STORES_ACTIONS}  # fmt: skip
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from planner_factories import offer
 
 from router.config.datafiles import load_interruption_model
@@ -116,6 +118,34 @@ def test_a_group_of_n_nodes_is_interrupted_n_times_as_often() -> None:
     eight = interruption_usd(10.0, 8, 24, 0.01, 1 / 6, 0.5)
     # Eight times the nodes paid while restoring, eight times as many losses: about 64 ×.
     assert eight == pytest.approx(64 * one, rel=0.05)
+
+
+rates = st.floats(1e-6, 2.0)
+node_counts = st.integers(1, 64)
+
+
+@given(rates, node_counts, st.floats(0.01, 720.0))
+def test_a_group_is_lost_when_any_node_is_one_minus_the_product_of_survivals(
+    rate: float, nodes: int, hours: float
+) -> None:
+    """P(group lost within t) = 1 - (1 - p)^N, p a node's: independent nodes, any one stops it."""
+    p = 1 - math.exp(-rate * hours)
+    group_lost = 1 - math.exp(-group_rate(rate, nodes) * hours)
+    assert group_lost == pytest.approx(1 - (1 - p) ** nodes, rel=1e-9, abs=1e-12)
+
+
+# Below the cap that keeps m finite (Λ (R + I) < 50: a job that never finishes at any price).
+@given(st.floats(1e-6, 0.1), node_counts, st.floats(0.0, 2.0), st.floats(0.05, 4.0))
+def test_every_node_pays_the_whole_groups_restore_and_losses(
+    rate: float, nodes: int, restore_h: float, interval_h: float
+) -> None:
+    """The restore of a group takes as long as one node's (all load at once) and every node
+    is paid through it: per node, a bigger group never costs less."""
+    usd = interruption_usd(3.0, nodes, 10.0, rate, restore_h, interval_h)
+    m = work_multiplier(nodes * rate, restore_h, interval_h)
+    assert usd == pytest.approx(3.0 * nodes * 10.0 * (m - 1), rel=1e-9)
+    one_more = interruption_usd(3.0, nodes + 1, 10.0, rate, restore_h, interval_h)
+    assert one_more / (nodes + 1) >= usd / nodes * (1 - 1e-12)
 
 
 def test_paid_hours_per_hour_of_work_match_the_linear_term_at_small_rates() -> None:

@@ -88,6 +88,40 @@ def test_local_offers_follow_the_trace_and_the_org_config(tmp_path: Path) -> Non
     assert market is not None and market.regions() == ("local-c",)
 
 
+def test_a_local_region_smaller_than_the_group_is_rejected_with_its_reason(
+    tmp_path: Path,
+) -> None:
+    from router.config.datafiles import load_egress, load_interruption_model
+    from router.core.org import OrgConfig
+    from router.core.planner import plan
+
+    trace = (
+        "at,region,market,price_per_hour,capacity\n"
+        "0s,local-a,spot,0.20,1\n"  # the cheapest, but one node process at a time
+        "0s,local-b,spot,0.90,2\n"
+        "0s,local-c,spot,0.50,0\n"  # full now: tried and refused at launch, as on a cloud
+    )
+    market = LocalMarket(parse_trace(trace, "t.csv"), START)
+    group = _job().model_copy(update={"node_count": 2})
+    offers = local_offers(group, START, market)
+    assert {o.region: o.capacity for o in offers} == {"local-a": 1, "local-b": 2, "local-c": 0}
+
+    def regions(job: Job) -> tuple[list[str], dict[str, tuple[str, str]]]:
+        result = plan(job, local_offers(job, START, market), org=OrgConfig(),
+                      egress=load_egress(), now=START, interruption=load_interruption_model())
+        return ([p.region for p in result.placements],
+                {r.offer.region: (r.filter, r.reason) for r in result.rejected})
+
+    placed, rejected = regions(group)
+    assert placed == ["local-c", "local-b"]
+    assert rejected == {"local-a": ("capacity", "local-a runs 1 instance(s) at once and the group"
+                                    " needs 2 in one place — lower node_count or raise the"
+                                    " region's capacity (local_market in spotroute.yaml)")}
+    # One node fits everywhere; without a market the local target's capacity is not known.
+    assert regions(_job()) == (["local-a", "local-c", "local-b"], {})
+    assert all(o.capacity is None for o in local_offers(group, START, None))
+
+
 def test_a_missing_trace_file_is_one_line_naming_the_key(tmp_path: Path) -> None:
     org = parse_org_config("local_market: {trace: nowhere.csv}")
     with pytest.raises(BadInput, match=r"local_market\.trace: cannot read .*nowhere\.csv"):

@@ -72,6 +72,8 @@ def offers(draw: st.DrawFn) -> Offer:
         source=draw(st.sampled_from([f"{cloud}-api", "snapshot", "import:skypilot"])),
         observed_at=NOW - timedelta(seconds=draw(st.sampled_from([0, 60, 3600, 30 * 3600]))),
         interruption_bucket=draw(st.sampled_from([None, *INTERRUPTION_BUCKETS])),
+        # A local market region says how many instances it runs at once; the clouds do not.
+        capacity=draw(st.sampled_from([None, 0, 1, 2, 4])) if cloud == "local" else None,
     )
 
 
@@ -251,7 +253,53 @@ def test_placements_never_violate_the_jobs_or_the_orgs_constraints(
         assert org.budgets.max_job_cost is None or p.total_cost <= org.budgets.max_job_cost
         assert not (fresh and p.stale)
         assert p.stale == (p.price_age_s > org.max_quote_age_s)
+        # A group is placed in one place: never where fewer than node_count fit (capacity 0
+        # is a full region, refused at launch as on a cloud).
+        assert o.capacity in (None, 0) or o.capacity >= job.node_count
+
+
+@common
+@given(jobs(), orgs(), st.lists(offers(), max_size=30))
+def test_a_place_too_small_for_the_group_is_rejected_for_its_capacity(
+    job: Job, org: OrgConfig, given_offers: list[Offer]
+) -> None:
+    result = run(job, given_offers, org)
+    placed = {id(p.offer) for p in result.placements}
+    for o in given_offers:
+        if o.capacity and o.capacity < job.node_count:
+            assert id(o) not in placed
+    for r in result.rejected:
+        if r.filter == "capacity":
+            assert r.offer.capacity and r.offer.capacity < job.node_count
+            assert f"the group needs {job.node_count} in one place" in r.reason
 
 
 def _matches(glob: str, cloud: str, region: str) -> bool:
     return fnmatch.fnmatchcase(f"{cloud}:{region}" if ":" in glob else region, glob)
+
+
+@common
+@given(st.integers(1, 4), st.lists(st.sampled_from([None, 0, 1, 2, 3, 4, 8]), max_size=8))
+def test_a_local_region_is_placed_exactly_when_the_whole_group_fits_or_it_is_full_now(
+    nodes: int, capacities: list[int | None]
+) -> None:
+    job = Job.model_validate({
+        "name": "group", "resources": {"accelerators": "A100-80GB:8", "clouds": ["local"]},
+        "market": "on-demand", "duration_hours": 2, "node_count": nodes,
+        "run": {"command": ["python", "train.py"]},
+    })  # fmt: skip
+    given_offers = [
+        Offer(cloud="local", region=f"local-{i}", zone=None, instance_type="local-a100x8",
+              gpu="A100-80GB", gpu_count=8, gpu_memory_gb=80, vcpus=96, memory_gb=1024.0,
+              market="on-demand", price_per_hour=1.0 + i, source="local market",
+              observed_at=NOW, capacity=capacity)
+        for i, capacity in enumerate(capacities)
+    ]  # fmt: skip
+    result = run(job, given_offers, OrgConfig())
+
+    placed = {p.region for p in result.placements}
+    rejected = {r.offer.region: r.filter for r in result.rejected}
+    for o in given_offers:
+        fits = o.capacity is None or o.capacity == 0 or o.capacity >= nodes
+        assert (o.region in placed) == fits
+        assert rejected.get(o.region) == (None if fits else "capacity")
