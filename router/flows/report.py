@@ -10,6 +10,10 @@ sees the same spend:
 - `ended/<job>/<started_at>`: a placement that is over (`route destroy`, or a re-placement onto
   new instances), written by `record_ended` before the live record is removed or replaced.
 
+- `jobs/<job>/journals/<id>` (and an open `jobs/<job>/journal`): each move's steps; both
+  placements are paid from the new stack's up until the old stack is down, so a move adds that
+  overlap to the recorded spans (handover_segments), in the cost but not in the baseline.
+
 A record's optional `history` list holds earlier placements of the same job (one entry per
 recovery or migration, with the same fields plus `started_at`, `ended_at` and `reason`); a
 `previous` entry (what `route migrate` keeps) counts when it carries a start time:
