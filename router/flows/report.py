@@ -8,8 +8,7 @@ sees the same spend:
 - `placements/<job>`: the job's live placement (written by `route deploy`, router/flows/jobs.py
   record_placement, and by `route migrate`), counted from `deployed_at` until now;
 - `ended/<job>/<started_at>`: a placement that is over (`route destroy`, or a re-placement onto
-  new instances), written by `record_ended` before the live record is removed or replaced.
-
+  new instances), written by `record_ended` before the live record is removed or replaced;
 - `jobs/<job>/journals/<id>` (and an open `jobs/<job>/journal`): each move's steps; both
   placements are paid from the new stack's up until the old stack is down, so a move adds that
   overlap to the recorded spans (handover_segments), in the cost but not in the baseline.

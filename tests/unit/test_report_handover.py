@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from router.cli.commands import cli
 from router.core.journal import STEPS, Journal
 from router.engine.job_records import JobRecords
 from router.engine.records import FileRecords, RecordStore
-from router.flows.report import record_ended, report
+from router.flows.report import Segment, handover_segments, record_ended, report, summarise
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 DEPLOYED = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -157,3 +159,63 @@ def test_report_command_shows_the_overlap_in_the_table_and_json(
     assert result.exit_code == 0, result.output
     assert "hand-over overlap" in result.stdout and "8.0 min" in result.stdout
     assert "left: hand-over → its stack down" in result.stdout and "3.0 min" in result.stdout
+
+
+# --- property: any chain of moves -----------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    moves=st.lists(
+        st.tuples(
+            st.integers(1, 3600),  # s from the last hand-over until the new stack is up
+            st.integers(0, 900),  # s from up until the hand-over
+            st.integers(0, 900),  # s from the hand-over until the old stack is down
+            st.sampled_from([0.5, 1.0, 6.0, 12.5]),  # the new placement's price
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    nodes=st.integers(1, 4),
+)
+def test_moves_add_exactly_their_overlap_to_the_cost_and_nothing_to_the_baseline(
+    moves: list[tuple[int, int, int, float]], nodes: int
+) -> None:
+    """A chain of moves: the report's cost is the recorded spans plus, per move, the new price
+    from up to the hand-over and the old price from the hand-over to the old stack's down; the
+    baseline and the number of placements are those of the recorded spans alone."""
+    start = DEPLOYED
+    price, stack = OLD_PRICE, "llm"
+    segments: list[Segment] = []
+    journals: list[Journal] = []
+    expected_s = expected_usd = 0.0
+    for i, (to_up, to_switch, to_down, new_price) in enumerate(moves):
+        up = start + timedelta(seconds=to_up)
+        switch = up + timedelta(seconds=to_switch)
+        down = switch + timedelta(seconds=to_down)
+        segments.append(Segment("llm", "aws", "us-east-1", "p4de.24xlarge", "spot", nodes, price,
+                                start, switch, "migrated", 40.0, stack))  # fmt: skip
+        new_stack = f"llm.{i + 2}"
+        j = Journal(f"m-{i}", "llm", "migrate", stack, new_stack,
+                    {"price_per_hour": new_price}, "test", start.isoformat())  # fmt: skip
+        for step in STEPS:
+            at = {"new-stack-up": up, "resume-confirmed": switch}.get(step, down)
+            j = j.begin(step, at).finish(step, at)
+        journals.append(j)
+        expected_s += to_switch + to_down
+        expected_usd += (new_price * to_switch + price * to_down) * nodes / 3600
+        start, price, stack = switch, new_price, new_stack
+    segments.append(Segment("llm", "aws", "us-east-1", "p4de.24xlarge", "spot", nodes, price,
+                            start, None, "", 40.0, stack))  # fmt: skip
+    now = start + timedelta(hours=2)  # after the last old stack's down (≤ 900 s past start)
+    alone = summarise(segments, now=now, days=None, on_demand=lambda c, r, t: None)
+    extra = handover_segments(segments, journals, now)
+    r = summarise(segments + extra, now=now, days=None, on_demand=lambda c, r, t: None)
+    (job,) = r.by_job
+    assert job.overlap_s == pytest.approx(expected_s)
+    assert job.overlap_cost == pytest.approx(expected_usd)
+    assert r.total_cost == pytest.approx(alone.total_cost + expected_usd)
+    assert r.total_baseline == pytest.approx(alone.total_baseline)
+    assert job.placements == len(moves) + 1
+    assert sum(h.cost for h in r.handovers) == pytest.approx(expected_usd)
+    assert sum(d.cost for d in r.by_day) == pytest.approx(r.total_cost)
