@@ -395,8 +395,10 @@ def handover_segments(
     for j in journals:
         up = j.steps.get("new-stack-up")
         up_at = _parse_time(up.done_at) if up else None
-        if up_at is None:
+        if up is None or up_at is None:
             continue  # its stack never came up: nothing of the new placement was paid for
+        if up.first_begun_at:  # run again after a crash: the killed run may have brought it up
+            up_at = _parse_time(up.first_begun_at) or up_at
         confirmed = j.steps.get("resume-confirmed")
         switched = _parse_time(confirmed.done_at) if confirmed else None
         new = _closest(segments, j.job, j.to_stack, lambda s: s.started_at, switched or up_at)

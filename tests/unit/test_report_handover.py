@@ -106,6 +106,29 @@ def test_an_old_stack_not_yet_down_is_paid_until_now(tmp_path: Path) -> None:
     assert llm.overlap_cost == pytest.approx(1.00 + OLD_PRICE * NODES * old_s / 3600)
 
 
+def test_a_new_stack_brought_up_by_a_killed_router_is_paid_from_its_first_run(
+    tmp_path: Path,
+) -> None:
+    """Killed after new-stack-up acted (before it was marked done), the router's next run an hour
+    later finds the stack up and marks it done then: the new placement was paid since the first
+    run began, not since the re-run (an upper bound by the length of one `up`)."""
+    store = FileRecords(tmp_path)
+    first = UP - timedelta(hours=1)
+    j = journal("done", "checkpoint-complete", dict.fromkeys(STEPS, first - timedelta(minutes=1)))
+    j = j.begin("new-stack-up", first)  # the killed run: begun, acted, never done
+    j = j.begin("new-stack-up", UP).finish("new-stack-up", UP)  # the re-run an hour later
+    assert Journal.from_json(json.loads(json.dumps(j.to_json()))) == j
+    assert j.steps["new-stack-up"].first_begun_at == first.isoformat()
+    for step, at in (("checkpoint-copied", UP), ("resume-confirmed", SWITCH),
+                     ("old-stack-down", DOWN), ("done", DOWN)):  # fmt: skip
+        j = j.begin(step, at).finish(step, at)
+    assert j.steps["resume-confirmed"].first_begun_at is None  # run once
+    moved(store, j)
+    (llm,) = report(now=NOW, records=store).by_job
+    assert llm.overlap_s == pytest.approx(3600 + 480)
+    assert llm.overlap_cost == pytest.approx(NEW_PRICE * NODES * 1 + 2.00)
+
+
 def test_a_rolled_back_move_counts_the_new_placement_while_its_stack_was_up(
     tmp_path: Path,
 ) -> None:
