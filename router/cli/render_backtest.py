@@ -96,6 +96,21 @@ def baseline_note(r: BacktestResult) -> str:
     )
 
 
+HANDOVER_ROLES = {
+    "old": "left: hand-over → its stack down",
+    "new": "moved to: its stack up → hand-over",
+    "unrecorded": "moved to, never took over: up → gone",
+    "": "",
+}
+
+
+def span_text(seconds: float) -> str:
+    """A duration as the report shows it: seconds under 2 minutes, else minutes or hours."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.2f} h"
+
+
 def report_tables(r: SpendReport) -> None:
     from rich.table import Table
 
@@ -105,12 +120,23 @@ def report_tables(r: SpendReport) -> None:
         f"${r.total_cost:,.2f} realised vs ${r.total_baseline:,.2f} on-demand "
         f"(saved {r.savings_pct:.1f} %)"
     )
-    for name in ("job", "placements", "hours", "realised $", "on-demand $", "saved"):
+    for name in ("job", "placements", "hours", "realised $", "on-demand $", "saved",
+                 "hand-over overlap", "overlap $"):  # fmt: skip
         head.add_column(name, justify="left" if name == "job" else "right")
     for j in r.by_job:
         head.add_row(j.job, str(j.placements), f"{j.hours:.2f}", f"{j.cost:,.2f}",
-                     f"{j.baseline:,.2f}", f"{j.savings_pct:.1f} %")  # fmt: skip
+                     f"{j.baseline:,.2f}", f"{j.savings_pct:.1f} %", span_text(j.overlap_s),
+                     f"{j.overlap_cost:,.2f}")  # fmt: skip
     console.print(head)
+    if r.handovers:
+        both = Table(title="Hand-overs: paid while another placement of the job also ran")
+        for name in ("job", "stack", "placement", "from", "until", "for", "$"):
+            both.add_column(name, justify="right" if name in ("for", "$") else "left")
+        for h in r.handovers:
+            both.add_row(h.job, h.stack, HANDOVER_ROLES[h.role],
+                         f"{h.started_at:%Y-%m-%d %H:%M:%S}", f"{h.ended_at:%Y-%m-%d %H:%M:%S}",
+                         span_text(h.seconds), f"{h.cost:,.2f}")  # fmt: skip
+        console.print(both)
     if r.by_cloud:
         clouds = Table(title="By cloud")
         for name in ("cloud", "hours", "realised $", "on-demand $"):

@@ -47,6 +47,9 @@ class StepRecord:
     begun_at: str
     done_at: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    # When a step is run again after a crash, when it was first begun: what the killed run did
+    # (a stack it brought up) may have been paid for since then (route report).
+    first_begun_at: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,16 +95,17 @@ class Journal:
             raise ValueError(f"unknown journal step {step!r}")
         before = self.steps.get(step)
         data = before.data if before else {}
-        record = StepRecord("begun", at.isoformat(), None, data)
+        first = (before.first_begun_at or before.begun_at) if before else None
+        record = StepRecord("begun", at.isoformat(), None, data, first)
         return replace(self, steps={**self.steps, step: record})
 
     def finish(self, step: str, at: datetime, data: dict[str, Any] | None = None) -> Journal:
         before = self.steps.get(step)
         begun = before.begun_at if before else at.isoformat()
         merged = {**(before.data if before else {}), **(data or {})}
-        journal = replace(
-            self, steps={**self.steps, step: StepRecord("done", begun, at.isoformat(), merged)}
-        )
+        first = before.first_begun_at if before else None
+        record = StepRecord("done", begun, at.isoformat(), merged, first)
+        journal = replace(self, steps={**self.steps, step: record})
         if step == "done":
             journal = replace(journal, outcome="done", closed_at=at.isoformat())
         return journal
@@ -128,6 +132,7 @@ class Journal:
                     "begun_at": r.begun_at,
                     "done_at": r.done_at,
                     "data": r.data,
+                    **({"first_begun_at": r.first_begun_at} if r.first_begun_at else {}),
                 }
                 for name, r in self.steps.items()
             },
@@ -150,7 +155,11 @@ class Journal:
             created_at=str(data["created_at"]),
             steps={
                 name: StepRecord(
-                    r["state"], str(r["begun_at"]), r.get("done_at"), dict(r.get("data") or {})
+                    r["state"],
+                    str(r["begun_at"]),
+                    r.get("done_at"),
+                    dict(r.get("data") or {}),
+                    r.get("first_begun_at"),
                 )
                 for name, r in (data.get("steps") or {}).items()
             },

@@ -162,7 +162,8 @@ def report_chart(report: SpendReport, path: Path) -> Path:
     if kind == ".png":
         path.write_bytes(png)
         return path
-    headers = ["job", "placements", "hours", "realised $", "on-demand $", "saved"]
+    headers = ["job", "placements", "hours", "realised $", "on-demand $", "saved",
+               "hand-over overlap s", "overlap $"]  # fmt: skip
     rows = [
         [
             j.job,
@@ -171,6 +172,8 @@ def report_chart(report: SpendReport, path: Path) -> Path:
             f"{j.cost:,.2f}",
             f"{j.baseline:,.2f}",
             f"{j.savings_pct:.1f} %",
+            f"{j.overlap_s:.0f}",
+            f"{j.overlap_cost:,.2f}",
         ]
         for j in report.by_job
     ]

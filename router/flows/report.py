@@ -8,7 +8,10 @@ sees the same spend:
 - `placements/<job>`: the job's live placement (written by `route deploy`, router/flows/jobs.py
   record_placement, and by `route migrate`), counted from `deployed_at` until now;
 - `ended/<job>/<started_at>`: a placement that is over (`route destroy`, or a re-placement onto
-  new instances), written by `record_ended` before the live record is removed or replaced.
+  new instances), written by `record_ended` before the live record is removed or replaced;
+- `jobs/<job>/journals/<id>` (and an open `jobs/<job>/journal`): each move's steps; both
+  placements are paid from the new stack's up until the old stack is down, so a move adds that
+  overlap to the recorded spans (handover_segments), in the cost but not in the baseline.
 
 A record's optional `history` list holds earlier placements of the same job (one entry per
 recovery or migration, with the same fields plus `started_at`, `ended_at` and `reason`); a
@@ -30,11 +33,12 @@ report says so.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from router.core.errors import BadInput
+from router.core.journal import Journal
 from router.core.offers import Quote
 
 if TYPE_CHECKING:
@@ -44,6 +48,11 @@ if TYPE_CHECKING:
 ENDED_PREFIX = "ended/"
 
 OnDemandPrice = Callable[[str, str, str], float | None]  # (cloud, region, instance_type) → $/h
+# What a hand-over adds to a placement's recorded span: "old" — the placement left, from the
+# hand-over until its stack was down; "new" — the placement moved to, from its stack's up until
+# its record starts (the hand-over); "unrecorded" — a new placement that never took over (rolled
+# back, or its hand-over still under way), from its stack's up until it went (or now).
+Overlap = Literal["", "old", "new", "unrecorded"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,15 +70,35 @@ class Segment:
     ended_at: datetime | None
     reason: str = ""
     on_demand_price_per_hour: float | None = None
+    stack: str = ""
+    overlap: Overlap = ""  # "": its recorded span; else paid time a hand-over adds (below)
+
+
+@dataclass(frozen=True, slots=True)
+class HandoverSpend:
+    """Paid time of one placement while another placement of its job also ran (USD)."""
+
+    job: str
+    stack: str
+    role: Overlap
+    started_at: datetime
+    ended_at: datetime
+    cost: float
+
+    @property
+    def seconds(self) -> float:
+        return (self.ended_at - self.started_at).total_seconds()
 
 
 @dataclass(frozen=True, slots=True)
 class JobSpend:
     job: str
     placements: int
-    hours: float
+    hours: float  # paid placement-hours: both placements of a hand-over count
     cost: float
     baseline: float
+    overlap_s: float = 0.0  # of which paid while another placement of the job also ran
+    overlap_cost: float = 0.0
 
     @property
     def savings_pct(self) -> float:
@@ -103,6 +132,7 @@ class SpendReport:
     by_cloud: tuple[CloudSpend, ...]
     by_day: tuple[DaySpend, ...]
     notes: tuple[str, ...]
+    handovers: tuple[HandoverSpend, ...] = ()
 
     @property
     def savings_pct(self) -> float:
@@ -123,6 +153,8 @@ class SpendReport:
                     "cost": j.cost,
                     "on_demand_baseline": j.baseline,
                     "savings_pct": j.savings_pct,
+                    "overlap_s": j.overlap_s,
+                    "overlap_cost": j.overlap_cost,
                 }
                 for j in self.by_job
             ],
@@ -138,6 +170,18 @@ class SpendReport:
             "by_day": [
                 {"day": d.day.isoformat(), "cost": d.cost, "on_demand_baseline": d.baseline}
                 for d in self.by_day
+            ],
+            "handovers": [
+                {
+                    "job": h.job,
+                    "stack": h.stack,
+                    "role": h.role,
+                    "from": h.started_at.isoformat(),
+                    "until": h.ended_at.isoformat(),
+                    "seconds": h.seconds,
+                    "cost": h.cost,
+                }
+                for h in self.handovers
             ],
             "notes": list(self.notes),
         }
@@ -155,6 +199,8 @@ def summarise(
     counts: dict[str, int] = {}
     clouds: dict[str, list[float]] = {}
     per_day: dict[date, list[float]] = {}
+    overlaps: dict[str, list[float]] = {}
+    handovers: list[HandoverSpend] = []
     notes: list[str] = []
     unknown: set[tuple[str, str]] = set()
     for s in all_segments:
@@ -162,15 +208,16 @@ def summarise(
         end = min(s.ended_at or now, until)
         if end <= start:
             continue
-        base_price = s.on_demand_price_per_hour
-        if base_price is None:
-            base_price = s.price_per_hour if s.market == "on-demand" else None
-        if base_price is None:
-            base_price = on_demand(s.cloud, s.region, s.instance_type)
-        if base_price is None:
-            unknown.add((s.cloud, s.instance_type))
-            base_price = s.price_per_hour
-        counts[s.job] = counts.get(s.job, 0) + 1
+        base_price = 0.0  # the job on on-demand would have run once: no hand-over in it
+        if not s.overlap:
+            base_price = _baseline_price(s, on_demand, unknown)
+        else:
+            cost = s.price_per_hour * s.node_count * (end - start).total_seconds() / 3600
+            handovers.append(HandoverSpend(s.job, s.stack, s.overlap, start, end, cost))
+            row = overlaps.setdefault(s.job, [0.0, 0.0])
+            row[0] += (end - start).total_seconds()
+            row[1] += cost
+        counts[s.job] = counts.get(s.job, 0) + (s.overlap in ("", "unrecorded"))
         cursor = start
         while cursor < end:
             day_end = datetime.combine(cursor.date() + timedelta(days=1), datetime.min.time(), UTC)
@@ -192,7 +239,10 @@ def summarise(
             f"no on-demand price known for {cloud} {itype}: counted at its own price "
             "(run `route prices refresh`)"
         )
-    by_job = tuple(JobSpend(job, counts[job], v[0], v[1], v[2]) for job, v in sorted(jobs.items()))
+    by_job = tuple(
+        JobSpend(job, counts[job], v[0], v[1], v[2], *overlaps.get(job, (0.0, 0.0)))
+        for job, v in sorted(jobs.items())
+    )
     return SpendReport(
         since=since,
         until=until,
@@ -202,7 +252,20 @@ def summarise(
         by_cloud=tuple(CloudSpend(c, v[0], v[1], v[2]) for c, v in sorted(clouds.items())),
         by_day=tuple(DaySpend(d, v[0], v[1]) for d, v in sorted(per_day.items())),
         notes=tuple(notes),
+        handovers=tuple(sorted(handovers, key=lambda h: (h.job, h.started_at))),
     )
+
+
+def _baseline_price(s: Segment, on_demand: OnDemandPrice, unknown: set[tuple[str, str]]) -> float:
+    base = s.on_demand_price_per_hour
+    if base is None:
+        base = s.price_per_hour if s.market == "on-demand" else None
+    if base is None:
+        base = on_demand(s.cloud, s.region, s.instance_type)
+    if base is None:
+        unknown.add((s.cloud, s.instance_type))
+        base = s.price_per_hour
+    return base
 
 
 def ended_key(job: str, started_at: datetime) -> str:
@@ -272,6 +335,20 @@ def read_segments(records: RecordStore) -> list[Segment]:
     return out
 
 
+def read_journals(records: RecordStore) -> list[Journal]:
+    """Every migration journal in the record store, closed and open (one per id)."""
+    from router.engine.job_records import JobRecords
+
+    jobs = JobRecords(records)
+    found: dict[str, Journal] = {}
+    for job in jobs.jobs():
+        if (open_journal := jobs.open_journal(job)) is not None:
+            found[open_journal.id] = open_journal
+        # A kill between archiving a closed journal and dropping its open copy leaves both.
+        found.update((j.id, j) for j in jobs.closed_journals(job))
+    return list(found.values())
+
+
 def _segment(source: str, where: str, job: str, item: Any, start_key: str) -> Segment:
     at = f"{source}: {where}." if where else f"{source}: "
     if not isinstance(item, dict):
@@ -305,7 +382,67 @@ def _segment(source: str, where: str, job: str, item: Any, start_key: str) -> Se
         ended_at=time("ended_at", False),
         reason=str(item.get("reason", "")),
         on_demand_price_per_hour=float(base) if isinstance(base, int | float) else None,
+        stack=str(item.get("stack") or ""),
     )
+
+
+def handover_segments(
+    segments: Sequence[Segment], journals: Iterable[Journal], now: datetime
+) -> list[Segment]:
+    """The paid time moves add to the recorded spans (pure): both placements are paid from the
+    new stack's up until the old stack is down (until `now` while it is not)."""
+    out: list[Segment] = []
+    for j in journals:
+        up = j.steps.get("new-stack-up")
+        up_at = _parse_time(up.done_at) if up else None
+        if up is None or up_at is None:
+            continue  # its stack never came up: nothing of the new placement was paid for
+        if up.first_begun_at:  # run again after a crash: the killed run may have brought it up
+            up_at = _parse_time(up.first_begun_at) or up_at
+        confirmed = j.steps.get("resume-confirmed")
+        switched = _parse_time(confirmed.done_at) if confirmed else None
+        new = _closest(segments, j.job, j.to_stack, lambda s: s.started_at, switched or up_at)
+        if new is not None and new.started_at >= up_at:
+            out.append(_overlap(new, "new", up_at, new.started_at))
+            switched = new.started_at  # the record moved on then; the old one ended then
+        elif new is None and switched is None:  # rolled back, or the hand-over is under way
+            p = j.data("new-stack-up").get("placement") or j.target
+            until = _parse_time(j.closed_at) if j.outcome != "open" else now
+            price = p.get("price_per_hour")
+            if isinstance(price, int | float) and until is not None and until > up_at:
+                out.append(Segment(
+                    j.job, str(p.get("cloud", "")), str(p.get("region", "")),
+                    str(p.get("instance_type", "")), str(p.get("market", "")),
+                    int(p.get("node_count") or 1), float(price), up_at, until,
+                    "hand-over never completed", stack=j.to_stack, overlap="unrecorded",
+                ))  # fmt: skip
+        if j.kind != "migrate" or switched is None:
+            continue  # a re-placement's old nodes were lost: nothing paid past the loss
+        old = _closest(segments, j.job, j.from_stack, lambda s: s.ended_at, switched)
+        if old is None or old.ended_at is None:
+            continue
+        down = j.steps.get("old-stack-down")
+        down_at = _parse_time(down.done_at) if down else None
+        out.append(_overlap(old, "old", old.ended_at, down_at or now))
+    return [s for s in out if s.ended_at is not None and s.ended_at > s.started_at]
+
+
+def _closest(
+    segments: Sequence[Segment],
+    job: str,
+    stack: str,
+    when: Callable[[Segment], datetime | None],
+    at: datetime,
+) -> Segment | None:
+    """The recorded placement of `job` in `stack` whose start or end is nearest `at` (a job's
+    first stack name comes back after a destroy and a redeploy)."""
+    found = [s for s in segments if (s.job, s.stack, s.overlap) == (job, stack, "")]
+    timed = [(abs((t - at).total_seconds()), i) for i, s in enumerate(found) if (t := when(s))]
+    return found[min(timed)[1]] if timed else None
+
+
+def _overlap(s: Segment, role: Overlap, start: datetime, end: datetime) -> Segment:
+    return replace(s, started_at=start, ended_at=end, reason=f"hand-over ({role})", overlap=role)
 
 
 def on_demand_lookup(quotes: Sequence[Any]) -> OnDemandPrice:
@@ -342,6 +479,7 @@ def report(
         raise BadInput(f"--days must be above 0, got {days:g}")
     store = records if records is not None else records_of(project)
     segments = read_segments(store)
+    segments += handover_segments(segments, read_journals(store), now)
     quotes: list[Any] = list(load_snapshot())
     cache = cache_path()
     if cache.exists():

@@ -79,6 +79,20 @@ def test_the_example_trainer_hands_over_to_a_new_placement_and_ends_as_if_it_nev
     assert not (checkpoints / "interruption.json").exists()
     assert not (checkpoints / "save-request.json").exists()
     print("migration timings:", json.dumps(report["timings_s"]))
+    # route report counts the hand-over (issue 24 item 6): the new placement paid from its
+    # stack's up, the old one until its stack was down, each at its own price.
+    spend = route.ok("report", "--json").json()
+    roles = {h["role"]: h for h in spend["handovers"]}
+    assert set(roles) == {"new", "old"}, spend["handovers"]
+    assert (roles["new"]["stack"], roles["old"]["stack"]) == (f"{JOB}.2", JOB)
+    assert roles["new"]["from"] == steps["new-stack-up"]["done_at"]
+    assert roles["new"]["until"] == roles["old"]["from"] == record["deployed_at"]
+    assert roles["old"]["until"] == steps["old-stack-down"]["done_at"]
+    new_price, old_price = record["price_per_hour"], deployed["placement"]["price_per_hour"]
+    assert roles["new"]["cost"] == pytest.approx(new_price * roles["new"]["seconds"] / 3600)
+    assert roles["old"]["cost"] == pytest.approx(old_price * roles["old"]["seconds"] / 3600)
+    [row] = spend["by_job"]
+    assert row["overlap_s"] == pytest.approx(roles["new"]["seconds"] + roles["old"]["seconds"])
 
     wait_for(result.exists, 180, "the moved job to finish")
     assert result.read_text() == _digest_of_a_run_that_never_moved(route)

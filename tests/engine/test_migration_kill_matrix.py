@@ -78,6 +78,20 @@ def test_a_router_killed_at_any_step_of_a_migration_converges_on_the_next_watch(
     for path in ended:
         doc = json.loads(path.read_text())
         assert doc["reason"] == "migrated" and doc["started_at"] < doc["ended_at"], doc
+    # ... and route report counts each move's hand-over as its journal has it (issue 24 item 6):
+    # the new placement from its stack's first `up` (a killed run's included), the old one until
+    # its stack's down, however often those steps re-ran.
+    spend = route.ok("report", "--json").json()
+    got = {(h["stack"], h["role"]): (h["from"], h["until"]) for h in spend["handovers"]}
+    closed = (route.home / "jobs" / JOB / "journals").glob("*.json")
+    journals = [json.loads(p.read_text()) for p in closed]
+    assert len(journals) == len(POINTS) - 1
+    # after:new-stack-up: the stack came up in the killed run; the watch ran the step again
+    assert any(j["steps"]["new-stack-up"].get("first_begun_at") for j in journals)
+    for j in journals:
+        up, down = j["steps"]["new-stack-up"], j["steps"]["old-stack-down"]
+        assert got[(j["to_stack"], "new")][0] == (up.get("first_begun_at") or up["done_at"]), j
+        assert got[(j["from_stack"], "old")][1] == down["done_at"], j
 
     # A target that refuses the launch: the journal rolls back and the job stays where it was.
     here = placement(route, JOB)
