@@ -23,7 +23,7 @@ from router.core.job.model import Job
 from router.core.placement import Placement
 from router.core.review import Review
 from router.flows.jobs import DeployOutcome, deploy, engine_for
-from router.flows.live_placement import at_live_site, live_placement
+from router.flows.live_placement import at_live_site, live_placement, with_move_env
 from router.flows.proposals import Proposal, proposal_for
 
 MAX_TRIES = 3
@@ -93,6 +93,7 @@ def launch(
         live = live_placement(engine_for(project).records(), job.name)
         if live is not None:
             stack, ranked = live.stack, at_live_site(live, ranked)
+            job = with_move_env(job, project, stack)
     tries: list[LaunchTry] = []
 
     def note(t: LaunchTry) -> None:

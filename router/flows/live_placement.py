@@ -12,13 +12,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from router.config.project import Project
+from router.config.stack_files import read_stack_file
 from router.core.errors import OperationFailed
+from router.core.job.model import Job
 from router.core.placement import Placement, placement_site
 from router.engine.job_records import JobRecords
 from router.engine.records import RecordStore
 
 # What makes two placements the same place (price and source may differ between plans).
 SITE_KEYS: tuple[str, ...] = ("cloud", "region", "zone", "instance_type", "market")
+# The job env a move gives its new stack (the hand-over id, the step to restore:
+# router/flows/handover_bounds.py, migrate.py). A redeploy of that stack keeps them: dropped, they
+# alone would replace the running process. Kept, a restarted process finds the hand-over complete
+# and a checkpoint past that step, so they change nothing then.
+MOVE_ENV: tuple[str, ...] = ("SPOTROUTE_HANDOVER_ID", "SPOTROUTE_RESTORE_STEP")
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,21 @@ def live_placement(records: RecordStore, job: str) -> LivePlacement | None:
         stack if isinstance(stack, str) and stack else job,
         {k: record.get(k) for k in SITE_KEYS},
     )
+
+
+def with_move_env(job: Job, project: Project, stack: str) -> Job:
+    """The job with the MOVE_ENV its live stack's config holds (unchanged for a first stack)."""
+    running = read_stack_file(project.stack_config_path(stack)).get("job")
+    env = running.get("env") if isinstance(running, dict) else None
+    kept = {
+        k: v
+        for k, v in (env.items() if isinstance(env, dict) else ())
+        if k in MOVE_ENV and k not in job.run.env and isinstance(v, str)
+    }
+    if not kept:
+        return job
+    run = job.run.model_copy(update={"env": {**job.run.env, **kept}})
+    return job.model_copy(update={"run": run})
 
 
 def at_live_site(live: LivePlacement, ranked: Sequence[Placement]) -> list[Placement]:

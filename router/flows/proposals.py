@@ -29,7 +29,7 @@ from router.core.placement import Placement, PlanResult
 from router.core.plan_explain import no_fit_reason
 from router.core.stackconfig import StackConfig, config_diff, stack_config
 from router.engine.records import RecordStore
-from router.flows.live_placement import at_live_site, live_placement
+from router.flows.live_placement import at_live_site, live_placement, with_move_env
 from router.flows.plan import PlanReport, plan_job
 
 
@@ -113,15 +113,15 @@ def propose(
         allow_stale=allow_stale,
         refresh=refresh,
     )
-    stack = ""
-    live = live_placement(records, report.job.name) if records is not None else None
+    stack, job = "", report.job
+    live = live_placement(records, job.name) if records is not None else None
     if live is not None:
         stack, candidates = live.stack, at_live_site(live, candidates)
+        job = with_move_env(job, project, stack)
     chosen = candidates[0]
     proposal = proposal_for(
-        report.job, report.org, chosen, candidates, project=project, stack=stack,
-        job_file=job_path,
-    )  # fmt: skip
+        job, report.org, chosen, candidates, project=project, stack=stack, job_file=job_path
+    )
     return replace(proposal, refreshed=refreshed, allowed_stale=allowed_stale)
 
 

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from router.core.journal import STEPS
+from router.core.journal import STEPS, job_of_stack
+from router.engine.processes import SIGNAL_HOOK_ENV
 from tests.engine.engine_cli import Route, group_pid, no_traceback, wait_for
 from tests.engine.market import (
     backend_stacks,
@@ -88,3 +89,62 @@ def test_a_router_killed_at_any_step_of_a_migration_converges_on_the_next_watch(
     assert failed.json()["journal"]["outcome"] == "rolled-back"
     after = _converged(route, "a refused target")
     assert after["stack"] == here["stack"]
+
+
+def _locks_of(route: Route, job: str) -> list[str]:
+    """Every engine lock on a stack of the job, on stacks deleted since included."""
+    root = route.home / "state" / ".pulumi" / "locks" / "organization" / "spotroute"
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.glob("*/*.json")
+        if job_of_stack(p.parent.name) == job
+    )
+
+
+@pytest.mark.engine
+def test_a_router_killed_at_the_end_of_old_stack_down_leaves_no_lock_behind(route: Route) -> None:
+    """Issue 24 items 4-5: killed at the end of old-stack-down (the old stack's destroy at its
+    summary event: SPOTROUTE_TEST_SIGNAL_AT=destroy:end:KILL), the engine's lock stayed on the old
+    stack; `route status` and `route unlock` kept it, and `route unlock JOB` said "no deployed
+    job" once the job had moved. Now each clears it, in one line, and the next watch converges.
+
+    Whether the dying engine still writes its unlock is a race, so the job moves until each of
+    status and unlock has met a lock left behind (at most 5 moves)."""
+    write_market(route, [("local-a", "spot", 1.0, 2), ("local-b", "spot", 1.0, 2)])
+    job = write_trainer_job(route, JOB, cooldown="0s")
+    route.ok("deploy", job.name, "--yes")
+    wait_for(lambda: has_checkpoint(route, JOB), 30, "a first checkpoint")
+    todo, left = [("status", "--json"), ("unlock", JOB)], []
+    for _move in range(5):
+        here = placement(route, JOB)["region"]
+        there = "local-b" if here == "local-a" else "local-a"
+        route.env[SIGNAL_HOOK_ENV] = "destroy:end:KILL"
+        try:
+            killed = route("migrate", JOB, "--to", f"local/{there}", "--yes")
+        finally:
+            del route.env[SIGNAL_HOOK_ENV]
+        assert killed.returncode == -9, killed
+        assert open_journal(route, JOB) is not None
+        left.append(_locks_of(route, JOB))
+        if left[-1] and todo:
+            then = todo.pop(0)
+            if then[0] == "status":  # no deploy while the move is open: one line, the fix
+                refused = route("deploy", job.name, "--yes")
+                assert refused.returncode == 1 and len(refused.error_lines()) == 1, refused
+                assert "under way" in refused.stderr and "route watch --once" in refused.stderr
+            cleared = route.ok(*then)
+            no_traceback(cleared)
+            assert "cleared the lock on stack" in cleared.stderr, (then, cleared)
+            assert _locks_of(route, JOB) == [], (then, _locks_of(route, JOB))
+        recovered = route.ok("watch", "--once", "--json").json()
+        assert [(r["action"], r["outcome"]) for r in recovered] == [("recovered", "done")]
+        _converged(route, "the end of old-stack-down")
+        assert _locks_of(route, JOB) == []
+        if not todo:
+            break
+    print("locks left by each kill:", left)
+    assert not todo, f"no kill left a lock for {todo}: {left}"
+    # The job's name finds it wherever it moved; a stack's name is read as its job's.
+    assert route.ok("unlock", JOB).stdout.strip() == f"unlocked {JOB} (it was not locked)"
+    stack = placement(route, JOB)["stack"]
+    assert route.ok("unlock", stack).stdout.strip() == f"unlocked {JOB} (it was not locked)"

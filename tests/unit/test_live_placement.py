@@ -193,3 +193,22 @@ def test_route_unlock_takes_the_job_or_a_stack_of_it_and_unlocks_where_it_lives(
     assert engine.unlocked == [f"{JOB}.2", f"{JOB}.2"]
     with pytest.raises(BadInput):
         jobs.unlock_job("../x", project=project)
+
+
+def test_a_redeploy_of_a_moved_stack_keeps_the_env_its_move_gave_the_job(project: Project) -> None:
+    """Dropped, the hand-over id and restore step alone would replace the running process."""
+    from router.config.job_file import load_job
+    from router.flows.live_placement import with_move_env
+
+    stack_file = project.stack_config_path(f"{JOB}.2")
+    stack_file.parent.mkdir(parents=True, exist_ok=True)
+    stack_file.write_text(
+        "config:\n  spotroute:job:\n    command: [python, train.py]\n    env:\n"
+        "      SPOTROUTE_HANDOVER_ID: m-1\n      SPOTROUTE_RESTORE_STEP: '40'\n"
+        "      SOMETHING_ELSE: old\n"
+    )
+    job = load_job(JOB_FILE)
+    kept = with_move_env(job, project, f"{JOB}.2")
+    assert kept.run.env == {**job.run.env, "SPOTROUTE_HANDOVER_ID": "m-1",
+                            "SPOTROUTE_RESTORE_STEP": "40"}  # fmt: skip
+    assert with_move_env(job, project, JOB) is job  # a first stack: nothing to keep
