@@ -555,10 +555,15 @@ def watch(
 @click.argument("job")
 @click.pass_context
 def unlock(ctx: click.Context, job: str) -> None:
-    """Clear JOB's backend lock left by a route command that died (refused while it runs here)."""
+    """Clear JOB's backend lock left by a route command that died (refused while it runs here).
+
+    JOB is the job's name (a placement stack such as `train.2` is read as its job): the lock on
+    the stack it lives in now, and any left on its stacks deleted since, are cleared."""
+    from router.cli import render
     from router.flows import jobs
 
-    held = jobs.unlock_job(job, project=ctx_project(ctx, required=True))
+    held = jobs.unlock_job(job, project=ctx_project(ctx, required=True), notify=render.notice)
+    job = jobs.job_of_stack(job)
     click.echo(
         f"unlocked {job}" + (f" (was held by {held[0]})" if held else " (it was not locked)")
     )

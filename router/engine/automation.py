@@ -223,6 +223,38 @@ class Engine:
             reader.remove(lock)
         return cleared
 
+    def clear_stale_locks(self, job: str) -> list[tuple[StackLock, str]]:
+        """Remove the locks on the job's stacks (`job`, `job.2`, ...) that hold nothing: the stack
+        was removed since (a route killed at the end of a destroy), or the holder provably died;
+        returns each with why.
+
+        Locks are read before the stacks are listed: the engine takes a lock only on a stack that
+        exists, so a locked stack missing from the later listing was removed after its lock.
+        """
+        from router.core.journal import job_of_stack
+
+        reader = self.locks()
+        if reader is None:
+            return []
+        held = [
+            lock
+            for name in reader.locked_stacks()
+            if job_of_stack(name) == job
+            for lock in reader.held(name)
+        ]
+        if not held:
+            return []
+        existing = {s.name for s in self.list_stacks()}
+        gone, dead = "that stack was deleted", "that process is gone"
+        stale = [
+            (lock, gone if lock.stack not in existing else dead)
+            for lock in held
+            if lock.stack not in existing or lock.provably_dead()
+        ]
+        for lock, _why in stale:
+            reader.remove(lock)
+        return stale
+
     def unlock(self, job: str) -> list[StackLock]:
         """`route unlock JOB`: clear the stack's locks unless a live process here holds one."""
         from pulumi import automation as auto

@@ -55,6 +55,8 @@ class StackLocks(Protocol):
 
     def held(self, stack: str) -> list[StackLock]: ...
 
+    def locked_stacks(self) -> list[str]: ...
+
     def remove(self, lock: StackLock) -> None: ...
 
 
@@ -72,6 +74,15 @@ class FileStackLocks:
         except OSError:
             return []
         return [lock for p in names if (lock := _parse(stack, p)) is not None]
+
+    def locked_stacks(self) -> list[str]:
+        """Every stack name with a lock, including stacks removed since (their lock dir stays)."""
+        root = self.state_dir / LOCKS_DIR / self.project
+        try:
+            dirs = sorted(p for p in root.iterdir() if p.is_dir())
+        except OSError:
+            return []
+        return [d.name for d in dirs if self.held(d.name)]
 
     def remove(self, lock: StackLock) -> None:
         path = Path(lock.key)

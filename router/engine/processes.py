@@ -187,8 +187,9 @@ def _running(pid: int) -> bool:
 def signal_hook(command: str) -> Callable[[object], None] | None:
     """For the kill-matrix tests: signal this route command at its Nth engine event.
 
-    SIGNAL_HOOK_ENV = "<command>:<event number>:<KILL|INT>" (tests only); a named moment instead
-    of a number (`deploy:node-started:KILL`) is the local target's to act on (components/local.py).
+    SIGNAL_HOOK_ENV = "<command>:<event number>:<KILL|INT>" (tests only); `end` for the number is
+    the engine's summary event (its work done; only the state write and unlock are left); another
+    named moment (`deploy:node-started:KILL`) is the local target's to act on (components/local.py).
 
     SIGKILL goes to this process only (a crash); SIGINT to the whole process group, as a
     terminal's Ctrl-C does. Unset (always, outside tests) it returns None and costs nothing.
@@ -196,15 +197,17 @@ def signal_hook(command: str) -> Callable[[object], None] | None:
     spec = os.environ.get(SIGNAL_HOOK_ENV, "")
     wanted, _, rest = spec.partition(":")
     number, _, name = rest.partition(":")
-    if wanted != command or not number.isdigit() or name not in ("KILL", "INT"):
+    at_end = number == "end"
+    if wanted != command or not (number.isdigit() or at_end) or name not in ("KILL", "INT"):
         return None
-    at, seen = int(number), [0]
+    at, seen = (0 if at_end else int(number)), [0]
     lock = threading.Lock()
 
-    def on_event(_event: object) -> None:
+    def on_event(event: object) -> None:
         with lock:
             seen[0] += 1
-            if seen[0] != at:
+            due = getattr(event, "summary_event", None) is not None if at_end else seen[0] == at
+            if not due:
                 return
         if name == "KILL":
             os.kill(os.getpid(), signal.SIGKILL)

@@ -13,7 +13,14 @@ from router.config.stack_files import read_stack_file
 from router.core.errors import OperationFailed
 from router.engine.automation import Engine
 from router.engine.processes import sweep_orphans
-from router.flows.jobs import Notify, engine_for, job_of_stack, placement_key, recover
+from router.flows.jobs import (
+    Notify,
+    clear_stale_locks,
+    engine_for,
+    job_of_stack,
+    placement_key,
+    recover,
+)
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,7 @@ def job_status(
         # The job's current placement; during a hand-over the other stack is its new one.
         chosen.append((name, next((s for s in group if s.name == current), group[0]), record))
     for name, s, record in sorted(chosen, key=lambda c: c[0]):
+        clear_stale_locks(engine, name, notify)  # e.g. on a stack a killed move deleted
         recover(engine, s.name, notify)
         held = engine.held_locks(s.name)
         locked_by = held[0].holder() if held else None

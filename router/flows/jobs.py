@@ -32,6 +32,9 @@ from router.engine.automation import (
 )
 from router.engine.processes import guarded_python, signal_hook, sweep_orphans
 from router.engine.records import RecordStore
+from router.flows.live_placement import live_placement
+from router.flows.live_placement import placement_key as placement_key  # the verbs' old home
+from router.flows.live_placement import read_placement as read_placement
 from router.flows.proposals import Proposal, propose
 from router.flows.report import record_ended
 
@@ -49,6 +52,16 @@ def recover(engine: Engine, job: str, notify: Notify | None) -> None:
         say("repaired a state file a killed engine left half-written")
     for lock in engine.clear_dead_locks(job):
         say(f"cleared the lock on job {job} held by {lock.holder()}: that process is gone")
+
+
+def clear_stale_locks(engine: Engine, job: str, notify: Notify | None) -> list[str]:
+    """Clear the locks a killed route left on any stack of the job (one deleted since, or held
+    by a process that is gone), one line each; returns who held them."""
+    say = notify or (lambda _line: None)
+    cleared = engine.clear_stale_locks(job)
+    for lock, why in cleared:
+        say(f"cleared the lock on stack {lock.stack} of job {job} held by {lock.holder()}: {why}")
+    return [lock.holder() for lock, _why in cleared]
 
 
 def engine_for(project: Project) -> Engine:
@@ -130,6 +143,13 @@ def deploy(
     preview = PreviewResult()
     changes: dict[str, int] = {}
     with job_lock(engine, job), engine_interrupts() as interrupted:
+        if record:  # a user's deploy: only ever into the job's live stack (not a move's new one)
+            live = live_placement(engine.records(), proposal.job.name)
+            if live is not None and live.stack != job:
+                raise OperationFailed(
+                    f"job {proposal.job.name} now lives in stack {live.stack}, not {job} (moved "
+                    "while this deploy was prepared) — run the deploy again"
+                )
         recover(engine, job, notify)
         created = False
         try:
@@ -391,14 +411,6 @@ def _refuse_update_of_unprefixed_gcp_stack(record: dict[str, Any] | None, stack:
         )
 
 
-def placement_key(job: str) -> str:
-    return f"placements/{job}"
-
-
-def read_placement(records: RecordStore, job: str) -> dict[str, Any] | None:
-    return records.get(placement_key(job))
-
-
 # --- preview ------------------------------------------------------------------------------------
 
 
@@ -411,7 +423,8 @@ def preview_job(
     on_event: EventHandler | None = None,
 ) -> Review:
     """The engine's preview of deploying the job now, as a review; nothing is changed."""
-    proposal = propose(job_path, project=project, now=now, to=to)
+    records = engine_for(project).records()
+    proposal = propose(job_path, project=project, now=now, to=to, records=records)
     outcome = deploy(
         proposal, project=project, confirm=lambda _r: False, dry_run=True, on_event=on_event
     )
@@ -435,6 +448,7 @@ def destroy_job(
     _check_job_name(job)
     engine = engine or engine_for(project)
     recover(engine, job, notify)
+    clear_stale_locks(engine, job, notify)
     stacks = [s.name for s in engine.list_stacks() if job_of_stack(s.name) == job]
     records = engine.records()
     placed = read_placement(records, job)
@@ -507,13 +521,29 @@ def destroy_stack(
     return op_counts(result.summary.resource_changes).get("delete", 0)
 
 
-def unlock_job(job: str, *, project: Project) -> list[str]:
-    """`route unlock JOB`: clear the stack's backend lock; returns who held it."""
-    _check_job_name(job)
+def unlock_job(job: str, *, project: Project, notify: Notify | None = None) -> list[str]:
+    """`route unlock JOB` (or one of its stacks, `JOB.2`): clear the lock on the job's live stack
+    and every stale one on its other stacks; returns who held them."""
+    job = _job_of_argument(job)
     engine = engine_for(project)
-    with job_lock(engine, job):
+    record = read_placement(engine.records(), job) or {}
+    stack = str(record.get("stack") or job)
+    with job_lock(engine, stack):
         sweep_orphans(engine.home)
-        return [lock.holder() for lock in engine.unlock(job)]
+        held = clear_stale_locks(engine, job, notify)
+        if any(s.name == stack for s in engine.list_stacks()) or not held:
+            held += [lock.holder() for lock in engine.unlock(stack)]
+        return held
+
+
+def _job_of_argument(name: str) -> str:
+    """A job name, or one of its placement stacks (`train.2`) read as its job."""
+    import re
+
+    if re.fullmatch(r"[a-z][a-z0-9-]{0,39}\.[0-9]{1,6}", name):
+        return job_of_stack(name)
+    _check_job_name(name)
+    return name
 
 
 def job_of_stack(stack: str) -> str:

@@ -23,7 +23,8 @@ from router.core.failover import Block, LaunchFailure, block_after, blocking, cl
 from router.core.job.model import Job
 from router.core.placement import Placement
 from router.core.review import Review
-from router.flows.jobs import DeployOutcome, deploy
+from router.flows.jobs import DeployOutcome, deploy, engine_for
+from router.flows.live_placement import at_live_site, live_placement, with_move_env
 from router.flows.proposals import Proposal, proposal_for
 
 MAX_TRIES = 3
@@ -83,8 +84,17 @@ def launch(
     proposal_hook: Callable[[Proposal], None] | None = None,
     job_file: Path | None = None,
 ) -> tuple[DeployOutcome, Proposal, list[LaunchTry]]:
-    """Deploy `job` at the first of `ranked` that launches; LaunchFailed after max_tries."""
+    """Deploy `job` at the first of `ranked` that launches; LaunchFailed after max_tries.
+
+    Without a `stack` (a user's deploy), a job placed already is updated in its live stack, where
+    it runs, or refused (router/flows/live_placement.py): never placed a second time.
+    """
     home = spotroute_home()
+    if not stack:
+        live = live_placement(engine_for(project).records(), job.name)
+        if live is not None:
+            stack, ranked = live.stack, at_live_site(live, ranked)
+            job = with_move_env(job, project, stack)
     tries: list[LaunchTry] = []
 
     def note(t: LaunchTry) -> None:

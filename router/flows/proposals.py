@@ -28,6 +28,8 @@ from router.core.job.problems import secret_values
 from router.core.placement import Placement, PlanResult
 from router.core.plan_explain import no_fit_reason
 from router.core.stackconfig import StackConfig, config_diff, stack_config
+from router.engine.records import RecordStore
+from router.flows.live_placement import at_live_site, live_placement, with_move_env
 from router.flows.plan import PlanReport, plan_job
 
 
@@ -85,12 +87,15 @@ def propose(
     require_fresh: bool = False,
     allow_stale: bool = False,
     refresh: Refresher | None = None,
+    records: RecordStore | None = None,
 ) -> Proposal:
     """Plan the job and pick the best placement (within `to` = CLOUD or CLOUD/REGION if given).
 
     A cloud placement priced by a stale quote is never deployed silently: the clouds in play
     are refreshed first (`refresh`), and if the best price is still stale the deploy is refused
-    unless `allow_stale` (or spotroute.yaml's `allow_stale_deploy`) says otherwise.
+    unless `allow_stale` (or spotroute.yaml's `allow_stale_deploy`) says otherwise. Given the
+    backend's `records`, a job placed already is proposed in its live stack, where it runs
+    (router/flows/live_placement.py).
     """
 
     report = plan_job(job_path, project=project, now=now, require_fresh=require_fresh)
@@ -108,9 +113,14 @@ def propose(
         allow_stale=allow_stale,
         refresh=refresh,
     )
+    stack, job = "", report.job
+    live = live_placement(records, job.name) if records is not None else None
+    if live is not None:
+        stack, candidates = live.stack, at_live_site(live, candidates)
+        job = with_move_env(job, project, stack)
     chosen = candidates[0]
     proposal = proposal_for(
-        report.job, report.org, chosen, candidates, project=project, job_file=job_path
+        job, report.org, chosen, candidates, project=project, stack=stack, job_file=job_path
     )
     return replace(proposal, refreshed=refreshed, allowed_stale=allowed_stale)
 

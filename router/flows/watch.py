@@ -47,6 +47,7 @@ from router.core.errors import RouteError
 from router.core.journal import job_of_stack
 from router.core.node_exit import all_exited
 from router.engine.job_records import holder_id
+from router.flows.jobs import clear_stale_locks
 from router.flows.migrate import LeaseLost, Mover, _group_alive
 from router.flows.watch_events import PassReport, price_ages
 
@@ -199,13 +200,19 @@ class Watcher:
                 with self._engine_lock:
                     journal = self.mover.run(journal)
                 ran = True
-                return JobReport(
+                report = JobReport(
                     job, "recovered", f"finished the open journal of a {journal.kind}",
                     journal=journal.id, outcome=journal.outcome,
                     engine_s=time.monotonic() - engine_started,
                 )  # fmt: skip
-            report = self._decide_and_act(job, now)
-            ran = True
+            else:
+                report = self._decide_and_act(job, now)
+                ran = True
+            # After the journal ran: a killed move's lock on a stack it deleted, say, is left
+            # behind by the engine; nothing else would ever clear it.
+            cleared: list[str] = []
+            clear_stale_locks(self.mover.engine, job, cleared.append)
+            report.reason = "; ".join((report.reason, *cleared))
             return report
         finally:
             records.release(job, self.holder, _now(), ran=ran)

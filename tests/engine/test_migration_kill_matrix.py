@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from router.core.journal import STEPS
+from router.core.journal import STEPS, job_of_stack
+from router.engine.processes import SIGNAL_HOOK_ENV
 from tests.engine.engine_cli import Route, group_pid, no_traceback, wait_for
 from tests.engine.market import (
     backend_stacks,
@@ -102,3 +103,63 @@ def test_a_router_killed_at_any_step_of_a_migration_converges_on_the_next_watch(
     assert failed.json()["journal"]["outcome"] == "rolled-back"
     after = _converged(route, "a refused target")
     assert after["stack"] == here["stack"]
+
+
+def _locks_of(route: Route, job: str) -> list[str]:
+    """Every engine lock on a stack of the job, on stacks deleted since included."""
+    root = route.home / "state" / ".pulumi" / "locks" / "organization" / "spotroute"
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.glob("*/*.json")
+        if job_of_stack(p.parent.name) == job
+    )
+
+
+@pytest.mark.engine
+def test_a_router_killed_at_the_end_of_old_stack_down_leaves_no_lock_behind(route: Route) -> None:
+    """Issue 24 items 4-5: killed at the end of old-stack-down (the old stack's destroy at its
+    summary event: SPOTROUTE_TEST_SIGNAL_AT=destroy:end:KILL), the engine's lock stayed on the old
+    stack; `route status` and `route unlock` kept it, and `route unlock JOB` said "no deployed
+    job" once the job had moved. Now each clears it, in one line, and the next watch converges.
+
+    The dying engine (SIGINT from its dead parent) may still unlock by itself before the next
+    command, or linger until that command's orphan sweep stops it, lock left: a race. So the job
+    moves (at most 6 times) until status and unlock have each cleared a lock left behind; at least
+    one must have, and after every command no lock is left on any stack of the job."""
+    write_market(route, [("local-a", "spot", 1.0, 2), ("local-b", "spot", 1.0, 2)])
+    job = write_trainer_job(route, JOB, cooldown="0s")
+    route.ok("deploy", job.name, "--yes")
+    wait_for(lambda: has_checkpoint(route, JOB), 30, "a first checkpoint")
+    commands, cleared_by = [("status", "--json"), ("unlock", JOB)], []
+    for move in range(6):
+        here = placement(route, JOB)["region"]
+        there = "local-b" if here == "local-a" else "local-a"
+        route.env[SIGNAL_HOOK_ENV] = "destroy:end:KILL"
+        try:
+            killed = route("migrate", JOB, "--to", f"local/{there}", "--yes")
+        finally:
+            del route.env[SIGNAL_HOOK_ENV]
+        assert killed.returncode == -9, killed
+        assert open_journal(route, JOB) is not None
+        if move == 0:  # no deploy while the move is open: one line naming the fix
+            refused = route("deploy", job.name, "--yes")
+            assert refused.returncode == 1 and len(refused.error_lines()) == 1, refused
+            assert "under way" in refused.stderr and "route watch --once" in refused.stderr
+        then = commands[move % 2]
+        ran = route.ok(*then)
+        no_traceback(ran)
+        assert _locks_of(route, JOB) == [], (then, _locks_of(route, JOB), ran)
+        if "cleared the lock on stack" in ran.stderr:
+            cleared_by.append(then[0])
+        recovered = route.ok("watch", "--once", "--json").json()
+        assert [(r["action"], r["outcome"]) for r in recovered] == [("recovered", "done")]
+        _converged(route, "the end of old-stack-down")
+        assert _locks_of(route, JOB) == []
+        if {"status", "unlock"} <= set(cleared_by):
+            break
+    print("locks cleared by:", cleared_by)
+    assert cleared_by, "no kill left a lock behind in 6 moves"
+    # The job's name finds it wherever it moved; a stack's name is read as its job's.
+    assert route.ok("unlock", JOB).stdout.strip() == f"unlocked {JOB} (it was not locked)"
+    stack = placement(route, JOB)["stack"]
+    assert route.ok("unlock", stack).stdout.strip() == f"unlocked {JOB} (it was not locked)"

@@ -131,6 +131,23 @@ def test_signal_hook_is_off_unless_the_test_variable_names_the_command(
     assert signal_hook("deploy") is None and signal_hook("destroy") is not None
 
 
+def test_signal_hook_at_end_signals_at_the_engines_summary_event_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    killed: list[tuple[int, int]] = []
+    monkeypatch.setenv("SPOTROUTE_TEST_SIGNAL_AT", "destroy:end:KILL")
+    monkeypatch.setattr(os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    hook = signal_hook("destroy")
+    assert hook is not None
+    for _ in range(30):
+        hook(SimpleNamespace(summary_event=None))
+    assert killed == []
+    hook(SimpleNamespace(summary_event=object()))
+    assert killed == [(os.getpid(), 9)]
+
+
 def test_a_failing_restore_of_the_stack_file_does_not_hide_the_original_error(
     tmp_path: Path,
 ) -> None:

@@ -1,0 +1,110 @@
+"""A job's one live placement, wherever moves took it: the placement record (`placements/<job>`)
+names its stack (`<job>`, then `<job>.2`, ...). deploy, preview, status, watch, unlock and
+destroy act on that stack, so nothing creates a second paid placement of a job that has one.
+
+A deploy of a placed job updates its stack where it runs; moving it is `route migrate`'s (with a
+checkpoint hand-over), and while a move's journal is open no deploy runs at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from router.config.project import Project
+from router.config.stack_files import read_stack_file
+from router.core.errors import OperationFailed
+from router.core.job.model import Job
+from router.core.placement import Placement, placement_site
+from router.engine.job_records import JobRecords
+from router.engine.records import RecordStore
+
+# What makes two placements the same place (price and source may differ between plans).
+SITE_KEYS: tuple[str, ...] = ("cloud", "region", "zone", "instance_type", "market")
+# The job env a move gives its new stack (the hand-over id, the step to restore:
+# router/flows/handover_bounds.py, migrate.py). A redeploy of that stack keeps them: dropped, they
+# alone would replace the running process. Kept, a restarted process finds the hand-over complete
+# and a checkpoint past that step, so they change nothing then.
+MOVE_ENV: tuple[str, ...] = ("SPOTROUTE_HANDOVER_ID", "SPOTROUTE_RESTORE_STEP")
+
+
+@dataclass(frozen=True)
+class LivePlacement:
+    """Where a placed job runs now: its stack and its site (SITE_KEYS)."""
+
+    job: str
+    stack: str
+    site: dict[str, Any]
+
+    def where(self) -> str:
+        return _where(self.site)
+
+
+def placement_key(job: str) -> str:
+    return f"placements/{job}"
+
+
+def read_placement(records: RecordStore, job: str) -> dict[str, Any] | None:
+    return records.get(placement_key(job))
+
+
+def live_placement(records: RecordStore, job: str) -> LivePlacement | None:
+    """The job's live placement from the record store (None if it has none); OperationFailed,
+    naming the command that finishes it, while a move of the job is under way."""
+    journal = JobRecords(records).open_journal(job)
+    if journal is not None:
+        raise OperationFailed(
+            f"job {job}: a move {journal.from_stack} → {journal.to_stack} is under way (its "
+            f"journal is open at {journal.next_step() or 'its end'}) — `route migrate {job}` or "
+            "`route watch --once` finishes it; deploy after that"
+        )
+    record = read_placement(records, job)
+    if not isinstance(record, dict):
+        return None
+    stack = record.get("stack")
+    return LivePlacement(
+        job,
+        stack if isinstance(stack, str) and stack else job,
+        {k: record.get(k) for k in SITE_KEYS},
+    )
+
+
+def with_move_env(job: Job, project: Project, stack: str) -> Job:
+    """The job with the MOVE_ENV its live stack's config holds (unchanged for a first stack)."""
+    running = read_stack_file(project.stack_config_path(stack)).get("job")
+    env = running.get("env") if isinstance(running, dict) else None
+    kept = {
+        k: v
+        for k, v in (env.items() if isinstance(env, dict) else ())
+        if k in MOVE_ENV and k not in job.run.env and isinstance(v, str)
+    }
+    if not kept:
+        return job
+    run = job.run.model_copy(update={"env": {**job.run.env, **kept}})
+    return job.model_copy(update={"run": run})
+
+
+def at_live_site(live: LivePlacement, ranked: Sequence[Placement]) -> list[Placement]:
+    """The ranked placements at the job's live site; OperationFailed (the plan would move the
+    job: that is `route migrate`'s, with its checkpoint) when none is."""
+    same = [p for p in ranked if _same_site(placement_site(p), live.site)]
+    if same:
+        return same
+    best = ranked[0] if ranked else None
+    wanted = f" and this deploy would place it at {_where(placement_site(best))}" if best else ""
+    to = f" --to {best.cloud}/{best.region}" if best else ""
+    raise OperationFailed(
+        f"job {live.job} runs at {live.where()} (stack {live.stack}){wanted} — a deploy only "
+        f"updates a job where it runs: `route migrate {live.job}{to}` moves it with its "
+        f"checkpoint, or `route destroy {live.job}` first"
+    )
+
+
+def _same_site(p: dict[str, Any], q: dict[str, Any]) -> bool:
+    return all((p.get(k) or None) == (q.get(k) or None) for k in SITE_KEYS)
+
+
+def _where(site: dict[str, Any]) -> str:
+    parts = [site.get(k) for k in ("cloud", "region", "zone")]
+    return "/".join(str(p) for p in parts if p) + f" ({site.get('market')})"
