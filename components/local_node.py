@@ -37,6 +37,7 @@ from urllib.parse import urlparse
 from components.local_nodes import (
     group_members,
     index_entry,
+    machine_processes,
     mark_reclaimed,
     start_ticks,
     write_record,
@@ -239,7 +240,10 @@ class _Node:
     def signal_job(self, sig: int) -> None:
         """`sig` to the job: every process of this node but the node and the script's shell."""
         spared = {os.getpid(), self.shell.pid if self.shell is not None else -1}
-        for pid in group_members(os.getpgrp()):
+        # SIGKILL is the machine going: it takes what the job started in sessions of its own
+        # too (torchrun's workers); a notice goes to the job, which passes it on.
+        kill = sig == signal.SIGKILL
+        for pid in machine_processes(os.getpgrp()) if kill else group_members(os.getpgrp()):
             if pid not in spared:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)

@@ -78,27 +78,72 @@ def group_members(pgid: int) -> list[int]:
     return found
 
 
+def descendants(roots: list[int]) -> list[int]:
+    """Live processes started, directly or not, by `roots`, in any session."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            fields = _stat(int(entry.name))
+            if fields is not None and fields[0] not in ("Z", "X"):
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def machine_processes(pgid: int) -> list[int]:
+    """Everything running on a node: its process group and what that started in other sessions
+    (torchrun starts each worker in a session of its own, so a process group is not a machine)."""
+    members = group_members(pgid)
+    return sorted({*members, *descendants(members)})
+
+
 def stop_nodes(nodes: list[tuple[int, int]], grace_s: float = STOP_GRACE_S) -> tuple[float, bool]:
     """Stop nodes (pid, start ticks) as machines stop: SIGTERM to each node at once (it passes
-    it to its job), SIGKILL to each process group still alive after `grace_s`. (seconds until
-    all was gone, whether SIGKILL was needed)."""
+    it to its job), SIGKILL to everything still running on a node after `grace_s`. (seconds
+    until all was gone, whether SIGKILL was needed)."""
     started = time.monotonic()
+    # (pid, start ticks) of every process seen on each node: a worker whose parent is gone is
+    # no longer a descendant, but it still runs on that machine.
+    seen: dict[int, set[tuple[int, int]]] = {pid: set() for pid, _t in nodes}
+
+    def running(node: int) -> bool:
+        for pid in machine_processes(node):
+            ticks = start_ticks(pid)
+            if ticks is not None:
+                seen[node].add((pid, ticks))
+        return any(process_alive(pid, ticks) for pid, ticks in seen[node])
+
+    for pid, _t in nodes:
+        running(pid)  # before the notice: what it started, while its parents still live
     for pid, ticks in nodes:
         if process_alive(pid, ticks):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
     # A node already gone may have left its job running (a SIGKILLed node): its group counts.
-    left = [pid for pid, _t in nodes if group_members(pid)]
+    left = [pid for pid, _t in nodes if running(pid)]
     while left and time.monotonic() - started < grace_s:
         time.sleep(_POLL_S)
-        left = [pid for pid in left if group_members(pid)]
+        left = [pid for pid in left if running(pid)]
     if not left:
         return time.monotonic() - started, False
-    for pid in left:
+    for node in left:
+        running(node)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(node, signal.SIGKILL)
+        for pid, ticks in seen[node]:
+            if process_alive(pid, ticks):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5.0
-    while any(group_members(pid) for pid in left) and time.monotonic() < deadline:
+    while any(running(pid) for pid in left) and time.monotonic() < deadline:
         time.sleep(_POLL_S)
     return time.monotonic() - started, True
 

@@ -431,16 +431,22 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
     help="Notice before SIGKILL (e.g. 5s); default: the local market profile's (AWS 2 min, "
     "GCP and Azure 30 s), else 30s.",
 )
+@click.option(
+    "--node", "node", type=int, default=None,
+    help="Reclaim only this node of a multi-node group (0 … node_count−1); default: every node.",
+)  # fmt: skip
 @json_option
 @click.pass_context
-def preempt(ctx: click.Context, job: str, grace: str | None, as_json: bool) -> None:
+def preempt(
+    ctx: click.Context, job: str, grace: str | None, node: int | None, as_json: bool
+) -> None:
     """Preempt a local JOB as a cloud would: notice (SIGTERM), grace period, then SIGKILL."""
     from router.cli import render
     from router.flows.preempt import preempt_job
 
     project = ctx_project(ctx, required=True)
     grace_s = None if grace is None else _duration_s(grace, "--grace")
-    outcome = preempt_job(job, project=project, grace_s=grace_s)
+    outcome = preempt_job(job, project=project, grace_s=grace_s, node=node)
     if as_json:
         render.print_json(
             {
@@ -451,12 +457,14 @@ def preempt(ctx: click.Context, job: str, grace: str | None, as_json: bool) -> N
                 "killed": outcome.killed,
                 "grace_s": outcome.grace_s,
                 "nodes": outcome.nodes,
+                "node": outcome.node,
             }
         )
     else:
         how = "killed after the grace period" if outcome.killed else "exited on the notice"
+        which = "" if outcome.node is None else f" node {outcome.node}"
         click.echo(
-            f"preempted {job}: SIGTERM to pid {outcome.pid}, {how} "
+            f"preempted {job}{which}: SIGTERM to pid {outcome.pid}, {how} "
             f"({outcome.gone_after_s:.1f} s of {outcome.grace_s:g} s grace)"
         )
 
