@@ -344,3 +344,37 @@ def test_synthetic_workload_meets_its_gpu_hours_per_day():
         name="team", start=START, days=30, gpu_hours_per_day=200,
         mix=(JobMix("A100-80GB", 8),), seed=1,
     )  # fmt: skip
+
+
+# --- the save on a spot notice ----------------------------------------------------------------
+
+
+def test_a_preemption_loses_only_the_notice_window_when_the_job_saves_on_the_notice() -> None:
+    # Spot up for 1.5 h, then gone for good; 2 h checkpoints, so the last periodic checkpoint
+    # is at 0 h. Without a save on the notice spot-fallback recomputes the 1.5 h it did; with
+    # AWS's two-minute notice (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    # spot-instance-termination-notices.html) the library saves on it and only those 2 minutes
+    # are lost.
+    t = Trace(START, 1800.0, (AWS_OD, AWS_SPOT), ((40.0,) * 12, (10.0,) * 12),
+              ((True,) * 12, (True,) * 3 + (False,) * 9))  # fmt: skip
+    due = job(duration_h=3.0, checkpoint_interval_s=7200.0)
+    kept = {}
+    for notice in ((), (("aws", 120.0),)):
+        w = Workload("w", (due,), zone_block_s=86400.0, handover_s=0.0, notice_s=notice)
+        r = run_backtest(w, t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE)
+        fallback = r.policy("spot-fallback")
+        assert fallback.interruptions == 1
+        kept[notice] = fallback.recomputed_h
+    assert kept[()] == pytest.approx(1.5)
+    assert kept[(("aws", 120.0),)] == pytest.approx(120.0 / 3600.0)
+
+
+def test_the_policies_weigh_the_notice_window_not_the_interval_as_work_at_risk() -> None:
+    from router.core.backtest_model import job_rules
+
+    due = job(checkpoint_interval_s=1800.0, clouds=("aws", "gcp"))
+    bare = Workload("w", (due,))
+    saved = Workload("w", (due,), notice_s=(("aws", 120.0), ("gcp", 30.0)))
+    assert job_rules(due, bare, EGRESS, 3600.0).checkpoint_interval_s == 1800.0
+    # The longest notice of the job's clouds: never less than the simulation loses.
+    assert job_rules(due, saved, EGRESS, 3600.0).checkpoint_interval_s == 120.0

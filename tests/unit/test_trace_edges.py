@@ -294,3 +294,13 @@ def test_a_skypilot_catalog_with_no_usable_row_says_why_in_one_line(tmp_path: Pa
     code, _, err = invoke("backtest", str(h100_workload(tmp_path)), "--prices", str(catalog))
     one_line_exit_2(code, err, str(catalog), "no usable prices", "3 rows dropped",
                     "price is zero or negative", "not a GPU type")  # fmt: skip
+
+
+def test_a_workload_saves_on_each_clouds_notice_unless_told_not_to(tmp_path: Path) -> None:
+    from router.config.workload import load_workload
+
+    got = dict(load_workload(workload(tmp_path)).workload.notice_s)
+    assert got["aws"] == 120.0 and got["gcp"] == 30.0 and got["azure"] == 30.0
+    assert load_workload(workload(tmp_path, "save_on_notice: false\n")).workload.notice_s == ()
+    code, _, err = invoke("backtest", str(workload(tmp_path, "save_on_notice: maybe\n")))
+    one_line_exit_2(code, err, "w.yaml", "save_on_notice", "true or false")
