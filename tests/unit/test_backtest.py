@@ -226,12 +226,11 @@ def test_a_waiting_job_goes_on_demand_inside_the_step_when_its_slack_runs_out() 
         assert run_.cost == pytest.approx(4 * 40.0)
 
 
-@pytest.mark.xfail(strict=True, reason="the optimum plans whole steps; a policy asked again "
-                   "inside a step (route watch's minute) may start mid-step and pay less")
 def test_the_optimum_bounds_a_policy_that_starts_inside_a_step() -> None:
     # 1 h of work due in 1.5 h; spot only from the second hour. deadline-aware waits part of
     # the first hour, hedges on on-demand for the rest of it, then finishes on spot at $5:
-    # $17.17. The optimum's units are whole steps: on-demand for the first hour, $20.
+    # $17.17. The optimum used to plan whole steps (on-demand for the first hour, $20); a step
+    # may run any part of itself now: half an hour of each, $12.50.
     t = trace({AWS_OD: ([20.0] * 10, UP), AWS_SPOT: ([5.0] * 10, [False] + [True] * 9)})
     due = job(duration_h=1.0, checkpoint_interval_s=600.0, deadline=START + timedelta(hours=1.5))
     r = run_backtest(Workload("w", (due,), zone_block_s=0), t, egress=EGRESS,
@@ -239,6 +238,7 @@ def test_the_optimum_bounds_a_policy_that_starts_inside_a_step() -> None:
     aware = r.policy("deadline-aware")
     assert aware.deadline_misses == 0 and aware.total_cost < 20.0
     assert r.policy("optimum").total_cost <= aware.total_cost
+    assert r.policy("optimum").total_cost == pytest.approx(0.5 * 20.0 + 0.5 * 5.0)
 
 
 def test_optimum_dodges_outages_and_picks_cheap_hours():
