@@ -378,3 +378,19 @@ def test_the_policies_weigh_the_notice_window_not_the_interval_as_work_at_risk()
     assert job_rules(due, bare, EGRESS, 3600.0).checkpoint_interval_s == 1800.0
     # The longest notice of the job's clouds: never less than the simulation loses.
     assert job_rules(due, saved, EGRESS, 3600.0).checkpoint_interval_s == 120.0
+
+
+def test_a_moves_save_is_kept_when_the_next_periodic_checkpoint_is_older() -> None:
+    # 45-min checkpoints, 50-min restore, no save on the notice. At 1 h migrate moves to the
+    # cheaper GCP zone and saves (1.0 h of work); the restore leaves 10 minutes of work in that
+    # hour (1.17 h, whose last periodic checkpoint is 0.75 h); the zone is lost at 2 h. The
+    # move's save holds 1.0 h, so 0.17 h is recomputed, not 0.42 h.
+    t = trace({AWS_SPOT: ([20.0] * 10, UP),
+               GCP_SPOT: ([30.0] + [5.0] * 9, [True, True] + [False] * 8)})  # fmt: skip
+    due = job(checkpoint_interval_s=2700.0, restore_overhead_s=3000.0, min_savings_pct=0.0,
+              cooldown_s=0.0, clouds=("aws", "gcp"))  # fmt: skip
+    w = Workload("w", (due,), zone_block_s=86400.0, handover_s=0.0)
+    r = run_backtest(w, t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE)
+    moved = r.policy("migrate")
+    assert moved.migrations >= 1 and moved.interruptions == 1
+    assert moved.recomputed_h == pytest.approx(1 / 6)
