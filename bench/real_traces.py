@@ -82,7 +82,8 @@ def scenarios() -> Iterator[tuple[str, str, BacktestResult, Trace]]:
         flat = hourly.trace
         flat = replace(flat, available=tuple((True,) * flat.steps for _ in flat.pools))
         yield name, "prices only, hourly steps", _rerun(hourly, flat), flat
-        short = replace(hourly, workload=replace(hourly.workload, workload=_short_jobs(hourly)))
+        jobs = replace(_short_jobs(hourly), notice_s=hourly.workload.workload.notice_s)
+        short = replace(hourly, workload=replace(hourly.workload, workload=jobs))
         yield name, "prices only, hourly, short deadline jobs", _rerun(short, flat), flat
 
 

@@ -56,6 +56,8 @@ class PriceTrace:
     skipped_types: tuple[tuple[str, str], ...]  # (cloud, instance_type) not in the catalog
     skipped_rows: int = 0  # rows dropped for those types
     held: bool = False  # rows are changes (a price holds until the next), not observations
+    # (why, rows) for rows another reader dropped for other reasons (SkyPilot catalogs)
+    dropped: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

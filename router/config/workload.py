@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from router.config.datafiles import load_catalog, load_gpus
+from router.config.datafiles import load_catalog, load_gpus, load_startup_figures
 from router.config.user_files import CONFIG_LIMIT_BYTES, read_user_text
 from router.core.backtest_model import Workload, WorkloadJob
 from router.core.catalog import Catalog
@@ -65,7 +65,7 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
     if not isinstance(data, dict):
         raise w.fail("", "expected a mapping with name, start, days and jobs")
     _known(w, "", data, {"name", "start", "days", "step", "home_cloud", "handover", "zone_block",
-                         "price_gap", "market", "traces", "jobs"})  # fmt: skip
+                         "price_gap", "market", "traces", "jobs", "save_on_notice"})  # fmt: skip
     name = str(data.get("name") or path.stem)
     start = _time(w, "start", data.get("start"))
     days = _number(w, "days", data.get("days", 30), positive=True)
@@ -94,12 +94,20 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise w.fail("jobs", f"job name {dup!r} appears twice — names must be unique")
+    save_on_notice = data.get("save_on_notice", True)
+    if not isinstance(save_on_notice, bool):
+        raise w.fail("save_on_notice", f"{save_on_notice!r} is not true or false — give true "
+                     "(the checkpoint library saves on a spot notice) or false")  # fmt: skip
+    notice: tuple[tuple[str, float], ...] = ()
+    if save_on_notice:  # each cloud's notice lead, router/data/node_startup.csv
+        notice = tuple((c, f.notice_s) for c, f in sorted(load_startup_figures().items()))
     workload = Workload(
         name=name,
         jobs=tuple(sorted(jobs, key=lambda j: (j.arrival, j.name))),
         home_cloud=home,
         handover_s=handover_s,
         zone_block_s=block_s,
+        notice_s=notice,
     )
     prices, availability = _traces(w, data.get("traces"))
     return WorkloadFile(workload, start, days, step_s, market, seed, gap_s, prices, availability)

@@ -162,7 +162,14 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
             run.finished_at = now + timedelta(hours=used)
             break
         state.done_h += work
-        state.checkpointed_h = math.floor(state.done_h / interval_h + 1e-9) * interval_h
+        # What a preemption at the end of this step keeps: the last periodic checkpoint, the
+        # save of a move, or on spot the save the checkpoint library makes on the cloud's
+        # notice (all the work but that of the notice window).
+        kept = math.floor(state.done_h / interval_h + 1e-9) * interval_h
+        notice_h = ctx.notice_h.get(cur.cloud) if cur.market == SPOT else None
+        if notice_h is not None:
+            kept = max(kept, state.done_h - notice_h)
+        state.checkpointed_h = max(state.checkpointed_h, kept)
         if cur.price_per_hour != price:
             state.current = Slot(
                 cur.cloud,
@@ -360,7 +367,8 @@ def run_backtest(
             unplaceable.append(job.name)
             continue
         rules = job_rules(job, workload, egress, trace.step_s)
-        ctx = JobContext(job, trace, pools, rules, first, evidence)
+        notice = {c: h for c, _ in workload.notice_s if (h := workload.notice_h(c)) is not None}
+        ctx = JobContext(job, trace, pools, rules, first, evidence, notice)
         last = 0  # the optimum of a job without a deadline ends by the slowest policy's end
         for policy in chosen:
             run = simulate_job(ctx, policy)

@@ -168,6 +168,15 @@ class Workload:
     home_cloud: str = "aws"
     handover_s: float = 300.0
     zone_block_s: float = 3600.0
+    # (cloud, seconds): each cloud's spot notice lead. The checkpoint library saves on the
+    # notice, so a preemption loses only the work of the notice window; () = no save on notice
+    # (work rolls back to the last periodic checkpoint).
+    notice_s: tuple[tuple[str, float], ...] = ()
+
+    def notice_h(self, cloud: str) -> float | None:
+        """The cloud's notice lead (hours), None when the workload saves on no notice."""
+        found = dict(self.notice_s).get(cloud)
+        return None if found is None else found / 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,8 +336,10 @@ class JobContext:
         rules: Rules,
         first_step: int,
         evidence: Mapping[int, SeriesEvidence] | None = None,  # pool index → its past
+        notice_h: Mapping[str, float] | None = None,  # cloud → notice lead (hours) saved on
     ) -> None:
         self.job, self.trace, self.rules = job, trace, rules
+        self.notice_h = dict(notice_h or {})
         self.pools = tuple(pools)
         self.first_step = first_step
         self.evidence = evidence or {}
@@ -387,11 +398,18 @@ def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s:
     The decision period is route watch's (Rules' default), not the trace's step: the simulation
     asks a waiting job's policy again inside a step when its answer could change (wake_h).
     """
+    # With a save on the notice a preemption loses at most the notice window: what the
+    # policies weigh as work at risk is the shorter of it and the interval (the longest notice
+    # of the job's clouds, so never less than the simulation loses).
+    notices = [n for c in job.clouds if (n := workload.notice_h(c)) is not None]
+    at_risk_s = job.checkpoint_interval_s
+    if notices and len(notices) == len(job.clouds):
+        at_risk_s = min(at_risk_s, max(notices) * 3600.0)
     return Rules(
         node_count=job.node_count,
         min_savings_pct=job.min_savings_pct,
         cooldown_s=job.cooldown_s,
-        checkpoint_interval_s=job.checkpoint_interval_s,
+        checkpoint_interval_s=at_risk_s,
         restore_overhead_s=job.restore_overhead_s,
         handover_s=workload.handover_s,
         zone_block_s=workload.zone_block_s,

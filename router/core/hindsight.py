@@ -6,9 +6,11 @@ by construction: whatever a policy may do, the optimum may do too, at no more co
 - **Wait**: it may idle at any step, for free, and resume on its last pool (a policy waits while
   a zone is blocked, or for spot; the optimum never has to run at a price it would rather skip).
 - **Run**: only on a pool available at that step, so it is never interrupted and never
-  recomputes work or pays a hand-over; it runs whole steps, except its first step when the job
-  arrives within a step (only the rest of that step, as in the simulation) and its last step,
-  paid to the minute.
+  recomputes work or pays a hand-over; any part of a step, from the job's arrival and up to its
+  deadline (a policy asked again inside a step may start there, and stops when its work is
+  done). For given pools the cost is linear in the hours of each step, so the least has every
+  step at none or all it can run but one: whole steps, the rest of the arrival step or the part
+  of the deadline's step at their cap, and one fraction of a step anywhere.
 - **Move** to any pool and market the planner allows: the same data and checkpoint egress as a
   policy (router.core.egress), plus the restore overhead as money only — restore_h × the
   cheapest price the job could pay anywhere in its window × node_count — and no time (a policy
@@ -22,16 +24,20 @@ credits waiting longer than any of them did (the end of the trace when none fini
 
 The programme: work is counted in steps; unit j (1 … n) of the job runs at some step on some
 pool, every unit after the one before, so in offsets d = step − (j − 1) each unit has m = steps
-in the window − n + 1 places (the slack, plus one). One (pools, m) array per unit holds the
-least cost to have done it at offset d or earlier on each pool: the array before plus the
-step's price, a running minimum over d (waiting is free; a gather of the last offered offset
-when every pool has one price), then the cheapest move into each pool (region to region). Only
-the unit being computed is held, plus every B-th array for the path (B = 1 when they fit in
-MEMORY_CELLS, else about √n; the others are recomputed once); the path is read back from them
-(each unit ran where its array first reaches its value). A job arriving within a step is solved
-with and without the rest of that step; a way whose lower bound cannot beat the schedule found
-is skipped. Cost per job: O(n × m × (P + R²)) for P feasible pools in R regions; memory
-O(m × P × (n / B + B)), nothing shared between jobs but the price matrix.
+in the window − n + 1 places (the slack, plus one). n − 1 units are whole steps and one is the
+fraction (what is left, ≤ a step). Two (pools, m) arrays per unit — layer 0, the fraction not
+yet run; layer 1, run — hold the least cost to have done it at offset d or earlier on each
+pool: the arrays before plus the step's price (layer 1 also from layer 0 plus the fraction's),
+a running minimum over d (waiting is free; a gather of the last offered offset when every pool
+has one price), then the cheapest move into each pool (region to region). Only the unit being
+computed is held, plus every B-th pair for the path (B = 1 when they fit in MEMORY_CELLS, else
+about √n; the others are recomputed once); the path is read back from them (each unit ran where
+its array first reaches its value; it was the fraction where layer 0 plus the fraction's price
+reaches it). A step shorter than a whole one (the arrival's, the deadline's) is solved with it
+at its cap and without (where it may hold the fraction): up to four ways; a way whose lower
+bound cannot beat the schedule found is skipped. Cost per job: O(n × m × (P + R²)) for P
+feasible pools in R regions; memory O(m × P × (n / B + B)), nothing shared between jobs but the
+price matrix.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from router.core.egress import EgressTable
 Array = npt.NDArray[np.float64]
 MEMORY_CELLS = 4_000_000  # float64 cells (32 MB) of per-unit arrays kept for the path
 _EPS = 1e-9
+_SECOND_H = 1 / 3600.0  # a schedule that ends up to a second after its deadline is on time
 
 
 def price_matrix(trace: Trace) -> Array:
@@ -134,6 +141,7 @@ class _Problem:
         arrived = (trace.at(ctx.first_step + 1) - ctx.arrived_at).total_seconds() / 3600.0
         self.first_h = min(self.step_h, arrived)  # what is left of the first step (hours)
         self.model = self._moves(0)
+        self.deadline_cut = False  # the deadline is inside the last step: a second late is on time
 
     def _moves(self, steps: int) -> _Moves:
         """Moves in a window of `steps` steps: the restore priced at its cheapest price."""
@@ -157,123 +165,167 @@ class _Problem:
         ahead = (deadline - trace.at(self.ctx.first_step)).total_seconds() / trace.step_s
         return max(1, min(int(self.price.shape[0]), math.ceil(ahead - _EPS)))
 
+    def caps(self, steps: int, deadline: datetime | None) -> Array:
+        """Hours each step offset can run: a whole step, but the rest of the arrival step, and
+        the part of the last step before the deadline."""
+        caps = np.full(steps, self.step_h)
+        caps[0] = min(self.step_h, self.first_h)
+        if deadline is not None and steps:
+            left = (deadline - self.begins(steps - 1)).total_seconds() / 3600.0
+            self.deadline_cut = left < caps[-1]
+            caps[-1] = min(caps[-1], left)
+        return caps
+
     def solve(self, steps: int, deadline: datetime | None) -> _Schedule | None:
-        """The cheapest schedule in the first `steps` step offsets, finishing by `deadline`."""
-        price = self.price[:steps]
+        """The cheapest schedule in the first `steps` step offsets, finishing by `deadline`.
+
+        A policy may start and stop inside a step (a waiting job is asked again inside one),
+        so a step runs anything from 0 to its cap (hours); for a given choice of pools the cost
+        is linear in those hours, least with every step at 0 or its cap but one. So: whole
+        steps plus one fraction of a step anywhere (`_dp`), and the arrival step and the
+        deadline's step, when shorter than a step, each either at its cap (a way of its own)
+        or as any other step.
+        """
+        price = self.price[: max(0, steps)]
         if price.shape[0] == 0 or not np.isfinite(price).any():
             return None
         self.model = model = self._moves(steps)
         work_h, nodes, start = self.ctx.job.duration_h, self.nodes, model.start
-        # Each way to begin, with a lower bound on its cost (the data brought in, then every
-        # hour at the window's cheapest price) and its earliest last step; a way that can
-        # neither cost less than a schedule found nor end earlier at that cost is skipped.
-        ways: list[tuple[float, float, Callable[[], _Found | None]]] = []
-        if self.first_h >= self.step_h - _EPS:  # arrived on a step boundary: every step whole
-            low = start.min() + _cheapest(price) * nodes * work_h
-            soonest = self._soonest(0, work_h)
-            ways.append((low, soonest, lambda: self._units(price, work_h, 0, None, deadline)))
-        else:
-            h0, later = self.first_h, _cheapest(price[1:])
-            low = start.min() + later * nodes * work_h
-            soonest = self._soonest(1, work_h)
-            ways.append((low, soonest, lambda: self._units(price, work_h, 1, None, deadline)))
-            if work_h <= h0 + _EPS:  # done within the rest of the first step
-                cost = start + price[0] * (work_h * nodes)
-                q = int(np.argmin(cost))
-                ends = self.begins(0) + timedelta(hours=work_h)
-                if math.isfinite(cost[q]) and _by(ends, deadline):
-                    done = _Found(float(cost[q]), work_h, lambda: ((0, q, work_h),))
-                    ways.append((done.cost, work_h, lambda: done))
-            else:  # the rest of the first step on some pool, then whole steps
-                placed = start + price[0] * (h0 * nodes)
-                low = placed.min() + later * nodes * (work_h - h0)
-                rest = work_h - h0
-                soonest = self._soonest(1, rest)
-                ways.append((low, soonest, lambda: self._units(price, rest, 1, placed, deadline)))
+        self.deadline_cut = False
+        caps = self.caps(steps, deadline)
+        short = self.step_h - _EPS
+        heads = [False] + ([True] if caps[0] < short and steps > 1 else [])
+        tails = [False] + ([True] if caps[-1] < short and steps > 1 else [])
+        # Each way with a lower bound on its cost (what its fixed steps cost at least, every
+        # other hour at the window's cheapest price); one that cannot beat the best is skipped.
+        cheapest = _cheapest(price)
+        ways: list[tuple[float, float, bool, bool, float]] = []
+        for head in heads:
+            for tail in tails:
+                rest = work_h - (caps[0] if head else 0.0) - (caps[-1] if tail else 0.0)
+                if rest <= _EPS:
+                    continue  # all of it in those steps: a fraction of one of them (below)
+                low = (start + price[0] * (caps[0] * nodes)).min() if head else start.min()
+                low += cheapest * nodes * rest
+                if tail:
+                    low += _cheapest(price[-1:]) * nodes * caps[-1]
+                    soonest = self._ends_h(steps - 1, float(caps[-1]))
+                else:  # its last unit begins no sooner than this
+                    soonest = self._ends_h(int(head) + self._count(rest) - 1, 0.0)
+                ways.append((low, soonest, head, tail, rest))
         best: _Found | None = None
-        for low, soonest, solve in sorted(ways, key=lambda w: (w[0], w[1])):
+        for low, soonest, head, tail, rest in sorted(ways, key=lambda w: (w[0], w[1])):
             if best is not None:
                 dearer = low > best.cost * (1 + _EPS)
                 if dearer or (low >= best.cost * (1 - _EPS) and soonest >= best.ends):
                     continue
-            found = solve()
+            placed = start + price[0] * (caps[0] * nodes) if head else None
+            found = self._dp(price, caps, rest, placed, tail)
             if found is None:
                 continue
             if best is None or (found.cost, found.ends) < (best.cost, best.ends):
                 best = found
         return None if best is None else _Schedule(best.cost, best.runs())
 
-    def _ends_h(self, t: int, last_h: float) -> float:
-        """Hours from the arrival to the end of a last step at offset t that runs last_h."""
-        return (self.begins(t) - self.ctx.arrived_at).total_seconds() / 3600.0 + last_h
-
-    def _soonest(self, t0: int, work_h: float) -> float:
-        """The earliest end (hours after the arrival) of work_h in whole steps from offset t0."""
-        n = self._count(work_h)
-        return self._ends_h(t0 + n - 1, work_h - (n - 1) * self.step_h)
-
-    def _count(self, work_h: float) -> int:
-        """Steps that work_h hours of whole steps take (the last one partly)."""
-        return max(1, math.ceil(work_h / self.step_h - _EPS))
-
-    def _units(
-        self,
-        price: Array,
-        work_h: float,
-        t0: int,
-        placed: Array | None,
-        deadline: datetime | None,
+    def _dp(
+        self, price: Array, caps: Array, work_h: float, placed: Array | None, tail: bool
     ) -> _Found | None:
-        """work_h hours in whole steps from offset t0 on, the last to the minute: from a fresh
-        start, or after the first step ran on some pool (`placed`: what that cost per pool).
-        The path is rebuilt only when asked for (the cheaper way to begin wins first)."""
+        """work_h hours as whole steps and one fraction, from offset 0 — or 1 after the arrival
+        step ran to its cap on some pool (`placed`: what that cost per pool) — up to the last
+        offset, or before it when the deadline's step runs to its cap (`tail`)."""
         step_h, nodes, model = self.step_h, self.nodes, self.model
+        t0 = 0 if placed is None else 1
+        end = price.shape[0] - (1 if tail else 0)  # offsets the units may use: t0 … end − 1
         n = self._count(work_h)
-        last_h = work_h - (n - 1) * step_h
-        steps = price.shape[0]
-        while steps > t0 and not _by(self.begins(steps - 1) + timedelta(hours=last_h), deadline):
-            steps -= 1
-        m = steps - t0 - n + 1  # offsets each unit can run at: the slack in steps, plus one
+        frac_h = work_h - (n - 1) * step_h  # the fraction, in (0, step_h]
+        m = end - t0 - n + 1  # offsets each unit can run at: the slack in steps, plus one
         if m <= 0:
             return None
         count = price.shape[1]
         # (pools, steps): a unit's array is contiguous along the offsets it is scanned over.
-        cost = np.ascontiguousarray(price[:steps].T)
+        cost = np.ascontiguousarray(price[:end].T)
+        whole = cost * (step_h * nodes)
+        whole[:, caps[:end] < step_h - _EPS] = np.inf
+        part = cost * (frac_h * nodes)
+        # A fraction may end up to a second after the deadline (rounding), no other step later.
+        late = np.full(end, _EPS)
+        if self.deadline_cut and end == price.shape[0]:
+            late[-1] = _SECOND_H
+        part[:, caps[:end] < frac_h - late] = np.inf
+        ready0 = model.start if placed is None else model.enter(placed[:, None].copy())[:, 0]
         units = _Units(
             model,
-            cost * (step_h * nodes),
-            t0,
-            m,
-            model.start if placed is None else model.enter(placed[:, None].copy())[:, 0],
-            every=1 if n * m * count <= MEMORY_CELLS else max(2, math.isqrt(n)),
+            _Scan(whole, t0, m),
+            _Scan(part, t0, m),
+            ready0,
+            n,
+            every=1 if 2 * n * m * count <= MEMORY_CELLS else max(2, math.isqrt(n)),
         )
-        ready = units.ready0
-        for j in range(1, n):
-            ready = units.next(j, ready)
-            if j % 64 == 0 and not np.isfinite(ready[:, -1]).any():
+        for j in range(1, n + 1):
+            units.advance(j)
+            if j % 64 == 0 and j < n and not units.reachable():
                 return None  # not even the latest offset is reachable: no schedule
-        final = ready + cost[:, t0 + n - 1 : t0 + n - 1 + m] * (last_h * nodes)
-        d_end = int(np.argmin(final.min(axis=0)))  # the earliest finish among the cheapest
-        q_end = int(np.argmin(final[:, d_end]))
-        best = float(final[q_end, d_end])
+        final = units.done(n, 1)  # (pools, m): all n done by offset d, the fraction among them
+        if tail:
+            into = model.enter(final[:, -1:].copy())[:, 0] + price[-1] * (caps[-1] * nodes)
+            q_tail = int(np.argmin(into))
+            best = float(into[q_tail])
+            d_end, q_end = m - 1, -1
+            ends = self._ends_h(price.shape[0] - 1, float(caps[-1]))
+        else:
+            d_end = int(np.argmin(final.min(axis=0)))  # the earliest finish among the cheapest
+            q_end = int(np.argmin(final[:, d_end]))
+            best = float(final[q_end, d_end])
+            ends = self._ends_h(t0 + n - 1 + d_end, step_h)  # unless it is the fraction
         if not math.isfinite(best):
             return None
 
         def runs() -> tuple[tuple[int, int, float], ...]:
-            d, q = d_end, q_end
-            out = [(t0 + n - 1 + d, q, last_h)]
-            for j in range(n - 1, 0, -1):
-                done = units.done(j, n)  # unit j done at offset ≤ d, per pool
-                q = self._came_from(done[:, d], q)
-                row = done[q]  # non-increasing: unit j ran where it first reached its value
-                d = bisect.bisect_left(row, -float(row[d]), hi=d, key=lambda v: -v)
-                out.append((t0 + j - 1 + d, q, step_h))
+            out: list[tuple[int, int, float]] = []
+            d, q, layer = d_end, q_end, 1
+            if tail:
+                out.append((price.shape[0] - 1, q_tail, float(caps[-1])))
+                q = self._came_from(final[:, d], q_tail)
+            for j in range(n, 0, -1):
+                row = units.done(j, layer)[q]  # non-increasing: the unit ran where it first
+                d = bisect.bisect_left(row, -float(row[d]), hi=d, key=lambda v: -v)  # got there
+                t = t0 + j - 1 + d
+                if layer == 1 and self._was_fraction(units, j, q, d, part[q, t], float(row[d])):
+                    layer = 0
+                    out.append((t, q, frac_h))
+                else:
+                    out.append((t, q, step_h))
+                if j > 1:
+                    q = self._came_from(units.done(j - 1, layer)[:, d], q)
             if placed is not None:
-                out.append((0, self._came_from(placed, q), self.first_h))
+                out.append((0, self._came_from(placed, q), float(caps[0])))
             out.reverse()
             return tuple(out)
 
-        return _Found(best, self._ends_h(t0 + n - 1 + d_end, last_h), runs)
+        if not tail and units.part_last[q_end, d_end] <= best:  # the last unit: the fraction
+            ends = self._ends_h(t0 + n - 1 + d_end, frac_h)
+        return _Found(best, ends, runs)
+
+    def _was_fraction(
+        self, units: _Units, j: int, q: int, d: int, part_usd: float, value: float
+    ) -> bool:
+        """Whether unit j, run at offset d on pool q for `value` in the fraction's layer, was
+        the fraction (reached from the layer without it) rather than a whole step."""
+        if j == 1:
+            before = float(units.ready0[q])
+        else:
+            done = units.done(j - 1, 0)[:, d]
+            options = done + self.model.column(q)
+            before = min(float(done[q]), float(options.min()))
+        return before + part_usd <= value * (1 + 1e-12) + 1e-12
+
+    def _ends_h(self, t: int, last_h: float) -> float:
+        """Hours from the arrival to the end of a last step at offset t that runs last_h."""
+        return (self.begins(t) - self.ctx.arrived_at).total_seconds() / 3600.0 + last_h
+
+    def _count(self, work_h: float) -> int:
+        """Steps that work_h hours of whole steps take (the last one partly)."""
+        return max(1, math.ceil(work_h / self.step_h - _EPS))
 
     def _came_from(self, value: Array, q: int) -> int:
         """The pool the optimum was on before entering q (q itself when it stayed there)."""
@@ -308,73 +360,137 @@ class _Problem:
         run.finished_at = self.begins(t) + timedelta(hours=hours)
 
 
-class _Units:
-    """The units of one way to begin, one at a time. done(j): (pools, offsets) least cost with
-    unit j done at that offset or earlier, ending on that pool — every `every`-th kept, the
-    others recomputed from the last kept one when the path is rebuilt.
+class _Scan:
+    """One kind of unit (a whole step, or the fraction) over the offsets: done(j, ready) is
+    the least cost with unit j done at offset d or earlier, ending on each pool.
 
     Waiting is a running minimum over offsets. When every pool has one price wherever it is
     offered (list prices, replayed availability), it is a gather instead: ready-for-the-unit
     costs never rise with the offset, so the cheapest offset ≤ d to have run it is the last
     one the pool was offered at (`last`)."""
 
-    def __init__(
-        self, model: _Moves, full: Array, t0: int, m: int, ready0: Array, *, every: int
-    ) -> None:
-        self.model, self.full, self.t0, self.m, self.every = model, full, t0, m, every
-        count = len(ready0)
-        self.ready0: Array = np.broadcast_to(ready0[:, None], (count, m))
-        self.kept: dict[int, Array] = {}
-        self._rebuilt: dict[int, Array] = {}
+    def __init__(self, full: Array, t0: int, m: int) -> None:
+        self.full, self.t0, self.m = full, t0, m
+        count = full.shape[0]
         offered = np.isfinite(full)
         low = np.where(offered, full, np.inf).min(axis=1)
         high = np.where(offered, full, -np.inf).max(axis=1)
         self.flat = bool(np.all((low == high) | ~offered.any(axis=1)))
         if self.flat:
-            steps = np.where(offered, np.arange(full.shape[1]), -1)
+            steps = np.where(offered, np.arange(full.shape[1], dtype=np.int32), np.int32(-1))
             self.last = np.maximum.accumulate(steps, axis=1)  # last step ≤ τ it was offered
-            self.price = low[:, None]  # USD per step on each pool (inf: never offered)
-            self.rows = (np.arange(count) * (m + 1))[:, None]
+            self.price = low[:, None]  # USD per unit on each pool (inf: never offered)
+            self.rows = (np.arange(count, dtype=np.int32) * np.int32(m + 1))[:, None]
 
-    def _done(self, j: int, ready: Array) -> Array:
+    def differs(self, other: _Scan) -> list[int] | None:
+        """The steps at which the two flat scans offer different pools (None: not both flat);
+        a unit whose offsets span none of them gathers from the same places in both."""
+        if not (self.flat and other.flat):
+            return None
+        apart = (np.isfinite(self.full) != np.isfinite(other.full)).any(axis=0)
+        return [int(t) for t in np.flatnonzero(apart)]
+
+    def index(self, j: int) -> npt.NDArray[np.int32] | None:
+        """Where unit j gathers from, per pool and offset (flat scans only)."""
+        if not self.flat:
+            return None
+        t = self.t0 + j - 1
+        at: npt.NDArray[np.int32] = self.last[:, t : t + self.m] - np.int32(t - 1)
+        np.maximum(at, 0, out=at)
+        at += self.rows
+        return at
+
+    def done(self, j: int, padded: Array, at: npt.NDArray[np.int32] | None = None) -> Array:
+        """`padded`: (pools, 1 + offsets), ready for unit j after a column of inf (where a
+        pool was not offered since offset 0)."""
         t = self.t0 + j - 1  # unit j at offset d runs at step t + d
-        if self.flat:
-            padded = np.empty((len(ready), self.m + 1))
-            padded[:, 0] = np.inf  # where the pool was not offered since offset 0
-            padded[:, 1:] = ready
-            at = self.last[:, t : t + self.m] - (t - 1)
-            np.maximum(at, 0, out=at)
-            at += self.rows
+        if at is None:
+            at = self.index(j)
+        if at is not None:  # flat
             done: Array = padded.ravel().take(at)
             done += self.price
             return done
-        done = ready + self.full[:, t : t + self.m]
+        done = padded[:, 1:] + self.full[:, t : t + self.m]
         np.minimum.accumulate(done, axis=1, out=done)  # done at offset d or earlier: waiting
         return done
 
-    def next(self, j: int, ready: Array) -> Array:
-        """Ready for unit j+1 from ready for unit j."""
-        done = self._done(j, ready)
-        if j % self.every == 0:
-            self.kept[j] = done
-            done = done.copy()
-        return self.model.enter(done)
 
-    def done(self, j: int, n: int) -> Array:
-        """Unit j's done array, kept or recomputed (with the rest of its block, once)."""
-        found = self.kept.get(j)
-        if found is None:
-            found = self._rebuilt.get(j)
+class _Units:
+    """The n units of one way to begin, in two layers: 0, every unit so far a whole step; 1,
+    the fraction among them. done(j, layer): (pools, offsets) — every `every`-th unit's kept,
+    and the last's; the others recomputed from the last kept one when the path is rebuilt."""
+
+    def __init__(
+        self, model: _Moves, whole: _Scan, part: _Scan, ready0: Array, n: int, *, every: int
+    ) -> None:
+        self.model, self.whole, self.part, self.n, self.every = model, whole, part, n, every
+        count, m = len(ready0), whole.m
+        self.ready0 = ready0
+        first = np.full((count, m + 1), np.inf)
+        first[:, 1:] = ready0[:, None]
+        self.start: tuple[Array, Array] = (first, np.full((count, m + 1), np.inf))
+        self.ready = self.start
+        self.part_last: Array = self.start[1]
+        self.apart = part.differs(whole)  # None, or where the fraction's offsets differ
+        if self.apart is not None:
+            finite = np.isfinite(whole.price)
+            self.delta = np.zeros_like(whole.price)
+            self.delta[finite] = whole.price[finite] - part.price[finite]
+        self.kept: dict[int, tuple[Array, Array]] = {}
+        self._rebuilt: dict[int, tuple[Array, Array]] = {}
+
+    def _done(self, j: int, ready: tuple[Array, Array]) -> tuple[Array, Array]:
+        at = self.whole.index(j)
+        whole = self.whole.done(j, ready[0], at)
+        t = self.whole.t0 + j - 1
+        if self.apart is not None and not any(t <= a < t + self.whole.m for a in self.apart):
+            # the same offsets: each pool's one price, for less time
+            part = whole - self.delta
+        else:
+            part = self.part.done(j, ready[0])
+        if j == self.n:  # the last unit as the fraction: whether the job ends inside its step
+            self.part_last = part.copy()
+        if j > 1:
+            np.minimum(part, self.whole.done(j, ready[1], at), out=part)
+        return whole, part
+
+    def _enter(self, done: tuple[Array, Array]) -> tuple[Array, Array]:
+        """Ready for the next unit (padded, see _Scan.done): stay, or move in from any pool."""
+        out = []
+        for layer in done:
+            padded = np.empty((layer.shape[0], layer.shape[1] + 1))
+            padded[:, 0] = np.inf
+            padded[:, 1:] = layer
+            self.model.enter(padded[:, 1:])
+            out.append(padded)
+        return out[0], out[1]
+
+    def advance(self, j: int) -> None:
+        """Unit j done, from the ready arrays of unit j − 1."""
+        done = self._done(j, self.ready)
+        keep = j % self.every == 0 or j == self.n
+        if keep:
+            self.kept[j] = done
+        if j < self.n:
+            self.ready = self._enter(done)
+
+    def reachable(self) -> bool:
+        """Whether the latest offset is reachable in either layer (else: no schedule)."""
+        return any(bool(np.isfinite(r[:, -1]).any()) for r in self.ready)
+
+    def done(self, j: int, layer: int) -> Array:
+        """Unit j's done array in a layer, kept or recomputed (with the rest of its block)."""
+        found = self.kept.get(j) or self._rebuilt.get(j)
         if found is None:
             base = j - j % self.every
-            ready = self.ready0 if base == 0 else self.model.enter(self.kept[base].copy())
+            ready = self.start if base == 0 else self._enter(self.kept[base])
             self._rebuilt = {}
-            for k in range(base + 1, min(base + self.every, n)):
+            for k in range(base + 1, min(base + self.every, self.n + 1)):
                 done = self._done(k, ready)
                 self._rebuilt[k] = done
-                ready = self.model.enter(done.copy())
+                ready = self._enter(done)
             found = self._rebuilt[j]
-        return found
+        return found[layer]
 
 
 def _cheapest(price: Array) -> float:

@@ -12,6 +12,7 @@ import fnmatch
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -131,6 +132,9 @@ def _price_trace(
                 f"{path}: {got.skipped_rows} rows dropped — instance types not in the catalog: "
                 f"{types}{more} (router/data/instances.csv lists the known ones)"
             )
+        if got.dropped:
+            why = "; ".join(f"{n} {reason}" for reason, n in got.dropped)
+            warnings.append(f"{path}: {sum(n for _, n in got.dropped)} rows dropped — {why}")
     steps = max(1, math.ceil(wf.days * 86400 / wf.step_s))
     end = wf.start + timedelta(seconds=steps * wf.step_s)
     _check_window(workload_path, wf, end, paths, points, observed)
@@ -201,6 +205,7 @@ def read_skypilot_series(paths: Sequence[Path], *, catalog: Catalog | None = Non
 
     maker = PoolMaker(catalog)
     points: list[tuple[datetime, Pool, float]] = []
+    dropped: Counter[str] = Counter()
     for path in paths:
         found = _DATE.search(str(path))
         if found is None:
@@ -214,8 +219,17 @@ def read_skypilot_series(paths: Sequence[Path], *, catalog: Catalog | None = Non
         except ValueError:
             raise BadInput(f"{path}: {found.group(0)} is not a date") from None
         result = import_skypilot(path, now=at, catalog=maker.catalog)
+        dropped.update(result.skipped_reasons)
         points.extend(points_from_quotes(result.quotes, pools=maker))
-    return price_trace(paths[0] if paths else Path("."), points, {}, maker)
+    first = paths[0] if paths else Path(".")
+    if not points and dropped:
+        why = "; ".join(f"{n} {reason}" for reason, n in dropped.most_common())
+        raise BadInput(
+            f"{first}: no usable prices: all {sum(dropped.values())} rows dropped ({why}) — "
+            "pass a SkyPilot catalog with GPU types router/data/instances.csv lists"
+        )
+    trace = price_trace(first, points, {}, maker)
+    return replace(trace, dropped=tuple(sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
 def read_prices(path: Path, maker: PoolMaker | None = None) -> PriceTrace:

@@ -258,12 +258,11 @@ def test_a_waiting_job_goes_on_demand_inside_the_step_when_its_slack_runs_out() 
         assert run_.cost == pytest.approx(4 * 40.0)
 
 
-@pytest.mark.xfail(strict=True, reason="the optimum plans whole steps; a policy asked again "
-                   "inside a step (route watch's minute) may start mid-step and pay less")
 def test_the_optimum_bounds_a_policy_that_starts_inside_a_step() -> None:
     # 1 h of work due in 1.5 h; spot only from the second hour. deadline-aware waits part of
     # the first hour, hedges on on-demand for the rest of it, then finishes on spot at $5:
-    # $17.17. The optimum's units are whole steps: on-demand for the first hour, $20.
+    # $17.17. The optimum used to plan whole steps (on-demand for the first hour, $20); a step
+    # may run any part of itself now: half an hour of each, $12.50.
     t = trace({AWS_OD: ([20.0] * 10, UP), AWS_SPOT: ([5.0] * 10, [False] + [True] * 9)})
     due = job(duration_h=1.0, checkpoint_interval_s=600.0, deadline=START + timedelta(hours=1.5))
     r = run_backtest(Workload("w", (due,), zone_block_s=0), t, egress=EGRESS,
@@ -271,6 +270,7 @@ def test_the_optimum_bounds_a_policy_that_starts_inside_a_step() -> None:
     aware = r.policy("deadline-aware")
     assert aware.deadline_misses == 0 and aware.total_cost < 20.0
     assert r.policy("optimum").total_cost <= aware.total_cost
+    assert r.policy("optimum").total_cost == pytest.approx(0.5 * 20.0 + 0.5 * 5.0)
 
 
 def test_optimum_dodges_outages_and_picks_cheap_hours():
@@ -376,3 +376,53 @@ def test_synthetic_workload_meets_its_gpu_hours_per_day():
         name="team", start=START, days=30, gpu_hours_per_day=200,
         mix=(JobMix("A100-80GB", 8),), seed=1,
     )  # fmt: skip
+
+
+# --- the save on a spot notice ----------------------------------------------------------------
+
+
+def test_a_preemption_loses_only_the_notice_window_when_the_job_saves_on_the_notice() -> None:
+    # Spot up for 1.5 h, then gone for good; 2 h checkpoints, so the last periodic checkpoint
+    # is at 0 h. Without a save on the notice spot-fallback recomputes the 1.5 h it did; with
+    # AWS's two-minute notice (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    # spot-instance-termination-notices.html) the library saves on it and only those 2 minutes
+    # are lost.
+    t = Trace(START, 1800.0, (AWS_OD, AWS_SPOT), ((40.0,) * 12, (10.0,) * 12),
+              ((True,) * 12, (True,) * 3 + (False,) * 9))  # fmt: skip
+    due = job(duration_h=3.0, checkpoint_interval_s=7200.0)
+    kept = {}
+    for notice in ((), (("aws", 120.0),)):
+        w = Workload("w", (due,), zone_block_s=86400.0, handover_s=0.0, notice_s=notice)
+        r = run_backtest(w, t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE)
+        fallback = r.policy("spot-fallback")
+        assert fallback.interruptions == 1
+        kept[notice] = fallback.recomputed_h
+    assert kept[()] == pytest.approx(1.5)
+    assert kept[(("aws", 120.0),)] == pytest.approx(120.0 / 3600.0)
+
+
+def test_the_policies_weigh_the_notice_window_not_the_interval_as_work_at_risk() -> None:
+    from router.core.backtest_model import job_rules
+
+    due = job(checkpoint_interval_s=1800.0, clouds=("aws", "gcp"))
+    bare = Workload("w", (due,))
+    saved = Workload("w", (due,), notice_s=(("aws", 120.0), ("gcp", 30.0)))
+    assert job_rules(due, bare, EGRESS, 3600.0).checkpoint_interval_s == 1800.0
+    # The longest notice of the job's clouds: never less than the simulation loses.
+    assert job_rules(due, saved, EGRESS, 3600.0).checkpoint_interval_s == 120.0
+
+
+def test_a_moves_save_is_kept_when_the_next_periodic_checkpoint_is_older() -> None:
+    # 45-min checkpoints, 50-min restore, no save on the notice. At 1 h migrate moves to the
+    # cheaper GCP zone and saves (1.0 h of work); the restore leaves 10 minutes of work in that
+    # hour (1.17 h, whose last periodic checkpoint is 0.75 h); the zone is lost at 2 h. The
+    # move's save holds 1.0 h, so 0.17 h is recomputed, not 0.42 h.
+    t = trace({AWS_SPOT: ([20.0] * 10, UP),
+               GCP_SPOT: ([30.0] + [5.0] * 9, [True, True] + [False] * 8)})  # fmt: skip
+    due = job(checkpoint_interval_s=2700.0, restore_overhead_s=3000.0, min_savings_pct=0.0,
+              cooldown_s=0.0, clouds=("aws", "gcp"))  # fmt: skip
+    w = Workload("w", (due,), zone_block_s=86400.0, handover_s=0.0)
+    r = run_backtest(w, t, egress=EGRESS, interruption=INTERRUPTION, storage=STORAGE)
+    moved = r.policy("migrate")
+    assert moved.migrations >= 1 and moved.interruptions == 1
+    assert moved.recomputed_h == pytest.approx(1 / 6)

@@ -96,7 +96,10 @@ def scenarios(draw: st.DrawFn) -> tuple[Workload, Trace]:
         home_cloud=home,
         handover_s=draw(st.sampled_from([0.0, 300.0])),
         zone_block_s=draw(st.sampled_from([0.0, 1800.0, 3600.0, 3 * 3600.0])),
-    )
+        # with and without the save on a spot notice (node_startup.csv's leads, and a long one)
+        notice_s=draw(st.sampled_from([(), (("aws", 120.0), ("gcp", 30.0), ("azure", 30.0)),
+                                       (("aws", 1200.0), ("gcp", 1200.0), ("azure", 1200.0))])),
+    )  # fmt: skip
     return workload, trace
 
 

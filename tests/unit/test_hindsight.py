@@ -141,7 +141,11 @@ def context(t: Trace, j: WorkloadJob, zone_block_s: float = 3600.0) -> JobContex
 
 def search(ctx: JobContext, horizon: int | None) -> tuple[float, datetime | None]:
     """Every schedule, forward in time: (cost, finish) of the cheapest; a plain restatement of
-    the optimum's rules (hours of work as floats, states in a dict), no numpy."""
+    the optimum's rules (hours of work as floats, states in a dict), no numpy. Each step runs
+    all it can (the rest of the arrival step; up to the deadline), nothing, or — once — a
+    fraction of it, whose length is what the work left needs at the end: a policy may start
+    and stop inside a step, and for given pools such a linear cost is least with every step at
+    0 or its cap but one."""
     job = ctx.job
     if job.deadline is not None:
         found = _search(ctx, _window(ctx, job.deadline, None), job.deadline)
@@ -165,10 +169,17 @@ def _search(
     job, trace, transfers = ctx.job, ctx.trace, ctx.rules.transfers
     pools = [i for i, _ in ctx.pools]
     window = range(ctx.first_step, ctx.first_step + steps)
+    second = 1 / 3600
 
     def price(s: int, i: int) -> float:
         p = trace.prices[i][s]
         return p if trace.available[i][s] and p == p else math.inf
+
+    def cap(s: int) -> float:
+        hours = ctx.hours(s)
+        if deadline is not None:
+            hours = min(hours, (deadline - ctx.begins(s)).total_seconds() / 3600)
+        return hours
 
     usable = [price(s, i) for s in window for i in pools if math.isfinite(price(s, i))]
     if not usable:
@@ -188,32 +199,57 @@ def _search(
             a.cloud, a.region, b.cloud, b.region
         )
 
-    states: dict[tuple[float, int | None], float] = {(0.0, None): 0.0}
+    # (hours of full steps, last pool, end of the last full step, the fraction's step: its
+    # USD per hour, its cap and when it begins) -> least USD
+    Key = tuple[float, int | None, datetime | None, tuple[float, float, datetime] | None]
+    states: dict[Key, float] = {(0.0, None, None, None): 0.0}
     best: tuple[float, datetime | None] = (math.inf, None)
+
+    def finish(key: Key, usd: float) -> None:
+        nonlocal best
+        done, _, last_end, frac = key
+        left = job.duration_h - done
+        if frac is None:
+            if abs(left) > 1e-9 or last_end is None:
+                return
+            cost, ends = usd, last_end
+        else:
+            rate, limit, begins = frac
+            if not 1e-9 < left <= limit:
+                return
+            cost = usd + rate * left
+            ends = begins + timedelta(hours=left)
+            if last_end is not None and last_end > ends:
+                ends = last_end
+        if cost < best[0] - 1e-9 or (
+            abs(cost - best[0]) <= 1e-9 and best[1] is not None and ends < best[1]
+        ):
+            best = (cost, ends)
+
     for s in window:
-        hours = ctx.hours(s)
+        hours = cap(s)
         nxt = dict(states)  # waiting is free
-        for (done, last), usd in states.items():
+        for (done, last, last_end, frac), usd in states.items():
             for i in pools:
                 p = price(s, i)
                 if not math.isfinite(p):
                     continue
                 base = usd + move(last, i)
-                left = job.duration_h - done
-                if left <= hours + 1e-9:
-                    ends = ctx.begins(s) + timedelta(hours=left)
-                    if deadline is None or ends <= deadline + timedelta(seconds=1):
-                        cost = base + p * left * job.node_count
-                        if cost < best[0] - 1e-9 or (
-                            abs(cost - best[0]) <= 1e-9 and best[1] is not None and ends < best[1]
-                        ):
-                            best = (cost, ends)
-                    continue
-                key = (done + hours, i)
-                cost = base + p * hours * job.node_count
-                if cost < nxt.get(key, math.inf):
-                    nxt[key] = cost
+                full = done + hours
+                if full <= job.duration_h + 1e-9:
+                    key = (full, i, ctx.begins(s) + timedelta(hours=hours), frac)
+                    cost = base + p * hours * job.node_count
+                    if cost < nxt.get(key, math.inf):
+                        nxt[key] = cost
+                if frac is None:
+                    # rounding: the fraction in the deadline's step may end a second late
+                    late = second if hours < ctx.hours(s) else 1e-9  # cut by the deadline
+                    key = (done, i, last_end, (p * job.node_count, hours + late, ctx.begins(s)))
+                    if base < nxt.get(key, math.inf):
+                        nxt[key] = base
         states = nxt
+    for key, usd in states.items():
+        finish(key, usd)
     return best
 
 

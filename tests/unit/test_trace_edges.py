@@ -246,3 +246,61 @@ def test_trace_from_points_drops_a_pool_after_the_gap_unless_its_prices_are_held
     # Back-filled one gap before its first row only; gone once its last row is over an hour old.
     assert str(by[seen]) == str((nan, 10.0, 10.0, 11.0, 11.0, nan, nan, nan))
     assert by[held] == (12.0,) * 8
+
+
+# --- SkyPilot catalog series: rows the importer dropped are counted, with why ---------------
+
+SKYPILOT_AWS = Path(__file__).resolve().parents[1] / "data" / "skypilot" / "aws" / "vms.csv"
+
+
+def dated_catalog(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "2026-11-01" / "aws" / "vms.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def h100_workload(tmp_path: Path) -> Path:
+    path = tmp_path / "h.yaml"
+    path.write_text(
+        "name: sky\nstart: 2026-11-01T00:00:00Z\ndays: 1\nstep: 1h\njobs:\n  list:\n"
+        "    - {name: train, arrival: 2h, duration: 3h, gpus: H100:8}\n"
+    )
+    return path
+
+
+def test_rows_a_skypilot_catalog_drops_are_one_warning_line_with_counts_and_reasons(
+    tmp_path: Path,
+) -> None:
+    catalog = dated_catalog(tmp_path, SKYPILOT_AWS.read_text())
+    code, _, err = invoke("backtest", str(h100_workload(tmp_path)), "--prices", str(catalog))
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if "rows dropped" in line]
+    # The 12-row fixture has CPU types, nan / N/A / 0 / -1 prices and a repeated row: one line,
+    # the total equal to the sum of the counts per reason.
+    assert len(lines) == 1, err
+    line = lines[0]
+    assert line.startswith(f"warning: {catalog}: ") and " rows dropped — " in line
+    total = int(line.split(": ")[2].split(" rows dropped")[0])
+    counted = sum(int(part.split(" ", 1)[0]) for part in line.split(" — ", 1)[1].split("; "))
+    assert total == counted and total >= 5
+    assert "price is zero or negative" in line and "no price (empty, nan or N/A)" in line
+
+
+def test_a_skypilot_catalog_with_no_usable_row_says_why_in_one_line(tmp_path: Path) -> None:
+    rows = SKYPILOT_AWS.read_text().splitlines(keepends=True)
+    only_bad = rows[0] + rows[1] + "".join(r for r in rows if ",0.0,0.0," in r or "nan,nan" in r)
+    catalog = dated_catalog(tmp_path, only_bad)
+    code, _, err = invoke("backtest", str(h100_workload(tmp_path)), "--prices", str(catalog))
+    one_line_exit_2(code, err, str(catalog), "no usable prices", "3 rows dropped",
+                    "price is zero or negative", "not a GPU type")  # fmt: skip
+
+
+def test_a_workload_saves_on_each_clouds_notice_unless_told_not_to(tmp_path: Path) -> None:
+    from router.config.workload import load_workload
+
+    got = dict(load_workload(workload(tmp_path)).workload.notice_s)
+    assert got["aws"] == 120.0 and got["gcp"] == 30.0 and got["azure"] == 30.0
+    assert load_workload(workload(tmp_path, "save_on_notice: false\n")).workload.notice_s == ()
+    code, _, err = invoke("backtest", str(workload(tmp_path, "save_on_notice: maybe\n")))
+    one_line_exit_2(code, err, "w.yaml", "save_on_notice", "true or false")
