@@ -12,18 +12,23 @@ UNLISTED = {"__init__.py", "__main__.py"}
 
 
 def documented_modules() -> set[str]:
+    return set(module_rows())
+
+
+def module_rows() -> list[str]:
+    """Every module the table names, once per row that names it."""
     text = DOC.read_text(encoding="utf-8")
     table = text[text.index("## Modules (router/)") : text.index("## Components and policies")]
-    found: set[str] = set()
+    found: list[str] = []
     for line in table.splitlines():
         first_cell = line.split("|")[1] if line.startswith("|") else ""
         folder = ""
         for name in re.findall(r"`([\w/]+\.py)`", first_cell):
             if "/" in name:
                 folder = name.rsplit("/", 1)[0]
-                found.add(name)
+                found.append(name)
             else:
-                found.add(f"{folder}/{name}")
+                found.append(f"{folder}/{name}")
     return found
 
 
@@ -38,3 +43,8 @@ def router_modules() -> set[str]:
 
 def test_the_module_table_matches_the_folders_one_to_one() -> None:
     assert documented_modules() == router_modules()
+
+
+def test_each_module_has_one_row() -> None:
+    rows = module_rows()
+    assert sorted({m for m in rows if rows.count(m) > 1}) == []
