@@ -107,4 +107,5 @@ def _same_site(p: dict[str, Any], q: dict[str, Any]) -> bool:
 
 def _where(site: dict[str, Any]) -> str:
     parts = [site.get(k) for k in ("cloud", "region", "zone")]
-    return "/".join(str(p) for p in parts if p) + f" ({site.get('market')})"
+    kind = ", ".join(str(site[k]) for k in ("instance_type", "market") if site.get(k))
+    return "/".join(str(p) for p in parts if p) + f" ({kind})"

@@ -64,7 +64,12 @@ def test_route_deploy_refuses_before_it_writes_or_runs_anything(
 ) -> None:
     isolate(monkeypatch, tmp_path)
     Path("Pulumi.yaml").write_text("name: spotroute\nruntime: python\n")
-    engine_for(Project(Path.cwd())).records().put(placement_key("llm-finetune"), record(OLD_GROUP))
+    # Where its group runs (the zone of OLD_GROUP): a deploy only ever updates a job there.
+    site = {"region": "us-central1", "zone": "us-central1-a", "market": "spot",
+            "instance_type": "a2-ultragpu-8g"}  # fmt: skip
+    engine_for(Project(Path.cwd())).records().put(
+        placement_key("llm-finetune"), record(OLD_GROUP) | site
+    )
 
     run = route(monkeypatch, capsys, "deploy", EXAMPLES / "llm-finetune.yaml", "--to", "gcp",
                 "--yes", "--allow-stale")  # fmt: skip

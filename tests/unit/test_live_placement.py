@@ -69,7 +69,7 @@ def test_a_deploy_that_would_move_the_job_is_refused_pointing_at_migrate(
     with pytest.raises(OperationFailed) as err:
         propose(JOB_FILE, project=project, now=NOW, allow_stale=True, records=_records())
     message = err.value.message
-    assert f"runs at aws/mars-1 (spot) (stack {JOB}.2)" in message
+    assert f"runs at aws/mars-1 (p9.huge, spot) (stack {JOB}.2)" in message
     assert f"`route migrate {JOB} --to " in message and "\n" not in message
 
 
