@@ -77,7 +77,8 @@ def test_a_job_whose_router_died_mid_move_bounds_itself_and_the_next_watch_rolls
     assert gave_up["placement"] == f"{job}.2" and gave_up["waited_s"] >= 3
     expired = wait_for(lambda: ckpt.hold_expired(directory, move), 60, "the hold to end")
     assert expired["placement"] == job and expired["held_s"] >= 8
-    wait_for(lambda: route.job_leaders() == [old_pid], 30, "only the old placement to run")
+    # 60 s: the new placement stops itself within seconds; CI under load once needed more than 30
+    wait_for(lambda: route.job_leaders() == [old_pid], 60, "only the old placement to run")
     wait_for(lambda: _intact(route, job) > expired["step"] + 8, 60, "training to go on")
 
     recovered = route.ok("watch", "--once", "--json")
