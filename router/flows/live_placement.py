@@ -81,6 +81,7 @@ def exclusive_of_moves(records: RecordStore, job: str) -> Iterator[None]:
     jobs = JobRecords(records)
     with holding_lease(jobs, job, holder_id(f"deploy-{secrets.token_hex(4)}")) as lease:
         if lease is None:
+            live_placement(records, job)  # a move's journal open: its line names the fix
             held = jobs.current(job)
             host, _, rest = (held.holder if held else "?").partition(":")
             pid = rest.partition(":")[0] or "?"

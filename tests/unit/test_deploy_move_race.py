@@ -192,3 +192,27 @@ def test_a_held_lease_is_renewed_while_a_long_deploy_runs_and_given_back_after(
         threading.Event().wait(0.8)  # past its first expiry: renewed meanwhile
         assert records.acquire(JOB, "host:3:4:watch", 0.3, datetime.now(UTC)) is None
     assert records.acquire(JOB, "host:3:4:watch", 0.3, datetime.now(UTC)) is not None
+
+
+def test_a_deploy_during_a_journaled_move_names_the_move_and_its_fix(
+    project: Project, placed: Proposal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from router.core.journal import Journal
+
+    records = JobRecords(FileRecords(spotroute_home()))
+    # A router on another machine holds the lease and has begun the move.
+    assert records.acquire(JOB, "build-7:4242:1:ab", 300, datetime.now(UTC)) is not None
+    journal = Journal(
+        id="m-1", job=JOB, kind="migrate", from_stack=JOB, to_stack=f"{JOB}.2",
+        target={}, reason="test", created_at=NOW.isoformat(),
+    )  # fmt: skip
+    records.write_journal(journal.begin("intent", NOW))
+    monkeypatch.setattr(Engine, "select_or_create", lambda _s, _j: (_ for _ in ()).throw(
+        EngineReached()))  # fmt: skip
+    with pytest.raises(OperationFailed) as err:
+        _deploy(placed, project)
+    assert f"a move {JOB} → {JOB}.2 is under way" in err.value.message
+    records.store.delete(f"jobs/{JOB}/journal")  # the journal closed; the lease not yet given
+    with pytest.raises(OperationFailed) as err:  # its router still holds the job
+        _deploy(placed, project)
+    assert "is being moved or watched by a router on build-7 (pid 4242)" in err.value.message
