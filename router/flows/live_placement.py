@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from router.config.project import Project
-from router.config.stack_files import read_stack_file
+from router.config.stack_files import newest_stack_file, read_stack_file
 from router.core.errors import OperationFailed
 from router.core.job.model import Job
 from router.core.placement import Placement, placement_site
@@ -90,6 +90,31 @@ def exclusive_of_moves(records: RecordStore, job: str) -> Iterator[None]:
                 "deploy when it is done (`route status` shows the job's move, if any)"
             )
         yield
+
+
+def local_records(project: Project) -> RecordStore | None:
+    """The backend's records when they are local files, else None: `route plan --write` and
+    `route review` run in CI, with no network and no credential."""
+    from router.config.home import spotroute_home
+    from router.config.org_file import org_config_for
+    from router.engine.automation import choose_backend
+    from router.engine.records import records_for
+
+    home = spotroute_home()
+    backend = choose_backend(home, org_config_for(project).backend_url)
+    if not backend.url.startswith("file://"):
+        return None
+    return records_for(backend.url, home, is_default=backend.is_default)
+
+
+def live_stack(project: Project, job: str, records: RecordStore | None) -> str:
+    """The stack whose file is the job's now: the placement record's (`<job>.2` after a move)
+    when `records` are given, else the newest of the job's stack files in the project."""
+    record = read_placement(records, job) if records is not None else None
+    stack = record.get("stack") if isinstance(record, dict) else None
+    if isinstance(stack, str) and stack:
+        return stack
+    return newest_stack_file(project.stacks_dir, job)
 
 
 def with_move_env(job: Job, project: Project, stack: str) -> Job:
