@@ -140,9 +140,11 @@ def plan(
         render.warning(line)
     reviewed = None
     if write and report.result.placements and project is not None:
+        from router.flows.live_placement import local_records
         from router.flows.proposals import write_for_review
 
-        reviewed = write_for_review(report, project=project, job_file=job)
+        records = local_records(project)  # a placed job's file is its live stack's
+        reviewed = write_for_review(report, project=project, job_file=job, records=records)
     if as_json:
         out = render.plan_json(report, explain=explain, top=top)
         if write:

@@ -1,6 +1,7 @@
 """Shell completion (click's) for job names, clouds and regions; cheap, no engine, no network.
 
-Job names come from the project's reviewed stack files (stacks/Pulumi.<job>.yaml), clouds from
+Job names come from the project's reviewed stack files (stacks/Pulumi.<job>.yaml, and
+`Pulumi.<job>.2.yaml` after a move, offered as `<job>`), clouds from
 the stack-config contract, regions from the bundled price snapshot. Enable it with
 `eval "$(route completion bash)"` (or zsh, fish).
 """
@@ -50,15 +51,20 @@ def _project_root(ctx: click.Context) -> Path | None:
 def complete_job_names(
     ctx: click.Context, _param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
-    """Jobs with a stack file in the project (and `bootstrap` where it has one)."""
+    """Jobs with a stack file in the project (and `bootstrap` where it has one); a moved job's
+    file (`Pulumi.<job>.2.yaml`) is offered as its job, the name every JOB argument takes."""
     from click.shell_completion import CompletionItem
+
+    from router.core.journal import job_of_stack
 
     root = _project_root(ctx)
     if root is None:
         return []
     names = sorted(
-        p.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        for p in (root / "stacks").glob("Pulumi.*.yaml")
+        {
+            job_of_stack(p.name.removeprefix("Pulumi.").removesuffix(".yaml"))
+            for p in (root / "stacks").glob("Pulumi.*.yaml")
+        }
     )
     return [CompletionItem(n) for n in names if n.startswith(incomplete)]
 

@@ -248,7 +248,7 @@ def stack_file_lines(reviewed: ReviewedStack, project: Project) -> None:
             "  [yellow]priced on a stale quote[/]: `route deploy` refreshes prices first and may "
             "choose another placement; `route prices refresh`, then write again to review that"
         )
-    job = safe(reviewed.proposal.stack_name)
+    job = safe(reviewed.proposal.job.name)  # review takes the job; it finds the live stack
     console.print(
         f"next: commit {shown}, then `route review {job} --against main` (exit 3 when it widens "
         "a grant); deploy after the merge"

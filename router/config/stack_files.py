@@ -23,7 +23,23 @@ import yaml
 from router.config.user_files import CONFIG_LIMIT_BYTES, read_user_text
 from router.contract.stack_config import NAMESPACE, SECRET_KEYS
 from router.core.errors import BadInput, OperationFailed
+from router.core.journal import newest_stack
 from router.core.stackconfig import StackConfig, config_diff
+
+
+def stack_names(stacks_dir: Path) -> list[str]:
+    """The stacks with a file in `stacks_dir` (`Pulumi.<stack>.yaml`), sorted."""
+    try:
+        files = [p.name for p in stacks_dir.glob("Pulumi.*.yaml")]
+    except OSError:
+        return []
+    return sorted(name.removeprefix("Pulumi.").removesuffix(".yaml") for name in files)
+
+
+def newest_stack_file(stacks_dir: Path, job: str) -> str:
+    """The job's stack whose file is newest by placement: `<job>.2` after a move (the move
+    removes the old stack's file), else `<job>`."""
+    return newest_stack(job, stack_names(stacks_dir)) or job
 
 
 def read_stack_file(path: Path, namespace: str = NAMESPACE) -> StackConfig:

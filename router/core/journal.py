@@ -21,6 +21,7 @@ withdrawn) then the journal closes as rolled-back.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -182,6 +183,17 @@ def next_stack_name(job: str, existing: set[str]) -> str:
         if head == job and n.isdigit():
             used.append(int(n))
     return f"{job}.{max(used) + 1}"
+
+
+def newest_stack(job: str, stacks: Iterable[str]) -> str | None:
+    """The job's latest placement stack among `stacks` (`train`, `train.2`, … → the highest)."""
+    numbered = [
+        (int(n) if n else 1, name)
+        for name in stacks
+        for head, dot, n in [name.partition(".")]
+        if head == job and (not dot or n.isdigit())
+    ]
+    return max(numbered)[1] if numbered else None
 
 
 def job_of_stack(stack: str) -> str:

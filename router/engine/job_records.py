@@ -12,21 +12,26 @@ machines share it. Keys, per job:
 
 A lease is taken with the store's compare-and-set (`put_if`): read it with its version, and
 write ours only if nobody wrote in between, so of two watchers racing for a free or expired
-lease exactly one wins, on any backend.
+lease exactly one wins, on any backend. The lease is what makes `route migrate`, `route watch`
+and a user's `route deploy` of one job exclusive (`holding_lease`).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from router.core.journal import Journal
 from router.engine.records import RecordStore, decision_history, record_decision
 
+LEASE_TTL_S = 300.0  # a lease not renewed for this long belongs to a stopped router
 CAS_TRIES = 5  # lost compare-and-sets before giving up a lease for this pass
 
 
@@ -190,3 +195,32 @@ class JobRecords:
     def jobs(self) -> list[str]:
         """Every job with records here (journal, state or lease)."""
         return sorted({k.split("/")[1] for k in self.store.keys("jobs/") if k.count("/") >= 2})
+
+
+@contextmanager
+def holding_lease(
+    records: JobRecords, job: str, holder: str, ttl_s: float = LEASE_TTL_S
+) -> Iterator[Lease | None]:
+    """Hold the job's lease for the block, renewed every ttl_s/3 s from a thread; yields None
+    (and holds nothing) while another router holds a live one."""
+    lease = records.acquire(job, holder, ttl_s, datetime.now(UTC))
+    if lease is None:
+        yield None
+        return
+    done = threading.Event()
+
+    def renew() -> None:  # a long engine call must not let the lease expire under it
+        while not done.wait(ttl_s / 3):
+            try:
+                records.acquire(job, holder, ttl_s, datetime.now(UTC))
+            except Exception:  # the store unreachable for a moment: the next renewal tries again
+                continue
+
+    renewer = threading.Thread(target=renew, name=f"lease-{job}", daemon=True)
+    renewer.start()
+    try:
+        yield lease
+    finally:
+        done.set()
+        renewer.join()
+        records.release(job, holder, datetime.now(UTC))

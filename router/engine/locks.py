@@ -7,9 +7,10 @@ behind, and every later update of that stack fails with "currently locked". spot
 locks to say who holds one, and clears a lock whose holder is provably dead: same host, and no
 live `pulumi` process with that pid that started before the lock was taken.
 
-`StackLocks` is what the engine needs of a backend; `FileStackLocks` reads file:// state. A backend
-without a reader (e.g. object storage before its driver lands) still gets `route unlock`, through
-`pulumi cancel`, which removes the stack's locks on every DIY backend.
+`StackLocks` is what the engine needs of a backend; `FileStackLocks` reads file:// state,
+router.engine.remote_locks the same keys as S3 objects or PostgreSQL rows. A backend without a
+reader (gs://, azblob://) still gets `route unlock`, through `pulumi cancel`, which removes the
+stack's locks on every DIY backend.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class FileStackLocks:
             names = sorted(p for p in directory.iterdir() if p.suffix == ".json")
         except OSError:
             return []
-        return [lock for p in names if (lock := _parse(stack, p)) is not None]
+        return [_parse(stack, p) for p in names]
 
     def locked_stacks(self) -> list[str]:
         """Every stack name with a lock, including stacks removed since (their lock dir stays)."""
@@ -118,23 +119,34 @@ def stack_locks_for(backend_url: str, project: str) -> StackLocks | None:
     """The lock reader of a backend, or None when spotroute cannot read that backend's locks."""
     if backend_url.startswith("file://"):
         return FileStackLocks(Path(backend_url.removeprefix("file://")).expanduser(), project)
-    return None
+    from router.engine.remote_locks import remote_stack_locks
+
+    return remote_stack_locks(backend_url, project)
 
 
-def _parse(stack: str, path: Path) -> StackLock | None:
+def _parse(stack: str, path: Path) -> StackLock:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        body: bytes | None = path.read_bytes()
+    except OSError:
+        body = None
+    return parse_lock(stack, body, str(path))
+
+
+def parse_lock(stack: str, body: bytes | None, key: str) -> StackLock:
+    """A lock from the JSON the CLI wrote (`lockContent` in pkg/backend/diy/lock.go)."""
+    try:
+        data = json.loads(body or b"")
         pid = int(data.get("pid", 0))
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError):
         # Unreadable: still a lock (the CLI refuses to update); show it as unknown, never dead.
-        return StackLock(stack, 0, "?", "?", None, str(path))
+        return StackLock(stack, 0, "?", "?", None, key)
     return StackLock(
         stack=stack,
         pid=pid,
         username=str(data.get("username", "?"))[:64],
         hostname=str(data.get("hostname", "?"))[:128],
         since=_timestamp(data.get("timestamp")),
-        key=str(path),
+        key=key,
     )
 
 

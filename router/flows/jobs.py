@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +33,7 @@ from router.engine.automation import (
 )
 from router.engine.processes import guarded_python, signal_hook, sweep_orphans
 from router.engine.records import RecordStore
-from router.flows.live_placement import live_placement
+from router.flows.live_placement import exclusive_of_moves, live_placement
 from router.flows.live_placement import placement_key as placement_key  # the verbs' old home
 from router.flows.live_placement import read_placement as read_placement
 from router.flows.proposals import Proposal, propose
@@ -142,7 +143,13 @@ def deploy(
     on_event = fan_out(on_event, signal_hook("deploy"))
     preview = PreviewResult()
     changes: dict[str, int] = {}
-    with job_lock(engine, job), engine_interrupts() as interrupted:
+    # A user's deploy holds the job's lease too: a move starting meanwhile is refused, and one
+    # under way refuses this deploy (a move's own deploy, record=False, runs under its lease).
+    user_deploy = record and not dry_run
+    leased = (
+        exclusive_of_moves(engine.records(), proposal.job.name) if user_deploy else nullcontext()
+    )
+    with job_lock(engine, job), engine_interrupts() as interrupted, leased:
         if record:  # a user's deploy: only ever into the job's live stack (not a move's new one)
             live = live_placement(engine.records(), proposal.job.name)
             if live is not None and live.stack != job:

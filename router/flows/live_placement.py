@@ -3,21 +3,25 @@ names its stack (`<job>`, then `<job>.2`, ...). deploy, preview, status, watch, 
 destroy act on that stack, so nothing creates a second paid placement of a job that has one.
 
 A deploy of a placed job updates its stack where it runs; moving it is `route migrate`'s (with a
-checkpoint hand-over), and while a move's journal is open no deploy runs at all.
+checkpoint hand-over), and while a move's journal is open no deploy runs at all. A user's deploy
+holds the job's lease, the one `route migrate` and `route watch` hold while they act
+(`exclusive_of_moves`): of a deploy and a move that start at the same moment, one runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from router.config.project import Project
-from router.config.stack_files import read_stack_file
+from router.config.stack_files import newest_stack_file, read_stack_file
 from router.core.errors import OperationFailed
 from router.core.job.model import Job
 from router.core.placement import Placement, placement_site
-from router.engine.job_records import JobRecords
+from router.engine.job_records import JobRecords, holder_id, holding_lease
 from router.engine.records import RecordStore
 
 # What makes two placements the same place (price and source may differ between plans).
@@ -68,6 +72,49 @@ def live_placement(records: RecordStore, job: str) -> LivePlacement | None:
         stack if isinstance(stack, str) and stack else job,
         {k: record.get(k) for k in SITE_KEYS},
     )
+
+
+@contextmanager
+def exclusive_of_moves(records: RecordStore, job: str) -> Iterator[None]:
+    """Hold the job's lease (a move's and a watcher's) for the block; OperationFailed at once,
+    naming the holder, while a move or a watcher holds it."""
+    jobs = JobRecords(records)
+    with holding_lease(jobs, job, holder_id(f"deploy-{secrets.token_hex(4)}")) as lease:
+        if lease is None:
+            live_placement(records, job)  # a move's journal open: its line names the fix
+            held = jobs.current(job)
+            host, _, rest = (held.holder if held else "?").partition(":")
+            pid = rest.partition(":")[0] or "?"
+            raise OperationFailed(
+                f"job {job} is being moved or watched by a router on {host} (pid {pid}) — "
+                "deploy when it is done (`route status` shows the job's move, if any)"
+            )
+        yield
+
+
+def local_records(project: Project) -> RecordStore | None:
+    """The backend's records when they are local files, else None: `route plan --write` and
+    `route review` run in CI, with no network and no credential."""
+    from router.config.home import spotroute_home
+    from router.config.org_file import org_config_for
+    from router.engine.automation import choose_backend
+    from router.engine.records import records_for
+
+    home = spotroute_home()
+    backend = choose_backend(home, org_config_for(project).backend_url)
+    if not backend.url.startswith("file://"):
+        return None
+    return records_for(backend.url, home, is_default=backend.is_default)
+
+
+def live_stack(project: Project, job: str, records: RecordStore | None) -> str:
+    """The stack whose file is the job's now: the placement record's (`<job>.2` after a move)
+    when `records` are given, else the newest of the job's stack files in the project."""
+    record = read_placement(records, job) if records is not None else None
+    stack = record.get("stack") if isinstance(record, dict) else None
+    if isinstance(stack, str) and stack:
+        return stack
+    return newest_stack_file(project.stacks_dir, job)
 
 
 def with_move_env(job: Job, project: Project, stack: str) -> Job:

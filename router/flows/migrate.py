@@ -42,11 +42,10 @@ from router.core.journal import (
 )
 from router.core.placement import Placement
 from router.engine.automation import Engine
-from router.engine.job_records import JobRecords
+from router.engine.job_records import LEASE_TTL_S, JobRecords
 from router.flows.handover_bounds import complete_probation, job_gave_up, probation_env
 
 KILL_ENV = "SPOTROUTE_KILL_AT"
-LEASE_TTL_S = 300.0
 CHECKPOINT_TIMEOUT_S = 120.0  # the job must answer a save request within this
 POLL_S = 0.1
 RESTORE_STEP_ENV = "SPOTROUTE_RESTORE_STEP"  # the library's restore waits for this step

@@ -29,7 +29,7 @@ from router.core.placement import Placement, PlanResult
 from router.core.plan_explain import no_fit_reason
 from router.core.stackconfig import StackConfig, config_diff, stack_config
 from router.engine.records import RecordStore
-from router.flows.live_placement import at_live_site, live_placement, with_move_env
+from router.flows.live_placement import at_live_site, live_placement, live_stack, with_move_env
 from router.flows.plan import PlanReport, plan_job
 
 
@@ -256,19 +256,31 @@ class ReviewedStack:
     write: StackFileWrite
 
 
-def write_for_review(report: PlanReport, *, project: Project, job_file: Path) -> ReviewedStack:
-    """Write the best placement's stack config into stacks/Pulumi.<job>.yaml for review — the
+def write_for_review(
+    report: PlanReport, *, project: Project, job_file: Path, records: RecordStore | None = None
+) -> ReviewedStack:
+    """Write the best placement's stack config into the job's stack file for review — the
     config `route deploy` would write (the same `proposal_for`), without engine, provider plugins
     or credentials. Secret values are left out (only the engine encrypts them); deploy adds them.
+
+    The file is the live stack's (`stacks/Pulumi.<job>.2.yaml` after a move): from the placement
+    record in `records` (local ones: `live_placement.local_records`), at the site the job runs,
+    as deploy would; without records, the newest of the job's stack files.
     """
     if not report.result.placements:
         raise OperationFailed(
             f"no placement fits job '{report.job.name}': no stack file written — see "
             f"`route plan {job_file} --explain`"
         )
-    placements = report.result.placements
+    job, placements = report.job, list(report.result.placements)
+    live = live_placement(records, job.name) if records is not None else None
+    if live is not None:
+        stack, placements = live.stack, at_live_site(live, placements)
+        job = with_move_env(job, project, stack)
+    else:
+        stack = live_stack(project, job.name, None)
     proposal = proposal_for(
-        report.job, report.org, placements[0], placements, project=project,
+        job, report.org, placements[0], placements, project=project, stack=stack,
         job_file=job_file, read_secrets=False,
     )  # fmt: skip
     return ReviewedStack(proposal, write_stack_file(proposal.stack_file, proposal.config))

@@ -24,6 +24,8 @@ from router.config.project import Project
 from router.config.user_files import CONFIG_LIMIT_BYTES, read_user_text
 from router.core.errors import BadInput, OperationFailed
 from router.core.exposure import Exposure, ExposureDiff, diff, exposure
+from router.core.journal import newest_stack
+from router.flows.live_placement import live_stack, local_records
 
 BOOTSTRAP = "bootstrap"
 RUNNER = Path(__file__).resolve().parents[1] / "engine" / "mocked_run.py"
@@ -130,8 +132,10 @@ def _exposure(answer: dict[str, Any], where: str) -> Exposure:
 
 def review_stack(job: str, *, project: Project, against: str | None = "") -> StackReview:
     """The job's (or `bootstrap`'s) exposure now and its diff with `against` ("" = merge base
-    with main, None = no comparison)."""
-    path = project.stack_config_path(job)
+    with main, None = no comparison). The job's stack file is its live stack's (`Pulumi.<job>.2
+    .yaml` after a move), compared with the job's newest stack file at the ref."""
+    stack = job if job == BOOTSTRAP else live_stack(project, job, local_records(project))
+    path = project.stack_config_path(stack)
     if not path.is_file():
         raise BadInput(
             f"JOB: no {path.relative_to(project.root)} — review reads the job's reviewed stack "
@@ -139,13 +143,15 @@ def review_stack(job: str, *, project: Project, against: str | None = "") -> Sta
         )
     root = code_root(project)
     text = read_user_text(path, limit_bytes=CONFIG_LIMIT_BYTES, what="stack file")
-    [now_answer] = render([_request(job, _config(text))], root)
+    [now_answer] = render([_request(stack, _config(text))], root)
     after = _exposure(now_answer, "working tree")
     if against is None:
-        return StackReview(job, None, after, None)
+        return StackReview(stack, None, after, None)
     ref = against or default_ref(project)
     shown = ref if against else f"merge base with main ({ref[:12]})"
     rel = path.resolve().relative_to(Path(_git(project, "rev-parse", "--show-toplevel").strip()))
+    if stack != BOOTSTRAP:
+        rel = _job_file_at(project, ref, job, rel)
     show = subprocess.run(
         ["git", "-C", str(project.root), "show", f"{ref}:{rel.as_posix()}"],
         capture_output=True,
@@ -155,13 +161,30 @@ def review_stack(job: str, *, project: Project, against: str | None = "") -> Sta
     if show.returncode != 0:
         _git(project, "rev-parse", "--verify", f"{ref}^{{commit}}")  # a bad ref is bad input
         notes.append(f"{rel} does not exist at {shown}: everything is new")
-        return StackReview(job, shown, after, diff(Exposure(()), after), tuple(notes))
+        return StackReview(stack, shown, after, diff(Exposure(()), after), tuple(notes))
     before_config = _config(show.stdout)
     with tempfile.TemporaryDirectory(prefix="spotroute-review-") as tmp:
         ref_root = _code_at(project, ref, root, Path(tmp), notes)
-        [then_answer] = render([_request(job, before_config)], ref_root)
+        [then_answer] = render([_request(stack, before_config)], ref_root)
     before = _exposure(then_answer, shown)
-    return StackReview(job, shown, after, diff(before, after), tuple(notes))
+    return StackReview(stack, shown, after, diff(before, after), tuple(notes))
+
+
+def _job_file_at(project: Project, ref: str, job: str, rel: Path) -> Path:
+    """The job's stack file at `ref` (repository-relative): its newest placement's there, which a
+    move since may have renamed (`Pulumi.<job>.yaml` then, `Pulumi.<job>.2.yaml` now)."""
+    listed = subprocess.run(
+        ["git", "-C", str(project.root), "ls-tree", "--full-tree", "--name-only", ref, "--",
+         f"{rel.parent.as_posix()}/"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    names = [
+        Path(line).name.removeprefix("Pulumi.").removesuffix(".yaml")
+        for line in listed.stdout.splitlines()
+        if line.endswith(".yaml")
+    ]
+    newest = newest_stack(job, names)
+    return rel.with_name(f"Pulumi.{newest}.yaml") if newest else rel
 
 
 def _code_at(project: Project, ref: str, root: Path, tmp: Path, notes: list[str]) -> Path:
