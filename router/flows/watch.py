@@ -434,7 +434,9 @@ def observe(
         # (components/startup.py sets SPOTROUTE_NOTICE_SOURCE): a preemption costs the notice
         # window, as the backtest's job_rules weighs it.
         notices = {c: f.notice_s for c, f in load_startup_figures().items() if f.notice_s > 0}
-        clouds = {p.cloud for p in candidates} | {str(record.get("cloud") or "")}
+        clouds = {p.cloud for p in candidates}
+        if record.get("cloud"):
+            clouds.add(str(record["cloud"]))
         at_risk_s = work_at_risk_s(at_risk_s, notices, clouds)
     rules = Rules(
         node_count=job.node_count,
