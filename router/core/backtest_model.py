@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from router.core.decision_model import Rules, TransferCosts
+from router.core.decision_model import Rules, TransferCosts, work_at_risk_s
 from router.core.egress import EgressTable
 from router.core.interruption import SeriesEvidence, posterior_rate
 
@@ -401,10 +401,7 @@ def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s:
     # With a save on the notice a preemption loses at most the notice window: what the
     # policies weigh as work at risk is the shorter of it and the interval (the longest notice
     # of the job's clouds, so never less than the simulation loses).
-    notices = [n for c in job.clouds if (n := workload.notice_h(c)) is not None]
-    at_risk_s = job.checkpoint_interval_s
-    if notices and len(notices) == len(job.clouds):
-        at_risk_s = min(at_risk_s, max(notices) * 3600.0)
+    at_risk_s = work_at_risk_s(job.checkpoint_interval_s, dict(workload.notice_s), job.clouds)
     return Rules(
         node_count=job.node_count,
         min_savings_pct=job.min_savings_pct,

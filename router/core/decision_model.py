@@ -7,7 +7,7 @@ Pure (no I/O, no clock). router.core.decide holds the policies that turn these i
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
@@ -178,6 +178,18 @@ class Rules:
     @property
     def restore_h(self) -> float:
         return self.restore_overhead_s / 3600.0
+
+
+def work_at_risk_s(
+    interval_s: float, notice_s: Mapping[str, float], clouds: Iterable[str]
+) -> float:
+    """Seconds of work a spot preemption can cost: the checkpoint interval, or the notice lead
+    when the checkpoint library saves on the notice in every one of `clouds` (the longest of
+    their leads, so never less than is lost). The backtest (job_rules) and route watch use it."""
+    leads = [notice_s.get(c) for c in set(clouds)]
+    if not leads or any(lead is None for lead in leads):
+        return interval_s
+    return min(interval_s, max(lead for lead in leads if lead is not None))
 
 
 def rules_for_job(

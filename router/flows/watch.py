@@ -42,6 +42,7 @@ from router.core.decision_model import (
     Rules,
     TransferCosts,
     job_data_sets,
+    work_at_risk_s,
 )
 from router.core.errors import RouteError
 from router.core.journal import job_of_stack
@@ -388,7 +389,7 @@ def observe(
     `evidence` is what the records say of each pool (the planner prices spot with it);
     `interval_s` is how often decide() is asked (its decision period)."""
     from router.config.blocks import read_blocks
-    from router.config.datafiles import load_egress
+    from router.config.datafiles import load_egress, load_startup_figures
     from router.config.home import spotroute_home
     from router.core.failover import blocking
     from router.flows.plan import plan_job
@@ -427,11 +428,21 @@ def observe(
         if blocking(blocks, p.cloud, p.region, p.zone, now) is None
     ]  # fmt: skip
     checkpoint = job.checkpoint
+    at_risk_s = checkpoint.interval_s if checkpoint else 1800.0
+    if checkpoint is not None:
+        # The deployed job's checkpoint library saves on its cloud's spot notice
+        # (components/startup.py sets SPOTROUTE_NOTICE_SOURCE): a preemption costs the notice
+        # window, as the backtest's job_rules weighs it.
+        notices = {c: f.notice_s for c, f in load_startup_figures().items() if f.notice_s > 0}
+        clouds = {p.cloud for p in candidates}
+        if record.get("cloud"):
+            clouds.add(str(record["cloud"]))
+        at_risk_s = work_at_risk_s(at_risk_s, notices, clouds)
     rules = Rules(
         node_count=job.node_count,
         min_savings_pct=job.migration.min_savings_pct,
         cooldown_s=job.migration.cooldown_s,
-        checkpoint_interval_s=checkpoint.interval_s if checkpoint else 1800.0,
+        checkpoint_interval_s=at_risk_s,
         restore_overhead_s=checkpoint.restore_overhead_s if checkpoint else 600.0,
         decision_period_s=interval_s,
         deadline=job.deadline,

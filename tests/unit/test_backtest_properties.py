@@ -167,3 +167,53 @@ def on_demand_throughout(trace: Trace, begin: datetime, end: datetime) -> bool:
     ]  # fmt: skip
     return bool(offered) and all(trace.prices[i][s] == trace.prices[i][s] for i in offered
                                  for s in span)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.data())
+def test_no_policy_reads_the_trace_past_now(s, data):
+    """Two traces equal up to a step and different after it: every policy decides and pays
+    the same up to that step, learned interruption rates and zone choice included."""
+    from router.core.backtest import feasible_pools, planner_ranking, simulate_job, trace_evidence
+    from router.core.backtest_model import JobContext, first_step, job_rules
+    from router.core.org import OrgConfig
+
+    workload, trace = s
+    cut = data.draw(st.integers(0, trace.steps - 2), label="last step shared")
+    later: list[tuple[tuple[float, ...], tuple[bool, ...]]] = []
+    for prices, up in zip(trace.prices, trace.available, strict=True):
+        tail = trace.steps - cut - 1
+        flips = data.draw(st.lists(st.booleans(), min_size=tail, max_size=tail))
+        scale = data.draw(st.floats(0.5, 2.0))
+        later.append((
+            prices[: cut + 1] + tuple(p * scale for p in prices[cut + 1 :]),
+            up[: cut + 1] + tuple(a != f for a, f in zip(up[cut + 1 :], flips, strict=True)),
+        ))  # fmt: skip
+    other = Trace(trace.start, trace.step_s, trace.pools, tuple(p for p, _ in later),
+                  tuple(a for _, a in later))  # fmt: skip
+    rank = planner_ranking(OrgConfig(), EGRESS, INTERRUPTION, STORAGE)
+    chosen = (*policies(workload.home_cloud), GreedyDeadline())
+    notice = {c: h for c, _ in workload.notice_s if (h := workload.notice_h(c)) is not None}
+    for job in workload.jobs:
+        first = first_step(job, trace)
+        if first > cut:
+            continue
+        pools = feasible_pools(job, trace, first, rank)
+        assert pools == feasible_pools(job, other, first, rank)
+        rules = job_rules(job, workload, EGRESS, trace.step_s)
+        # What a policy reads of the trace at a step: the candidates, at that step's prices and
+        # with the interruption rates learned from the pools' past.
+        seen = [JobContext(job, t, pools, rules, first, trace_evidence(t)) for t in (trace, other)]
+        for step in range(first, cut + 1):
+            assert seen[0].candidates(step) == seen[1].candidates(step), step
+        for policy in chosen:
+            runs = []
+            for t in (trace, other):
+                ctx = JobContext(job, t, pools, rules, first, trace_evidence(t), notice)
+                run = simulate_job(ctx, policy, keep_decisions=True)
+                runs.append((
+                    [d for d in run.decisions if d[0] <= cut],
+                    [seg for seg in run.segments if seg[0] <= cut],
+                    [x for x in run.extras if x[0] <= cut],
+                ))  # fmt: skip
+            assert runs[0] == runs[1], (policy.name, job.name, cut)

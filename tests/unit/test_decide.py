@@ -583,3 +583,14 @@ def test_rules_for_job_read_migration_checkpoint_deadline_and_data():
     assert rules.transfers.checkpoint("aws", "us-east-1", "gcp", "us-central1") == pytest.approx(
         200 * 0.09
     )
+
+
+def test_work_at_risk_is_the_notice_only_when_every_cloud_of_the_job_saves_on_one():
+    from router.core.decision_model import work_at_risk_s
+
+    notice = {"aws": 120.0, "gcp": 30.0}
+    assert work_at_risk_s(1800.0, notice, ["aws", "gcp"]) == 120.0  # the longest lead
+    assert work_at_risk_s(1800.0, notice, ["gcp", "gcp"]) == 30.0
+    assert work_at_risk_s(60.0, notice, ["aws"]) == 60.0  # checkpoints more often than that
+    assert work_at_risk_s(1800.0, notice, ["aws", "azure"]) == 1800.0  # azure: no save known
+    assert work_at_risk_s(1800.0, notice, []) == 1800.0

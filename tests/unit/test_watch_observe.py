@@ -84,6 +84,29 @@ def test_a_deadline_at_risk_moves_spot_to_on_demand(project: Project, sleeper: s
     assert d.target.market == "on-demand" and d.numbers.slack_h is not None
 
 
+def test_route_watch_weighs_the_notice_window_as_work_at_risk_as_the_backtest_does(
+    project: Project, sleeper: str
+) -> None:
+    from router.config.datafiles import load_startup_figures
+    from router.core.decision_model import work_at_risk_s
+
+    now = datetime.now(UTC)
+    started = now - timedelta(hours=1)
+    # 9 h of work left, checkpointed just now, deadline in 9.75 h: slack 0.58 h after the
+    # restore onto on-demand. Losing a whole 30-minute interval on spot would not fit in it
+    # (on-demand now); the library's save on the local target's 30-s notice (SIGTERM) does.
+    record = _record(
+        project, "spot", sleeper, started, (now + timedelta(hours=9.75)).isoformat(), now
+    )
+    seen = observe(project, record, now)
+    notice_s = load_startup_figures()["local"].notice_s
+    assert seen.rules.checkpoint_interval_s == notice_s == 30.0
+    # The backtest's job_rules calls the same rule with the workload's notice leads.
+    assert work_at_risk_s(1800.0, {"local": notice_s}, ["local"]) == notice_s
+    d = decide(seen.rules, seen.progress, seen.current, seen.candidates, History(), now)
+    assert d.action == "stay" and not d.commit_on_demand, d.reason
+
+
 def test_ahead_of_the_deadline_on_demand_goes_back_to_spot(project: Project, sleeper: str) -> None:
     now = datetime.now(UTC)
     started = now - timedelta(hours=2)
