@@ -27,6 +27,7 @@ from click.testing import CliRunner
 
 from router.cli import commands as cli_module
 from router.cli import options
+from router.engine.automation import tools_bin_dir
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -112,6 +113,9 @@ def clean_env(home: Path, scratch: Path, extra: Mapping[str, str] | None = None)
             "CLOUDSDK_CONFIG": str(scratch / "gcloud"),
             "AZURE_CONFIG_DIR": str(scratch / "azure"),
             "COLUMNS": "200",
+            # HOME moves, so name the Pulumi CLI that scripts/ensure-pulumi.sh built under the real
+            # one: a test that reaches the engine finds it without PATH (as `make test` has it).
+            "SPOTROUTE_TOOLS_DIR": str(tools_bin_dir().parent),
         }
     )
     env.pop("PYTHONSTARTUP", None)
