@@ -21,6 +21,7 @@ from router.core.catalog import Catalog
 from router.core.durations import parse_duration_s
 from router.core.errors import BadInput
 from router.core.gpus import UnknownGpu
+from router.core.job.model import SPOT_WAIT_DEFAULT_S
 from router.core.offers import INTERRUPTION_BUCKETS
 from router.core.synthetic import CloudOffer, JobMix, MarketModel, Shape, synthetic_workload
 
@@ -192,6 +193,16 @@ def _duration(w: _Where, where: str, value: object, *, allow_zero: bool = False)
     return seconds
 
 
+def _spot_wait(w: _Where, where: str, value: object) -> float:
+    """migration.spot_wait: 0 up to a year (a deadline beyond would be none at all)."""
+    if value is None:
+        return SPOT_WAIT_DEFAULT_S
+    seconds = _duration(w, where, value, allow_zero=True)
+    if seconds > 8_760 * 3600:
+        raise w.fail(where, "more than a year — give at most 365d (0 = never wait for spot)")
+    return seconds
+
+
 def _gpus(w: _Where, where: str, value: object) -> tuple[str, int]:
     if not isinstance(value, str):
         raise w.fail(where, "missing — write GPU:count, e.g. A100-80GB:8")
@@ -305,7 +316,7 @@ def _generate(
     _known(w, "jobs.generate", data, {"seed", "gpu_hours_per_day", "deadline_share",
                                       "deadline_slack", "data_region", "checkpoint_interval",
                                       "restore_overhead", "min_savings_pct", "cooldown",
-                                      "arrivals_until_day", "mix"})  # fmt: skip
+                                      "spot_wait", "arrivals_until_day", "mix"})  # fmt: skip
     mix = []
     for i, m in enumerate(data.get("mix") or []):
         at = f"jobs.generate.mix[{i}]"
@@ -353,6 +364,7 @@ def _generate(
         ),
         min_savings_pct=_number(w, f"{g}.min_savings_pct", data.get("min_savings_pct", 20)),
         cooldown_s=_duration(w, f"{g}.cooldown", data.get("cooldown", "1h"), allow_zero=True),
+        spot_wait_s=_spot_wait(w, f"{g}.spot_wait", data.get("spot_wait")),
         arrivals_until_day=data.get("arrivals_until_day"),
     )
 
@@ -383,8 +395,8 @@ def _job(w: _Where, at: str, data: object, start: datetime) -> WorkloadJob:
     _known(w, f"{at}.data", info, {"cloud", "region", "size_gb"})
     mig = data.get("migration") or {}
     if not isinstance(mig, dict):
-        raise w.fail(f"{at}.migration", "must be a mapping (min_savings_pct, cooldown)")
-    _known(w, f"{at}.migration", mig, {"min_savings_pct", "cooldown"})
+        raise w.fail(f"{at}.migration", "must be a mapping (min_savings_pct, cooldown, spot_wait)")
+    _known(w, f"{at}.migration", mig, {"min_savings_pct", "cooldown", "spot_wait"})
     deadline = None
     if data.get("deadline") is not None:
         raw = data["deadline"]
@@ -421,6 +433,7 @@ def _job(w: _Where, at: str, data: object, start: datetime) -> WorkloadJob:
             w, f"{at}.migration.cooldown", mig.get("cooldown", "1h"), allow_zero=True
         ),
         clouds=tuple(str(c) for c in clouds),
+        spot_wait_s=_spot_wait(w, f"{at}.migration.spot_wait", mig.get("spot_wait")),
     )
 
 

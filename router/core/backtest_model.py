@@ -18,6 +18,7 @@ from typing import Any
 from router.core.decision_model import Rules, TransferCosts, work_at_risk_s
 from router.core.egress import EgressTable
 from router.core.interruption import SeriesEvidence, posterior_rate
+from router.core.job.model import SPOT_WAIT_DEFAULT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,7 @@ class WorkloadJob:
     min_savings_pct: float = 20.0
     cooldown_s: float = 3600.0
     clouds: tuple[str, ...] = ("aws", "gcp", "azure")
+    spot_wait_s: float = SPOT_WAIT_DEFAULT_S  # job.yaml migration.spot_wait (no deadline)
 
     @property
     def gpu_hours(self) -> float:
@@ -347,6 +349,8 @@ class JobContext:
         self.deadline_rules = replace(rules, deadline=job.deadline)
         # The deadline kept by the money rules alone (never idle): the `migrate` policy.
         self.guard_rules = replace(self.deadline_rules, wait_for_spot=False)
+        # Without a deadline, the never-idle policy does not wait for spot either (spot_wait).
+        self.money_rules = replace(rules, wait_for_spot=False)
         self._steps: dict[int, tuple[Slot, ...]] = {}
 
     def begins(self, step: int) -> datetime:
@@ -411,6 +415,7 @@ def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s:
         handover_s=workload.handover_s,
         zone_block_s=workload.zone_block_s,
         deadline=None,
+        spot_wait_s=job.spot_wait_s,
         transfers=TransferCosts(
             egress,
             data_cloud=job.data_cloud,

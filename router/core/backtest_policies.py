@@ -167,8 +167,8 @@ class DecidePolicy:
         self.name, self.label, self.wait_for_spot = name, label, wait_for_spot
 
     def _rules(self, ctx: JobContext) -> Rules:
-        if ctx.job.deadline is None:
-            return ctx.rules
+        if ctx.job.deadline is None:  # deadline-aware may wait for spot (Rules.spot_wait_s)
+            return ctx.rules if self.wait_for_spot else ctx.money_rules
         return ctx.deadline_rules if self.wait_for_spot else ctx.guard_rules
 
     def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:

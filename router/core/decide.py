@@ -16,7 +16,9 @@ Actions, checked in this order (the first that applies wins):
                    interruption marker, and the cloud did not say it took a node back —
                    router/core/node_exit.py) → crashed: no re-placement, a paid crash loop
                    otherwise; the job is re-placed only when someone deploys it again.
-  1. deadline      (rules.deadline set; router/core/decide_deadline.py) Uniform Progress,
+  1. deadline      (rules.deadline set, or rules.spot_wait_s on a job without one: the
+                   deadline submitted + work + spot_wait — decide_deadline.soft_deadline;
+                   router/core/decide_deadline.py) Uniform Progress,
                    "Can't Be Late" (NSDI'24), as changed here (docs/backtest.md says why): the
                    line wants total_h × (now − started) / (deadline − started) done by now.
      a. slack gone: slack ≤ risk → on-demand for good (stay there, never move again), where
@@ -85,11 +87,13 @@ from router.core.decide_deadline import (
     deadline_slack,
     latest_start,
     return_reserve_h,
+    soft_deadline,
     wake_after_h,
 )
 from router.core.decide_money import arrival_cost, maybe_move, remaining_cost, replace_on
 from router.core.decision_model import (
     CRASHED,
+    SPOT,
     STAY,
     Capacity,
     Current,
@@ -148,7 +152,12 @@ def decide(
         if not any(z == lost and at >= current.since for z, at in history.lost_zones):
             blocked = blocked | {lost}
     # Spot dearer than on-demand at this moment is no option (reliable_floor, worth_running).
-    usable = worth_running([c for c in candidates if zone_key(c) not in blocked])
+    open_ = [c for c in candidates if zone_key(c) not in blocked]
+    usable = worth_running(open_)
+    if any(c.market == SPOT for c in open_) == any(c.market == SPOT for c in usable):
+        # A job without a deadline may wait out an outage (spot_wait); spot that is there but
+        # dearer than on-demand is no outage: waiting would not bring it back.
+        rules = soft_deadline(rules, progress, current, now)
 
     if rules.deadline is not None:
         decision = deadline_decision(rules, progress, current, usable, history, now, work_left)

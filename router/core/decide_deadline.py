@@ -26,6 +26,28 @@ from router.core.decision_model import (
 )
 
 
+def soft_deadline(
+    rules: Rules, progress: Progress, current: Current | None, now: datetime
+) -> Rules:
+    """The rules with the deadline a job without one gets from rules.spot_wait_s — submitted +
+    its work + the wait — while that wait lasts; unchanged otherwise.
+
+    With it decide() waits out spot outages (Uniform Progress) instead of buying on-demand at
+    once. Once the slack is down to the reserve (what a return to spot needs) the wait is spent
+    and the plain money rules take over: on-demand when there is no spot, back to spot when
+    that pays — never on-demand for good, never unfinishable. What it assumes: finishing up to
+    spot_wait_s later is worth nothing to the job (0 USD/h of delay within the bound).
+    """
+    if rules.deadline is not None or not rules.wait_for_spot or rules.spot_wait_s <= 0:
+        return rules
+    due = progress.started_at + timedelta(hours=progress.total_h, seconds=rules.spot_wait_s)
+    soft = replace(rules, deadline=due)
+    _, slack, _ = deadline_slack(soft, progress, current, now)
+    if slack - rules.decision_period_s / 3600.0 <= return_reserve_h(rules):
+        return rules
+    return soft
+
+
 def deadline_slack(
     rules: Rules,
     progress: Progress,
@@ -118,6 +140,7 @@ def wake_after_h(
     reserve) or the line catches up. `route watch` finds out within its period; the backtest
     asks decide() again at that moment inside its step. None without a deadline or crossing.
     """
+    rules = soft_deadline(rules, progress, current, now)
     if rules.deadline is None:
         return None
     _, slack, risk = deadline_slack(rules, progress, current, now)

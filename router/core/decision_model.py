@@ -173,6 +173,10 @@ class Rules:
     # With a deadline: wait (idle) for spot while the slack allows — Uniform Progress; False:
     # never idle (the money rules), on-demand for good once the slack is gone.
     wait_for_spot: bool = True
+    # Without a deadline (and wait_for_spot): how much later than its work alone takes the job
+    # may finish, waiting out spot outages instead of buying on-demand (job.yaml
+    # migration.spot_wait); 0 = never idle. decide_deadline.soft_deadline turns it into one.
+    spot_wait_s: float = 0.0
     transfers: TransferCosts = NO_TRANSFERS
 
     @property
@@ -217,6 +221,7 @@ def rules_for_job(
         zone_block_s=zone_block_s,
         decision_period_s=decision_period_s,
         deadline=job.deadline,
+        spot_wait_s=job.migration.spot_wait_s,
         transfers=TransferCosts(egress, data_sets=job_data_sets(job), checkpoint_gb=checkpoint_gb),
     )
 

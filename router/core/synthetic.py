@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from router.core.backtest_model import Pool, Trace, Workload, WorkloadJob
+from router.core.job.model import SPOT_WAIT_DEFAULT_S
 
 # Mean hours a spot zone stays up, by interruption bucket (share of instances interrupted per
 # month is a lower bound on capacity churn; see docs/backtest.md).
@@ -260,6 +261,7 @@ def synthetic_workload(
     min_savings_pct: float = 20.0,
     cooldown_s: float = 3600.0,
     arrivals_until_day: float | None = None,
+    spot_wait_s: float = SPOT_WAIT_DEFAULT_S,
 ) -> Workload:
     """Jobs arriving uniformly over the days until the GPU-hours reach the daily target."""
     rng = random.Random(seed)
@@ -294,6 +296,7 @@ def synthetic_workload(
                 deadline=deadline,
                 min_savings_pct=min_savings_pct,
                 cooldown_s=cooldown_s,
+                spot_wait_s=spot_wait_s,
             )
         )
         used += hours * kind.gpu_count * nodes

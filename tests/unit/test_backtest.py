@@ -281,11 +281,14 @@ def test_optimum_dodges_outages_and_picks_cheap_hours():
             AWS_SPOT: ([10.0, 10.0, 6.0, 6.0] + [10.0] * 6, spot_up),
         }
     )
-    r = run(t, job(duration_h=3.0))
+    # No policy waits for spot (spot_wait 0): the optimum must end when the slowest one does.
+    r = run(t, job(duration_h=3.0, spot_wait_s=0.0))
     best = r.policy("optimum")
     # Step 0 on spot $10, step 1 spot is down: on-demand $40, then spot at $6.
     assert best.total_cost == pytest.approx(10 + 40 + 6)
     assert best.runs[0].migrations == 2
+    # With a wait for spot deadline-aware ends later, so the optimum may wait out the outage.
+    assert run(t, job(duration_h=3.0)).policy("optimum").total_cost == pytest.approx(10 + 6 + 6)
 
 
 def test_deadline_job_optimum_may_wait_for_a_cheaper_window():

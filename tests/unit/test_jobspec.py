@@ -525,7 +525,7 @@ def test_unknown_key_without_a_close_match_lists_the_fields(tmp_path: Path) -> N
     line = only_problem(tmp_path, "migration: {zzz: 1}\n")
     assert line.endswith(
         "migration.zzz: unknown field 'zzz' — use one of min_savings_pct, cooldown,"
-        " nodes_timeout, restore_timeout"
+        " spot_wait, nodes_timeout, restore_timeout"
     )
 
 

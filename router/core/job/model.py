@@ -31,6 +31,9 @@ from router.core.job.data import Data, cloud_of_url
 from router.core.job.validation import Strict, duration_s, not_bool, problem, text_values
 from router.core.user_values import show_value
 
+# migration.spot_wait's default, seconds: how much later than its work alone takes a job
+# without a deadline may finish, waiting out spot outages (docs/migration.md, docs/backtest.md).
+SPOT_WAIT_DEFAULT_S = 12 * 3600.0
 DEADLINE_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # job.yaml `deadline`: the sane range
 DEADLINE_LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 RESERVED_NAMES = frozenset({"bootstrap"})  # stack names spotroute uses itself (route bootstrap)
@@ -345,6 +348,15 @@ class Migration(Strict):
         validation_alias="cooldown",
         description="least time between two migrations: 2h, or seconds",
     )
+    spot_wait_s: float = Field(
+        default=SPOT_WAIT_DEFAULT_S,
+        ge=0,
+        le=8_760 * 3600,
+        validation_alias="spot_wait",
+        description="a job without a deadline may finish this much later than its work takes,"
+        " waiting out spot outages instead of buying on-demand, then on-demand: 6h; 0 = never"
+        " idle; default 12h (docs/migration.md)",
+    )
     nodes_timeout_s: float | None = Field(
         default=None,
         gt=0,
@@ -375,7 +387,9 @@ class Migration(Strict):
     def _pct_not_bool(cls, value: object) -> object:
         return not_bool(value)
 
-    @field_validator("cooldown_s", mode="before", json_schema_input_type=DurationInput)
+    @field_validator(
+        "cooldown_s", "spot_wait_s", mode="before", json_schema_input_type=DurationInput
+    )
     @classmethod
     def _cooldown(cls, value: object) -> object:
         return duration_s(value)
