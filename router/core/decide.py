@@ -79,6 +79,7 @@ Every Decision carries its Numbers (what was compared) and one line of reason in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from router.core.decide_deadline import (
@@ -154,6 +155,7 @@ def decide(
     # Spot dearer than on-demand at this moment is no option (reliable_floor, worth_running).
     open_ = [c for c in candidates if zone_key(c) not in blocked]
     usable = worth_running(open_)
+    own_deadline = rules.deadline is not None
     if any(c.market == SPOT for c in open_) == any(c.market == SPOT for c in usable):
         # A job without a deadline may wait out an outage (spot_wait); spot that is there but
         # dearer than on-demand is no outage: waiting would not bring it back.
@@ -161,6 +163,11 @@ def decide(
 
     if rules.deadline is not None:
         decision = deadline_decision(rules, progress, current, usable, history, now, work_left)
+        if decision is not None and not own_deadline:
+            # The "deadline" in its reason is the wait's end, not one the user gave.
+            until = rules.deadline.strftime("%Y-%m-%d %H:%M UTC")
+            why = f"no deadline, waiting for spot until {until} (migration.spot_wait): "
+            return replace(decision, reason=why + decision.reason.removeprefix("deadline: "))
         if decision is not None:
             return decision
 

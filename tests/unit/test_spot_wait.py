@@ -122,3 +122,11 @@ def test_bad_spot_wait_in_a_workload_is_one_line_naming_the_field() -> None:
         with pytest.raises(BadInput) as err:
             _spot_wait(w, "jobs.generate.spot_wait", bad)
         assert "jobs.generate.spot_wait" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_reason_of_a_wait_names_spot_wait_not_a_deadline() -> None:
+    lost = Current(spot(5), NOW - H, True)
+    d = decide(WAITS, prog(done=3.0), lost, [od(20)], History(), NOW)
+    assert d.action == WAIT
+    assert d.reason.startswith("no deadline, waiting for spot until 2026-12-02 ")
+    assert "migration.spot_wait" in d.reason and "deadline: " not in d.reason
