@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
