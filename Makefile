@@ -25,7 +25,7 @@ engine:
 	PATH="$$(bash scripts/ensure-pulumi.sh --print-dir):$$PATH" $(BIN)/pytest -q -m engine
 
 test: lint
-	PATH="$$(bash scripts/ensure-pulumi.sh --print-dir):$$PATH" $(BIN)/pytest -q -n 2
+	PATH="$$(bash scripts/ensure-pulumi.sh --print-dir):$$(bash scripts/ensure-test-servers.sh --print-dir)/bin:$$PATH" $(BIN)/pytest -q -n 2
 
 bench:
 	$(BIN)/python bench/planner_bench.py

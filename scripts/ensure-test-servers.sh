@@ -47,9 +47,21 @@ if ! azurite_ok; then
   fi
 fi
 
+# AWS CLI: the AWS image's start-up script runs it, and the rendezvous tests run those lines
+# against moto. One already on PATH is used; else a private virtualenv here (its botocore pin
+# stays out of the project's), linked as bin/aws — `make test` puts bin/ on PATH.
+aws_ok() { command -v aws >/dev/null || [ -x "$DIR/bin/aws" ]; }
+if ! aws_ok; then
+  say "installing the AWS CLI (pip, private venv)"
+  { python3 -m venv "$DIR/awscli" && "$DIR/awscli/bin/pip" install --quiet awscli >&2 \
+      && ln -sf "$DIR/awscli/bin/aws" "$DIR/bin/aws"; } \
+    || say "error: pip install awscli failed (the AWS rendezvous tests will fail)"
+fi
+
 if [ "$PRINT_DIR" = 1 ]; then
   echo "$DIR"
 else
   gcs_ok && say "fake-gcs-server $FAKE_GCS_VERSION: $DIR/bin/fake-gcs-server" || say "fake-gcs-server: MISSING"
   azurite_ok && say "azurite $AZURITE_VERSION: $DIR/node_modules/.bin/azurite-blob" || say "azurite: MISSING"
+  aws_ok && say "aws CLI: $(command -v aws || echo "$DIR/bin/aws")" || say "aws CLI: MISSING"
 fi
