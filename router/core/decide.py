@@ -34,9 +34,13 @@ Actions, checked in this order (the first that applies wins):
         progresses as fast as on-demand; otherwise stay (or a cheaper on-demand).
      c. interrupted or not placed: spot if any; no spot → on-demand when behind the line and
         the slack one decision period from now would be under the reserve (the last call that
-        still allows a return to spot), otherwise wait (ahead of the line, or while the slack
-        absorbs the outage). A job that waits is asked again when its answer could change
-        (wake_after_h): the backtest does so inside a step.
+        still allows a return to spot), or — a job with its own deadline — when it is behind
+        the line by more than the hedge band (a quarter of its slack at submission,
+        decide_deadline.HEDGE_SLACK_SHARE: long outages are hedged early enough to leave slack
+        for later returns to spot); otherwise wait (ahead of the line, or while the slack and
+        the band absorb the outage; a job waiting under migration.spot_wait has no band).
+        A job that waits is asked again when its answer could change (wake_after_h): the
+        backtest does so inside a step.
      d. running on spot, even behind the line: stay on spot (it catches up as fast as
         on-demand would; the money rules may still move it to cheaper spot, or to any market
         once its spot is dearer than on-demand); the slack test (a) guards the deadline.
@@ -86,6 +90,7 @@ from router.core.decide_deadline import (
     at_most,
     deadline_decision,
     deadline_slack,
+    hedge_tolerance_h,
     latest_start,
     return_reserve_h,
     soft_deadline,
@@ -112,6 +117,7 @@ __all__ = [
     "at_most",
     "deadline_slack",
     "decide",
+    "hedge_tolerance_h",
     "latest_start",
     "remaining_cost",
     "return_reserve_h",
@@ -162,7 +168,9 @@ def decide(
         rules = soft_deadline(rules, progress, current, now)
 
     if rules.deadline is not None:
-        decision = deadline_decision(rules, progress, current, usable, history, now, work_left)
+        decision = deadline_decision(
+            rules, progress, current, usable, history, now, work_left, own_deadline=own_deadline
+        )
         if decision is not None and not own_deadline:
             # The "deadline" in its reason is the wait's end, not one the user gave.
             until = rules.deadline.strftime("%Y-%m-%d %H:%M UTC")

@@ -25,6 +25,20 @@ from router.core.decision_model import (
     reliable_floor,
 )
 
+# Uniform Progress hedges on on-demand as soon as a job with no spot falls behind its line. Here
+# a job with its own deadline may fall behind by this share of its slack (deadline − submission −
+# work) first: a short outage is waited out without buying on-demand, a long one is hedged early
+# enough to keep slack for the returns to spot that come after it. Calibrated on the real traces
+# (docs/benchmarks.md, "Issue 20 round 4": 0 = the published rule, 0.25, 0.5, none).
+HEDGE_SLACK_SHARE = 0.25
+
+
+def hedge_tolerance_h(rules: Rules, progress: Progress) -> float:
+    """Hours of work a job with its own deadline may fall behind the line before it hedges."""
+    assert rules.deadline is not None
+    span_h = (rules.deadline - progress.started_at).total_seconds() / 3600.0
+    return HEDGE_SLACK_SHARE * max(0.0, span_h - progress.total_h)
+
 
 def soft_deadline(
     rules: Rules, progress: Progress, current: Current | None, now: datetime
@@ -137,9 +151,11 @@ def wake_after_h(
 
     While a job waits its slack shrinks hour for hour and the line moves on, so decide() would
     answer differently once the slack reaches the risk (or, waiting for spot, the hedge at the
-    reserve) or the line catches up. `route watch` finds out within its period; the backtest
-    asks decide() again at that moment inside its step. None without a deadline or crossing.
+    reserve), the line catches up, or (own deadline) the job falls behind it by the hedge band.
+    `route watch` finds out within its period; the backtest asks decide() again at that moment
+    inside its step. None without a deadline or crossing.
     """
+    own_deadline = rules.deadline is not None
     rules = soft_deadline(rules, progress, current, now)
     if rules.deadline is None:
         return None
@@ -148,8 +164,10 @@ def wake_after_h(
     if rules.wait_for_spot:
         ahead, speed = line_ahead(rules, progress, current, now)
         times.append(slack - rules.decision_period_s / 3600.0 - return_reserve_h(rules))
-        if ahead > 0 and speed > 0:
+        if speed > 0:
             times.append(ahead / speed)
+            if own_deadline:  # the hedge band's edge (hedge_tolerance_h)
+                times.append((ahead + hedge_tolerance_h(rules, progress)) / speed)
     future = [t for t in times if t > 1e-9]
     return min(future) if future else None
 
@@ -162,8 +180,14 @@ def deadline_decision(
     history: History,
     now: datetime,
     work_left: float,
+    *,
+    own_deadline: bool = True,
 ) -> Decision | None:
-    """Uniform Progress; None when the deadline leaves the choice to the money rules."""
+    """Uniform Progress; None when the deadline leaves the choice to the money rules.
+
+    own_deadline False: the deadline is the wait's end (soft_deadline), which has no band — a
+    job without a deadline spends its wait on outages and hedges only at the reserve.
+    """
     assert rules.deadline is not None
     interrupted = current is None or current.interrupted
     here = None if current is None else current.placement
@@ -226,16 +250,25 @@ def deadline_decision(
             return replace_on(rules, here, spot, work_left, n, why, extra=extra)
         reserve = return_reserve_h(rules)
         period_h = rules.decision_period_s / 3600.0
+        band = hedge_tolerance_h(rules, progress) if own_deadline else None
         if ahead < 0 and at_most(slack - period_h, reserve):
             why = (
                 f"deadline: {-ahead:.2f} h behind the line, slack {slack:.2f} h − one period "
                 f"< reserve {reserve:.2f} h, no spot — on-demand; "
             )
             return replace_on(rules, here, on_demand, work_left, n, why, extra=extra)
+        if band is not None and at_most(band, -ahead):
+            why = (
+                f"deadline: {-ahead:.2f} h behind the line, the band ({band:.2f} h, "
+                f"{HEDGE_SLACK_SHARE:.0%} of the slack) spent, no spot — on-demand; "
+            )
+            return replace_on(rules, here, on_demand, work_left, n, why, extra=extra)
         if ahead < 0:
             why = (
                 f"deadline: {-ahead:.2f} h behind the line but slack {slack:.2f} h absorbs "
-                f"the outage (reserve {reserve:.2f} h) — "
+                f"the outage (reserve {reserve:.2f} h"
+                + ("" if band is None else f", band {band:.2f} h")
+                + ") — "
             )
         else:
             why = f"deadline: {ahead:.2f} h ahead of the line — "

@@ -348,6 +348,53 @@ def test_deadline_behind_the_line_waits_while_the_slack_absorbs_the_outage() -> 
     assert decide(later, prog(done=0.0), None, [od(20)], History(), NOW).target == od(20)
 
 
+def test_deadline_behind_the_line_by_more_than_the_band_hedges_on_demand() -> None:
+    """The hedge band (decide_deadline.HEDGE_SLACK_SHARE, issue 20 round 4): a job with its own
+    deadline may fall behind the line by a quarter of its slack, then it hedges on on-demand
+    even while the slack is far above the reserve (before: it waited down to the reserve)."""
+    from router.core.decide import hedge_tolerance_h
+
+    # A 20 h job submitted 20 h ago, due 20 h from now: span 40 h, slack 20 h, band 5 h; the
+    # line wants 10 h done now. 20 h left: 16 h of work left + a restore → slack 3.83 h, one
+    # period on 2.83 h — above the 2.0 h reserve, so the reserve rule alone would wait.
+    rules = replace(DL, deadline=NOW + 20 * H)
+    lost = Current(spot(5), NOW - H, True)
+    far = prog(done=4.0, total=20.0, started_at=NOW - 20 * H)
+    assert hedge_tolerance_h(rules, far) == pytest.approx(5.0)
+    d = decide(rules, far, lost, [lost.placement, od(20)], History(), NOW)
+    assert d.numbers.ahead_h == pytest.approx(-6.0)
+    assert d.action == REPLACE and d.target == od(20) and not d.commit_on_demand
+    assert "6.00 h behind the line, the band (5.00 h, 25% of the slack) spent" in d.reason
+    # 4 h behind, inside the band (slack 5.83 h): it waits for spot.
+    near = prog(done=6.0, total=20.0, started_at=NOW - 20 * H)
+    d = decide(rules, near, lost, [lost.placement, od(20)], History(), NOW)
+    assert d.action == WAIT and "band 5.00 h" in d.reason
+
+
+def test_a_waiting_deadline_job_is_asked_again_at_the_band_edge() -> None:
+    from router.core.decide import wake_after_h
+
+    rules = replace(DL, deadline=NOW + 20 * H, decision_period_s=60)
+    lost = Current(spot(5), NOW - H, True)
+    p = prog(done=6.0, total=20.0, started_at=NOW - 20 * H)  # 4 h behind, band 5 h, 0.5 h/h
+    wake = wake_after_h(rules, p, lost, NOW)
+    assert wake == pytest.approx(2.0)  # (−4 + 5) / 0.5
+    assert decide(rules, p, lost, [od(20)], History(), NOW + (wake - 0.01) * H).action == WAIT
+    d = decide(rules, p, lost, [od(20)], History(), NOW + wake * H)
+    assert d.action == REPLACE and d.target == od(20)
+
+
+def test_a_job_without_a_deadline_has_no_band_it_waits_to_the_reserve() -> None:
+    # Waiting for spot without a deadline (migration.spot_wait): its wait is there to be spent
+    # on outages, so it hedges only at the reserve, however far behind its soft line it is.
+    waits = replace(RULES, spot_wait_s=12 * 3600.0, decision_period_s=3600)
+    lost = Current(spot(5), NOW - H, True)
+    p = prog(done=0.5, total=10.0, started_at=NOW - 8 * H)  # soft line 3.6 h: 3.1 h behind
+    d = decide(waits, p, lost, [lost.placement, od(20)], History(), NOW)
+    assert d.numbers.ahead_h is not None and d.numbers.ahead_h < -3.0
+    assert d.action == WAIT and "band" not in d.reason
+
+
 def test_deadline_hedge_at_the_reserve_can_still_return_to_spot() -> None:
     # Sent to on-demand at the last call above the reserve, the job keeps that slack on
     # on-demand (it progresses as fast as the clock), so spot's return takes it back.
