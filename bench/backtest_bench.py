@@ -16,7 +16,8 @@ Run: .venv/bin/python bench/backtest_bench.py [--part scenario|deadlines|deadlin
               only. Goals: deadline-aware no dearer than greedy on every real scenario and
               closing ≥ 1/3 of greedy's gap to the optimum on average, 0 missed deadlines;
               within 2 % of the optimum on prices only; route watch's policy within 15 % of
-              the optimum on the 4-zone scenario.
+              the optimum on issue 20's 9-zone scenario (real-88, below; last row) and, a
+              stricter check, on the 4-zone example.
 3. speed      30 days × ~1,000 pools (offers) × 100 jobs, every policy and the optimum.
               Goal: under 10 s.
 4. optimum-speed  the hindsight optimum alone, each case in its own process (peak RSS is the
