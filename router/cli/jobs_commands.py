@@ -318,7 +318,9 @@ def destroy(ctx: click.Context, job: str, yes: bool) -> None:
     record = jobs.read_placement(jobs.engine_for(project).records(), job) or {}
     kept = str((record.get("outputs") or {}).get("checkpointUrl") or "")
     with render_deploy.EngineProgress(f"destroying {job}") as progress:
-        deleted = jobs.destroy_job(job, project=project, on_event=progress, notify=progress.notice)
+        deleted = jobs.destroy_job(
+            job, project=project, on_event=progress, notify=progress.notice, hold_lease=True
+        )
     click.echo(f"destroyed {job}: {deleted} resources deleted")
     if kept:
         # Checkpoints are the user's work: the bucket outlives the stack (docs/components.md).

@@ -449,11 +449,21 @@ def destroy_job(
     notify: Notify | None = None,
     reason: str = "destroyed",
     engine: Engine | None = None,
+    hold_lease: bool = False,
 ) -> int:
     """Tear down every stack of the job (its placements) and forget it; resources deleted, the
-    checkpoint buckets kept. `reason` is what `route report` says ended the placement."""
+    checkpoint buckets kept. `reason` is what `route report` says ended the placement.
+
+    hold_lease: a user's `route destroy` holds the job's lease, as a deploy does, so it is
+    refused (nothing destroyed) while a move or a watch pass acts on the job, and a move
+    starting meanwhile is refused; `route watch` tearing down a finished job holds it already.
+    """
     _check_job_name(job)
     engine = engine or engine_for(project)
+    if hold_lease:
+        with exclusive_of_moves(engine.records(), job, doing="destroy"):
+            return destroy_job(job, project=project, on_event=on_event, notify=notify,
+                               reason=reason, engine=engine)  # fmt: skip
     recover(engine, job, notify)
     clear_stale_locks(engine, job, notify)
     stacks = [s.name for s in engine.list_stacks() if job_of_stack(s.name) == job]

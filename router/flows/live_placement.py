@@ -53,7 +53,9 @@ def read_placement(records: RecordStore, job: str) -> dict[str, Any] | None:
     return records.get(placement_key(job))
 
 
-def live_placement(records: RecordStore, job: str) -> LivePlacement | None:
+def live_placement(
+    records: RecordStore, job: str, *, doing: str = "deploy"
+) -> LivePlacement | None:
     """The job's live placement from the record store (None if it has none); OperationFailed,
     naming the command that finishes it, while a move of the job is under way."""
     journal = JobRecords(records).open_journal(job)
@@ -61,7 +63,7 @@ def live_placement(records: RecordStore, job: str) -> LivePlacement | None:
         raise OperationFailed(
             f"job {job}: a move {journal.from_stack} → {journal.to_stack} is under way (its "
             f"journal is open at {journal.next_step() or 'its end'}) — `route migrate {job}` or "
-            "`route watch --once` finishes it; deploy after that"
+            f"`route watch --once` finishes it; {doing} after that"
         )
     record = read_placement(records, job)
     if not isinstance(record, dict):
@@ -75,19 +77,20 @@ def live_placement(records: RecordStore, job: str) -> LivePlacement | None:
 
 
 @contextmanager
-def exclusive_of_moves(records: RecordStore, job: str) -> Iterator[None]:
+def exclusive_of_moves(records: RecordStore, job: str, *, doing: str = "deploy") -> Iterator[None]:
     """Hold the job's lease (a move's and a watcher's) for the block; OperationFailed at once,
-    naming the holder, while a move or a watcher holds it."""
+    naming the holder, while a move or a watcher holds it. `doing`: the user's command (deploy,
+    destroy), named in the refusal."""
     jobs = JobRecords(records)
-    with holding_lease(jobs, job, holder_id(f"deploy-{secrets.token_hex(4)}")) as lease:
+    with holding_lease(jobs, job, holder_id(f"{doing}-{secrets.token_hex(4)}")) as lease:
         if lease is None:
-            live_placement(records, job)  # a move's journal open: its line names the fix
+            live_placement(records, job, doing=doing)  # a move's journal open: its line says so
             held = jobs.current(job)
             host, _, rest = (held.holder if held else "?").partition(":")
             pid = rest.partition(":")[0] or "?"
             raise OperationFailed(
                 f"job {job} is being moved or watched by a router on {host} (pid {pid}) — "
-                "deploy when it is done (`route status` shows the job's move, if any)"
+                f"{doing} when it is done (`route status` shows the job's move, if any)"
             )
         yield
 

@@ -216,3 +216,43 @@ def test_a_deploy_during_a_journaled_move_names_the_move_and_its_fix(
     with pytest.raises(OperationFailed) as err:  # its router still holds the job
         _deploy(placed, project)
     assert "is being moved or watched by a router on build-7 (pid 4242)" in err.value.message
+
+
+def test_a_destroy_while_a_move_holds_the_job_is_refused_and_destroys_nothing(
+    project: Project, placed: Proposal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`route destroy` holds the job's lease as a deploy does (issue 24's left-alone race): while
+    a move or a watch pass holds it, the destroy is one line naming the holder, before any
+    engine call; once the lease is given back the same destroy goes ahead."""
+    from router.core.journal import Journal
+
+    store = FileRecords(spotroute_home())
+    records = JobRecords(store)
+    assert records.acquire(JOB, "build-7:4242:1:ab", 300, datetime.now(UTC)) is not None
+    touched: list[str] = []
+    monkeypatch.setattr(Engine, "list_stacks", lambda _s: touched.append("list_stacks") or [])
+    monkeypatch.setattr(jobs, "recover", lambda *_a, **_k: touched.append("recover"))
+    monkeypatch.setattr(jobs, "clear_stale_locks", lambda *_a, **_k: touched.append("locks"))
+    with pytest.raises(OperationFailed) as err:
+        jobs.destroy_job(JOB, project=project, hold_lease=True)
+    assert (
+        "is being moved or watched by a router on build-7 (pid 4242) — destroy when it is done"
+        in err.value.message
+    )
+    assert "\n" not in err.value.message
+    assert touched == [] and store.get(placement_key(JOB)) is not None
+    journal = Journal(
+        id="m-1", job=JOB, kind="migrate", from_stack=JOB, to_stack=f"{JOB}.2",
+        target={}, reason="test", created_at=NOW.isoformat(),
+    )  # fmt: skip
+    records.write_journal(journal.begin("intent", NOW))
+    with pytest.raises(OperationFailed) as err:  # a journaled move: named, with its fix
+        jobs.destroy_job(JOB, project=project, hold_lease=True)
+    assert f"a move {JOB} → {JOB}.2 is under way" in err.value.message
+    assert err.value.message.endswith("destroy after that")
+    store.delete(f"jobs/{JOB}/journal")
+    records.release(JOB, "build-7:4242:1:ab", datetime.now(UTC))
+    jobs.destroy_job(JOB, project=project, hold_lease=True)  # no stack left: the record goes
+    assert touched == ["recover", "locks", "list_stacks"]
+    assert store.get(placement_key(JOB)) is None
+    assert records.acquire(JOB, "host:3:4:watch", 30, datetime.now(UTC)) is not None  # given back
