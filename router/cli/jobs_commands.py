@@ -309,13 +309,14 @@ def destroy(ctx: click.Context, job: str, yes: bool) -> None:
     """Tear down JOB's stack (the job's process/instances, network, identity)."""
     from router.cli import render_deploy
     from router.flows import jobs
+    from router.flows.live_placement import read_placement
 
     project = ctx_project(ctx, required=True)
     if not yes:
         if not sys.stdin.isatty():
             raise click.UsageError("not a terminal to confirm on — pass --yes to destroy")
         click.confirm(f"Destroy job {job}?", default=False, abort=True)
-    record = jobs.read_placement(jobs.engine_for(project).records(), job) or {}
+    record = read_placement(jobs.engine_for(project).records(), job) or {}
     kept = str((record.get("outputs") or {}).get("checkpointUrl") or "")
     with render_deploy.EngineProgress(f"destroying {job}") as progress:
         deleted = jobs.destroy_job(

@@ -33,9 +33,12 @@ from router.engine.automation import (
 )
 from router.engine.processes import guarded_python, signal_hook, sweep_orphans
 from router.engine.records import RecordStore
-from router.flows.live_placement import exclusive_of_moves, live_placement
-from router.flows.live_placement import placement_key as placement_key  # the verbs' old home
-from router.flows.live_placement import read_placement as read_placement
+from router.flows.live_placement import (
+    exclusive_of_moves,
+    live_placement,
+    placement_key,
+    read_placement,
+)
 from router.flows.proposals import Proposal, propose
 from router.flows.report import record_ended
 

@@ -375,7 +375,7 @@ class Mover:
             self.on_step(journal, step, what)
 
     def _record(self, job: str) -> dict[str, Any]:
-        from router.flows.jobs import read_placement
+        from router.flows.live_placement import read_placement
 
         record = read_placement(self.engine.records(), job)
         if record is None:
@@ -399,7 +399,7 @@ class Mover:
 
     def _switch_record(self, journal: Journal, up: dict[str, Any]) -> None:
         """The job's placement record now names the new stack (idempotent)."""
-        from router.flows.jobs import placement_key, read_placement
+        from router.flows.live_placement import placement_key, read_placement
 
         records = self.engine.records()
         before = read_placement(records, journal.job) or {}
@@ -521,7 +521,8 @@ def choose_target(
     job: str, *, project: Project, to: str | None, now: datetime
 ) -> tuple[Placement, dict[str, Any]]:
     """The best placement for the job now within `to`, other than where it runs; + its record."""
-    from router.flows.jobs import engine_for, read_placement
+    from router.flows.jobs import engine_for
+    from router.flows.live_placement import read_placement
     from router.flows.plan import plan_job
     from router.flows.proposals import candidates_within
 

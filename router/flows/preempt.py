@@ -54,7 +54,8 @@ def preempt_job(
     from components.local_nodes import group_records, mark_reclaimed, process_alive, stop_nodes
     from router.contract.local_node import legacy_process_of
     from router.engine.job_records import JobRecords
-    from router.flows.jobs import engine_for, read_placement
+    from router.flows.jobs import engine_for
+    from router.flows.live_placement import read_placement
 
     if grace_s is not None and grace_s < 0:
         raise BadInput(f"--grace: {grace_s:g} — use seconds ≥ 0")

@@ -219,7 +219,7 @@ class Watcher:
             records.release(job, self.holder, _now(), ran=ran)
 
     def _decide_and_act(self, job: str, now: datetime) -> JobReport:
-        from router.flows.jobs import read_placement
+        from router.flows.live_placement import read_placement
 
         records = self.mover.records
         record = read_placement(self.mover.engine.records(), job)

@@ -13,7 +13,8 @@ import pytest
 from components.local_nodes import process_alive, start_ticks
 from router.config.project import Project
 from router.contract.local_node import RECLAIM_FILE, RUNNING, STATE_FILE, NodeRecord, group_id
-from router.flows.jobs import engine_for, placement_key
+from router.flows.jobs import engine_for
+from router.flows.live_placement import placement_key
 from tests.unit.cli_harness import isolate, route
 
 JOB = "pair"
