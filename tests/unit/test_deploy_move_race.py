@@ -27,6 +27,7 @@ from router.flows.live_placement import placement_key
 from router.flows.migrate import migrate_job
 from router.flows.plan import plan_job
 from router.flows.proposals import Proposal, propose
+from tests.unit.projects import infra_project
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_FILE = REPO / "examples" / "llm-finetune.yaml"
@@ -41,10 +42,7 @@ class EngineReached(Exception):
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
-    monkeypatch.setenv("SPOTROUTE_HOME", str(tmp_path / "home"))
-    (tmp_path / "infra").mkdir()
-    (tmp_path / "infra" / "Pulumi.yaml").write_text("name: spotroute\nruntime: python\n")
-    return Project(tmp_path / "infra")
+    return infra_project(tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from router.flows import jobs, launch
 from router.flows.live_placement import placement_key
 from router.flows.plan import plan_job
 from router.flows.proposals import propose
+from tests.unit.projects import infra_project
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_FILE = REPO / "examples" / "llm-finetune.yaml"
@@ -34,10 +35,7 @@ NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
-    monkeypatch.setenv("SPOTROUTE_HOME", str(tmp_path / "home"))
-    (tmp_path / "infra").mkdir()
-    (tmp_path / "infra" / "Pulumi.yaml").write_text("name: spotroute\nruntime: python\n")
-    return Project(tmp_path / "infra")
+    return infra_project(tmp_path, monkeypatch)
 
 
 def _records() -> FileRecords:

@@ -15,6 +15,7 @@ from router.flows.init import init_project
 from router.flows.proposals import propose
 from router.prices.book import RefreshOutcome
 from router.prices.cache import QuoteCache
+from tests.unit.projects import infra_project
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "examples" / "llm-finetune.yaml"
@@ -23,10 +24,7 @@ NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
-    monkeypatch.setenv("SPOTROUTE_HOME", str(tmp_path / "home"))
-    (tmp_path / "infra" / "Pulumi.yaml").parent.mkdir()
-    (tmp_path / "infra" / "Pulumi.yaml").write_text("name: spotroute\nruntime: python\n")
-    return Project(tmp_path / "infra")
+    return infra_project(tmp_path, monkeypatch)
 
 
 def test_without_to_the_best_placement_is_chosen_and_its_config_is_new(project: Project) -> None:
