@@ -18,9 +18,9 @@ from router.flows.jobs import (
     clear_stale_locks,
     engine_for,
     job_of_stack,
-    placement_key,
     recover,
 )
+from router.flows.live_placement import placement_key
 
 
 @dataclass(frozen=True)

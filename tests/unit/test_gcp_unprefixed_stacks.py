@@ -18,8 +18,8 @@ from router.flows.jobs import (
     GCP_NAME_PREFIX,
     _refuse_update_of_unprefixed_gcp_stack,
     engine_for,
-    placement_key,
 )
+from router.flows.live_placement import placement_key
 from tests.unit.cli_harness import EXAMPLES, isolate, route
 
 GROUPS = "projects/acme-ml/zones/us-central1-a/instanceGroupManagers/"
