@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import threading
 import time
 import uuid
@@ -34,6 +33,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit, urlunsplit
 
 from router.core.errors import BadInput, OperationFailed
+from router.engine.lock_holders import holder_name, named_holder, text_or_empty
 
 RECORDS_DIR = ".spotroute"
 PG_TABLE = "spotroute_records"
@@ -105,15 +105,6 @@ def redacted(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)[1]
     user = parts.username or ""
     return urlunsplit(parts._replace(netloc=f"{user}:****@{netloc}"))
-
-
-def _holder() -> str:
-    """`alice@build-7 (pid 4242) since 2026-12-01 11:07:02 UTC`: who takes a lock, and when."""
-    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    return (
-        f"{os.environ.get('USER', 'unknown')}@{socket.gethostname()} (pid {os.getpid()}) "
-        f"since {since}"
-    )
 
 
 def _held(name: str, holder: object) -> Held:
@@ -214,14 +205,10 @@ class FileRecords:
         try:
             lock.acquire()
         except Timeout:
-            try:
-                holder = who.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError):
-                holder = ""
-            raise _held(name, holder) from None
+            raise _held(name, named_holder(lambda: text_or_empty(who))) from None
         try:
             with contextlib.suppress(OSError):
-                who.write_text(_holder(), encoding="utf-8")
+                who.write_text(holder_name(), encoding="utf-8")
             yield
         finally:
             with contextlib.suppress(OSError):
@@ -366,7 +353,7 @@ class S3Records:
         from botocore.exceptions import ClientError
 
         key = self._key(f"locks/{name}")
-        holder = _holder()
+        holder = holder_name()
 
         def body() -> bytes:
             return json.dumps({"holder": holder, "expires_at": time.time() + LOCK_TTL_S}).encode()
@@ -544,14 +531,11 @@ class PostgresRecords:
         with self._connect(f"take lock {name}") as conn:
             got = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_id,)).fetchone()
             if not got or not got[0]:
-                for _ in range(20):  # the holder names itself just after it takes the lock
-                    if holder := (self.get(f"locks/{name}") or {}).get("holder"):
-                        break
-                    time.sleep(0.1)
-                raise _held(name, holder)
+                lock = f"locks/{name}"
+                raise _held(name, named_holder(lambda: (self.get(lock) or {}).get("holder")))
             try:  # advisory: who holds it, for the next one's message (the session lock excludes)
                 with contextlib.suppress(OperationFailed):
-                    self.put(f"locks/{name}", {"holder": _holder()})
+                    self.put(f"locks/{name}", {"holder": holder_name()})
                 yield
             finally:
                 with contextlib.suppress(Exception):

@@ -142,3 +142,32 @@ def test_s3_url_is_read_the_way_pulumi_reads_it() -> None:
 
 def test_passwords_never_appear_in_where() -> None:
     assert redacted("postgres://pulumi:hunter2@db:5432/state") == "postgres://pulumi:****@db:5432/state"
+
+
+def test_a_file_lock_taken_an_instant_before_names_its_holder_not_another_process(
+    tmp_path: Path,
+) -> None:
+    """Two routers racing for a job on one file:// backend: the winner takes the OS lock, then
+    writes its name beside it. The loser, refused in between, waits up to 2 s for that name
+    (CI saw `being changed by another process` in tests/engine/test_two_homes.py)."""
+    import threading
+
+    from filelock import FileLock
+
+    records = FileRecords(tmp_path / "shared")
+    locks = tmp_path / "shared" / "locks"
+    locks.mkdir(parents=True)
+    with FileLock(str(locks / "job-train.lock"), timeout=0):  # taken, not yet named
+        namer = threading.Timer(
+            0.5, lambda: (locks / "job-train.holder").write_text("bob@build-2 (pid 7) since now")
+        )
+        namer.start()
+        with pytest.raises(Held) as held, records.exclusive("job-train"):
+            pass
+        namer.join()
+    assert held.value.holder == "bob@build-2 (pid 7) since now"
+    (locks / "job-train.holder").unlink()
+    never_named = FileLock(str(locks / "job-train.lock"), timeout=0)
+    with never_named, pytest.raises(Held) as held, records.exclusive("job-train"):
+        pass
+    assert held.value.holder == "another process"
