@@ -50,8 +50,13 @@ def _converged(route: Route, point: str, job: str = JOB) -> dict[str, Any]:
     launch = str(record["outputs"]["groupId"]).removeprefix("local-group:")
     assert _launch_dirs_running(route) == {launch}, where
     assert open_journal(route, job) is None, where
-    running = list((route.home / "sandbox" / ".running").glob("*.json"))
-    assert sorted(json.loads(p.read_text())["pid"] for p in running) == pids, where
+    # The live index lists exactly these nodes. It is read the way the router reads it
+    # (live_records): an entry of a node that is gone — one SIGKILLed with the router, which
+    # could not remove its own entry — is pruned on that read, not counted.
+    from components.local_nodes import live_records
+
+    running = live_records(route.home / "sandbox" / ".running")
+    assert sorted(r.pid for r in running) == pids, where
     return record
 
 
