@@ -463,31 +463,31 @@ def destroy_job(
     """
     _check_job_name(job)
     engine = engine or engine_for(project)
-    if hold_lease:
-        with exclusive_of_moves(engine.records(), job, doing="destroy"):
-            return destroy_job(job, project=project, on_event=on_event, notify=notify,
-                               reason=reason, engine=engine)  # fmt: skip
-    recover(engine, job, notify)
-    clear_stale_locks(engine, job, notify)
-    stacks = [s.name for s in engine.list_stacks() if job_of_stack(s.name) == job]
-    records = engine.records()
-    placed = read_placement(records, job)
-    if not stacks and placed is None:
-        engine.stack(job, create=False)  # the one-line "no deployed job" error
-    # No stack but a live record: a destroy killed between the two converges here.
-    deleted = 0
-    for name in sorted(stacks, key=lambda n: (n != job, n)):
-        deleted += destroy_stack(engine, name, project=project, on_event=on_event, notify=notify)
-    say = notify or (lambda _line: None)
-    stopped = end_untracked_nodes(job)
-    if stopped:
-        say(
-            f"stopped {stopped} local node process(es) of {job} the engine did not know of "
-            "(a deploy killed while it started them)"
-        )
-    record_ended(records, placed, datetime.now(UTC), reason)  # the spend, kept for route report
-    records.delete(placement_key(job))
-    return deleted
+    leased = exclusive_of_moves(engine.records(), job, doing="destroy") if hold_lease else None
+    with leased or nullcontext():
+        recover(engine, job, notify)
+        clear_stale_locks(engine, job, notify)
+        stacks = [s.name for s in engine.list_stacks() if job_of_stack(s.name) == job]
+        records = engine.records()
+        placed = read_placement(records, job)
+        if not stacks and placed is None:
+            engine.stack(job, create=False)  # the one-line "no deployed job" error
+        # No stack but a live record: a destroy killed between the two converges here.
+        deleted = 0
+        for name in sorted(stacks, key=lambda n: (n != job, n)):
+            deleted += destroy_stack(
+                engine, name, project=project, on_event=on_event, notify=notify
+            )
+        say = notify or (lambda _line: None)
+        stopped = end_untracked_nodes(job)
+        if stopped:
+            say(
+                f"stopped {stopped} local node process(es) of {job} the engine did not know of "
+                "(a deploy killed while it started them)"
+            )
+        record_ended(records, placed, datetime.now(UTC), reason)  # the spend, for route report
+        records.delete(placement_key(job))
+        return deleted
 
 
 def end_untracked_nodes(job: str) -> int:
