@@ -254,3 +254,23 @@ def test_a_destroy_while_a_move_holds_the_job_is_refused_and_destroys_nothing(
     assert touched == ["recover", "locks", "list_stacks"]
     assert store.get(placement_key(JOB)) is None
     assert records.acquire(JOB, "host:3:4:watch", 30, datetime.now(UTC)) is not None  # given back
+
+
+def test_route_destroy_during_a_move_is_one_line_and_destroys_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI passes hold_lease: `route destroy JOB --yes` while another router holds the
+    job's lease exits 1 with one line naming it, before any engine call."""
+    from tests.unit.cli_harness import isolate, route
+
+    home = isolate(monkeypatch, tmp_path)
+    (Path.cwd() / "Pulumi.yaml").write_text("name: spotroute\nruntime: python\n")
+    store = FileRecords(home)
+    store.put(placement_key(JOB), {"job": JOB, "stack": JOB, "outputs": {}})
+    assert JobRecords(store).acquire(JOB, "build-7:4242:1:ab", 300, datetime.now(UTC))
+    monkeypatch.setattr(Engine, "list_stacks", lambda _s: pytest.fail("reached the engine"))
+    run = route(monkeypatch, capsys, "destroy", JOB, "--yes")
+    assert run.code == 1, run
+    assert "being moved or watched by a router on build-7 (pid 4242)" in run.err
+    assert "destroy when it is done" in run.err and len(run.err.strip().splitlines()) == 1
+    assert store.get(placement_key(JOB)) is not None
