@@ -51,22 +51,27 @@ class BacktestReport:
     warnings: tuple[str, ...] = ()  # what was left out of the traces, one line each
 
 
-def backtest(
+@dataclass(frozen=True)
+class BacktestInputs:
+    """A workload and the trace it replays on (read alike by `route backtest` and rehearsals)."""
+
+    workload: WorkloadFile
+    trace: Trace
+    sources: tuple[str, ...]  # what the prices came from, in words
+    warnings: tuple[str, ...] = ()  # what was left out of the traces, one line each
+
+
+def load_backtest_inputs(
     workload_path: Path,
     *,
     prices: Sequence[Path] = (),
     availability: Sequence[str] = (),
     price_gap: str | None = None,
-    policies: str = "default",
-    on_progress: Progressed | None = None,
-) -> BacktestReport:
-    """Replay the workload's jobs under every policy on the given (or synthetic) traces.
+) -> BacktestInputs:
+    """The workload file and its trace: `--prices`/`--availability` files or its own `traces:`.
 
-    `price_gap`: `--price-gap` (a duration or `never`), overriding the workload's `price_gap`;
-    `policies`: `--policies` — default, or all (adds the benchmark policies: greedy-deadline).
+    `price_gap`: `--price-gap` (a duration or `never`), overriding the workload's `price_gap`.
     """
-    from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
-
     wf = load_workload(workload_path)
     if price_gap is not None:
         gap = workload_price_gap(price_gap, lambda why: BadInput(f"--price-gap: {why}"))
@@ -89,6 +94,29 @@ def backtest(
     for spec in availability:
         trace = _apply_availability(trace, spec)
         sources = (*sources, f"availability {spec}")
+    return BacktestInputs(wf, trace, sources, warnings)
+
+
+def backtest(
+    workload_path: Path,
+    *,
+    prices: Sequence[Path] = (),
+    availability: Sequence[str] = (),
+    price_gap: str | None = None,
+    policies: str = "default",
+    on_progress: Progressed | None = None,
+) -> BacktestReport:
+    """Replay the workload's jobs under every policy on the given (or synthetic) traces.
+
+    `price_gap`: `--price-gap` (a duration or `never`), overriding the workload's `price_gap`;
+    `policies`: `--policies` — default, or all (adds the benchmark policies: greedy-deadline).
+    """
+    from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
+
+    inputs = load_backtest_inputs(
+        workload_path, prices=prices, availability=availability, price_gap=price_gap
+    )
+    wf, trace = inputs.workload, inputs.trace
     result = run_backtest(
         wf.workload,
         trace,
@@ -98,7 +126,7 @@ def backtest(
         storage=load_storage_prices(),
         on_progress=on_progress,
     )
-    return BacktestReport(result, wf, trace, sources, warnings)
+    return BacktestReport(result, wf, trace, inputs.sources, inputs.warnings)
 
 
 def _price_trace(
