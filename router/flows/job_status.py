@@ -208,7 +208,8 @@ def _state(summary: Any, record: dict[str, Any]) -> str:
     if not summary.resource_count:
         return "empty"
     if record.get("cloud") == "local" and (record.get("outputs") or {}).get("groupId"):
-        from router.nodes.sources import LOST, RUNNING, poll_placement
+        from router.nodes.node_state import LOST, RUNNING
+        from router.nodes.sources import poll_placement
 
         nodes = poll_placement(record)
         if nodes is None or nodes.gone or all(n.status == LOST for n in nodes.nodes):

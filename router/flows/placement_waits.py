@@ -18,7 +18,7 @@ from router.core.errors import OperationFailed, RouteError
 from router.core.job.model import Job
 from router.core.org import OrgConfig
 from router.core.startup_budget import StartupBudget, startup_budget
-from router.nodes.sources import LOST, RUNNING, NodeState
+from router.nodes.node_state import LOST, RUNNING, NodeState
 
 LOCAL_POLL_S = 0.1  # the local poller reads a few small files
 CLOUD_POLL_S = 10.0  # a cloud's describe calls: a few a minute, well inside API rate limits

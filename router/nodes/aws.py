@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from router.core.errors import CredentialsMissing, OperationFailed
-from router.nodes.sources import LOST, RUNNING, STARTING, Node, NodeState
+from router.nodes.node_state import LOST, RUNNING, STARTING, Node, NodeState
 
 RECLAIM_REASONS = {"Server.SpotInstanceTermination"}
 # Spot request status codes that mean the cloud is taking (or took) the capacity back.

@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from router.core.errors import BadInput, CredentialsMissing, OperationFailed
-from router.nodes.sources import LOST, RUNNING, STARTING, Node, NodeState
+from router.nodes.node_state import LOST, RUNNING, STARTING, Node, NodeState
 
 GROUP_ID = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/"

@@ -23,7 +23,7 @@ from router.contract.local_node import (
     legacy_process_of,
 )
 from router.core.errors import BadInput
-from router.nodes.sources import LOST, RUNNING, STARTING, Node, NodeState
+from router.nodes.node_state import LOST, RUNNING, STARTING, Node, NodeState
 
 
 def poll(group_id: str, region: str) -> NodeState:

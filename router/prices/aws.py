@@ -33,7 +33,7 @@ from router.core.errors import BadInput, CredentialsMissing, OperationFailed, Pr
 from router.core.offers import INTERRUPTION_BUCKETS, Quote
 from router.prices.aws_session import client_config, default_session, require_credentials
 from router.prices.request import PriceRequest, observation_time
-from router.prices.sources import Fetched
+from router.prices.source_protocol import Fetched
 
 SOURCE = "aws-api"
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"

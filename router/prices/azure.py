@@ -36,7 +36,7 @@ from router.prices.azure_arm import (
 )
 from router.prices.azure_retail import RETAIL_PRICES_URL, retail_quotes
 from router.prices.request import PriceRequest
-from router.prices.sources import Fetched
+from router.prices.source_protocol import Fetched
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential

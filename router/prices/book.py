@@ -26,7 +26,8 @@ from router.prices.imports import SOURCE as IMPORT_SOURCE
 from router.prices.request import PriceRequest
 from router.prices.snapshot import SOURCE as SNAPSHOT_SOURCE
 from router.prices.snapshot import load_snapshot
-from router.prices.sources import PriceSource, price_source
+from router.prices.source_protocol import PriceSource
+from router.prices.sources import price_source
 
 
 class QuoteStore(Protocol):

@@ -44,7 +44,7 @@ from router.prices.google_api import (
     translated,
 )
 from router.prices.request import PriceRequest, observation_time
-from router.prices.sources import Fetched
+from router.prices.source_protocol import Fetched
 
 # The Compute Engine service in the Cloud Billing Catalog (https://cloud.google.com/skus).
 COMPUTE_BILLING_SERVICE = "services/6F81-5844-456A"

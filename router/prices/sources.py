@@ -8,26 +8,8 @@ cloud SDKs load only for `route prices refresh`. Adding a cloud = one module + o
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Protocol
 
-from router.core.offers import Quote
-from router.prices.request import PriceRequest
-
-
-@dataclass(frozen=True)
-class Fetched:
-    """Quotes from one refresh of one cloud, plus one line per check skipped or done partly."""
-
-    quotes: list[Quote]
-    warnings: list[str] = field(default_factory=list)
-
-
-class PriceSource(Protocol):
-    """One cloud's live prices: the quotes (USD per instance-hour) for `request`, seen at `now`."""
-
-    def fetch(self, request: PriceRequest, *, now: datetime) -> Fetched: ...
+from router.prices.source_protocol import PriceSource
 
 
 def _aws() -> PriceSource:

@@ -15,7 +15,8 @@ from google.auth.credentials import AnonymousCredentials
 
 from router.core.errors import BadInput, OperationFailed
 from router.nodes import aws, azure, gcp
-from router.nodes.sources import LOST, RUNNING, NodeState, poll_placement
+from router.nodes.node_state import LOST, RUNNING, NodeState
+from router.nodes.sources import poll_placement
 from tests.adapters.fake_azure import FakeCredential, TlsFiles, make_tls
 from tests.adapters.fake_nodes import AzureVm, FakeAzureScaleSets, FakeGcpGroups, GcpVm
 from tests.backend_servers import S3_ENV

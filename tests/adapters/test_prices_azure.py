@@ -23,7 +23,7 @@ from router.prices.azure_arm import (
     parse_eviction_rates,
 )
 from router.prices.request import PriceRequest
-from router.prices.sources import Fetched as FetchResult
+from router.prices.source_protocol import Fetched as FetchResult
 from tests.adapters.fake_azure import (
     GRAPH_PATH,
     RETAIL_PATH,

@@ -18,7 +18,7 @@ from components.local_nodes import group_alive, live_records, process_alive, sto
 from router.contract.local_market import ENV_VAR, LocalBehaviour, LocalMarket, parse_trace
 from router.contract.local_node import EXITED, STATE_FILE, NodeRecord, launch_dir_of
 from router.nodes.local import poll
-from router.nodes.sources import LOST, RUNNING, STARTING
+from router.nodes.node_state import LOST, RUNNING, STARTING
 
 
 @pytest.fixture

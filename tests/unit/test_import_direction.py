@@ -11,7 +11,9 @@ and under TYPE_CHECKING). It fails when
 - router.core or router.contract reads the clock (`datetime.now()`: `now` is an argument);
 - router.contract imports anything heavier than the standard library;
 - router.checkpoint imports anything else of router;
-- components/ or policies/ import router anything but router.contract.
+- components/ or policies/ import router anything but router.contract;
+- a module a per-cloud registry imports (a cloud's module) imports the registry back: the cloud
+  modules take the shapes they share from the protocol module beside the registry.
 
 A failure reads, e.g. (from test_the_check_reports_an_upward_import_and_a_forbidden_module):
 
@@ -51,6 +53,12 @@ PURE_FORBIDDEN = (
     *("boto3", "botocore", "google", "azure", "click", "rich"),
 )
 CONTRACT_FORBIDDEN = (*PURE_FORBIDDEN, "pydantic", "pydantic_core")
+# Per-cloud registries → the module beside each that holds the shapes the cloud modules share.
+REGISTRIES: dict[str, str] = {
+    "router.prices.sources": "router.prices.source_protocol",
+    "router.prices.quotas.sources": "router.prices.quotas.request",
+    "router.nodes.sources": "router.nodes.node_state",
+}
 # Known exceptions, each with the reason and who removes it. Keep this list short.
 ALLOWED: dict[tuple[str, str], str] = {
     # The Young/Daly formulas the training library checkpoints by, shown per placement by
@@ -179,6 +187,31 @@ def check(sources: Mapping[str, tuple[str, str]]) -> list[str]:
                 f"{shown}:{line}: reads the clock — the core takes `now` as an argument"
                 for line in clock_reads(source)
             )
+    found.extend(registry_cycles(sources))
+    return found
+
+
+def registry_cycles(sources: Mapping[str, tuple[str, str]]) -> list[str]:
+    """Cloud modules that import the registry that imports them."""
+    found = []
+    for registry, protocol in REGISTRIES.items():
+        if registry not in sources:
+            continue
+        tree = ast.parse(sources[registry][1])
+        registered = {t for _, t in imported_modules(tree, registry)} | {
+            f"{node.module}.{alias.name}"  # `from router.nodes import aws`
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module
+            for alias in node.names
+        }
+        for importer in sorted(registered & sources.keys()):
+            shown, source = sources[importer]
+            found.extend(
+                f"{shown}:{line}: {importer} imports {registry}, the registry that imports it — "
+                f"take the shared shapes from {protocol}"
+                for line, target in imported_modules(ast.parse(source), importer)
+                if target == registry
+            )
     return found
 
 
@@ -239,3 +272,22 @@ def test_the_check_reports_sideways_imports_and_components_reaching_past_the_con
     ) in problems
     assert not any(p.startswith("components/program.py") for p in problems)
     assert any(p.startswith("router/migrate.py: router.migrate is in no layer") for p in problems)
+
+
+def test_a_cloud_module_importing_its_registry_is_reported() -> None:
+    sources = {
+        "router.nodes.sources": (
+            "router/nodes/sources.py",
+            "def _aws():\n    from router.nodes import aws\n\n\ndef _gcp():\n"
+            "    from router.nodes import gcp\n",
+        ),
+        "router.nodes.aws": (
+            "router/nodes/aws.py",
+            "from router.nodes.sources import NodeState\n",
+        ),
+        "router.nodes.gcp": ("router/nodes/gcp.py", "from router.nodes.node_state import Node\n"),
+    }
+    assert check(sources) == [
+        "router/nodes/aws.py:1: router.nodes.aws imports router.nodes.sources, the registry that "
+        "imports it — take the shared shapes from router.nodes.node_state"
+    ]

@@ -12,7 +12,7 @@ from router.core.offers import Quote
 from router.prices.book import OfferFilter, freshest, known_offers, refresh, select_offers
 from router.prices.cache import QuoteCache
 from router.prices.request import PriceRequest
-from router.prices.sources import Fetched
+from router.prices.source_protocol import Fetched
 
 
 class FakeSource:

@@ -24,7 +24,7 @@ from router.flows.placement_waits import (
     restore_timed_out,
     wait_nodes_running,
 )
-from router.nodes.sources import LOST, RUNNING, STARTING, Node, NodeState
+from router.nodes.node_state import LOST, RUNNING, STARTING, Node, NodeState
 
 
 def _job(migration: dict[str, Any] | None = None, **run: Any) -> Any:

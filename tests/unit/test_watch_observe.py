@@ -140,7 +140,7 @@ def _cloud_record(project: Project, now: datetime) -> dict[str, object]:
 def test_a_node_the_cloud_reclaimed_is_an_interruption_and_the_job_is_re_placed(
     project: Project,
 ) -> None:
-    from router.nodes.sources import LOST, RUNNING, Node, NodeState
+    from router.nodes.node_state import LOST, RUNNING, Node, NodeState
 
     now = datetime.now(UTC)
     record = _cloud_record(project, now)
@@ -187,8 +187,8 @@ def _exit(project: Project, node: str, status: int, marker: bool, at: datetime) 
 
 
 def _lost(reclaimed: bool) -> object:
-    from router.nodes.sources import LOST, NodeState
-    from router.nodes.sources import Node as CloudNode
+    from router.nodes.node_state import LOST, NodeState
+    from router.nodes.node_state import Node as CloudNode
 
     detail = ("terminated (Server.SpotInstanceTermination)" if reclaimed
               else "terminated (Client.InstanceInitiatedShutdown)")  # fmt: skip
