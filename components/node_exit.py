@@ -97,7 +97,7 @@ def exit_record_lines(channel: ExitRecordChannel, job_name: str, placement: str)
         "  local status=$1 marker=false node record url",
         f'  [ -s "{NODE_DIR}/interruption.json" ] && marker=true',
         "  node=$(hostname | tr -cd 'A-Za-z0-9.-')",
-        f'  record=$(printf \'{{"format": "{EXIT_FORMAT}", "node": "%s", "status": %d, '
+        f"  record=$(printf '{{\"format\": \"{EXIT_FORMAT}\", \"node\": \"%s\", \"status\": %d, "
         f'"interruption_marker": %s, "job": %s, "placement": %s, "time": "%s"}}\' '
         f'"$node" "$status" "$marker" {job} {stack} "$(date -u +%Y-%m-%dT%H:%M:%SZ)")',
         '  echo "spotroute: exit record $record"',
