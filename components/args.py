@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
-
-import pulumi
+from typing import TYPE_CHECKING, Protocol
 
 from router.contract.stack_config import MARKETS
+
+if TYPE_CHECKING:  # Pulumi loads only where a program runs: node scripts render without it
+    import pulumi
 
 # Where copy-mode data sets go inside the staging bucket (the job may write only there).
 STAGING_PREFIX = "data/"
@@ -37,6 +38,8 @@ class NetworkArgs:
     # forwarding); nothing else connects in. Azure refuses it (docs/components.md: Bastion).
     remote_access: bool = False
     labels: dict[str, str] = field(default_factory=dict)
+    # GCP: whose project-scoped physical names these are (`name_owner`); "" = the job's.
+    name_owner: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +82,8 @@ class JobIdentityArgs:
     # create and attach identities.
     resource_group_name: pulumi.Input[str] | None = None
     remote_access: bool = False  # AWS: the role may register with SSM Session Manager
+    # GCP: whose project-scoped physical names these are (`name_owner`); "" = the job's.
+    name_owner: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,10 +117,27 @@ class SpotGpuGroupArgs:
     # GCP: accelerator type of GPUs attached to N1 machines (the catalog's accelerator_type).
     accelerator_type: str = ""
     local_sandbox: str = ""  # local target: the job process's working directory
+    # GCP: whose project-scoped physical names these are (`name_owner`); "" = the job's.
+    name_owner: str = ""
+
+
+def name_owner(job_name: str, stack: str, scope: str) -> str:
+    """Whose project-scoped physical names a placement stack creates: `<n>-<job>` for the job's
+    n-th stack `<job>.<n>` when `scope` is "stack" (spotroute:nameScope), else the job's own.
+
+    A job's first stack is `<job>`, so it keeps the names it always had. `<n>-<job>` starts with
+    a digit where every job name starts with a letter: no job's names are another stack's.
+    """
+    head, dot, number = stack.partition(".")
+    if scope != "stack" or not dot or head != job_name or not number.isdigit():
+        return job_name
+    return f"{int(number)}-{job_name}"
 
 
 def secret_env_json(env: pulumi.Input[Mapping[str, str]] | None) -> pulumi.Output[str]:
     """The secret env as one JSON object (what each cloud's secret store holds), kept secret."""
+    import pulumi
+
     values: pulumi.Output[Mapping[str, str]] = pulumi.Output.secret(env or {})
     return values.apply(lambda e: json.dumps(dict(sorted(e.items()))))
 

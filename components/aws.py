@@ -57,15 +57,9 @@ from components.aws_names import (
 from components.aws_network import Network
 from components.bootstrap.aws_boundary import aws_job_boundary_arn
 from components.fabric import Fabric, group_fabric
-from components.node_exit import aws_exit_channel
+from components.node_scripts import aws_script, check_group_script
 from components.registry import CloudComponents
-from components.rendezvous import aws_rendezvous
-from components.startup import (
-    NO_SECRET_STORE_YET,
-    SecretChannel,
-    aws_secret_channel,
-    render_startup_script,
-)
+from components.startup import SecretChannel, aws_secret_channel
 
 # Override `priority` is honoured only by the prioritized strategies; the planner ranks the
 # equivalent types cheapest (and least interrupted) first, so its order must win.
@@ -376,19 +370,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
         fabric = group_fabric("aws", args.instance_types, args.node_count)
         user_data = pulumi.Output.all(identity.checkpoint_url, channel).apply(
             lambda values: base64.b64encode(
-                render_startup_script(
-                    job,
-                    values[0],
-                    args.job,
-                    node_count=args.node_count,
-                    notice_source="aws",
-                    placement=pulumi.get_stack(),
-                    secrets=values[1],
-                    rendezvous=aws_rendezvous(args.region) if args.node_count > 1 else None,
-                    fabric=fabric.docker_options(),
-                    fabric_env=fabric.nccl_env,
-                    exit_record=aws_exit_channel(args.region),
-                ).encode()
+                aws_script(args, pulumi.get_stack(), values[0], values[1]).encode()
             ).decode()
         )
         # A group on EFA: all nodes in one cluster placement group (lowest latency between
@@ -583,8 +565,9 @@ def efa_interfaces(
 
 
 def _check_group_args(args: SpotGpuGroupArgs) -> None:
-    # Renders (and so validates env names, reserved keys, empty commands) before registering.
-    render_startup_script(args.job_name, "s3://validate/", args.job, secrets=NO_SECRET_STORE_YET)
+    """Validate the group's Args before anything is registered: its script renders and fits
+    user data (components/node_scripts.py)."""
+    check_group_script("aws", args)
 
 
 COMPONENTS = CloudComponents(

@@ -40,8 +40,6 @@ components.
 from __future__ import annotations
 
 import base64
-import re
-from dataclasses import replace
 
 import pulumi
 from pulumi_azure_native import (
@@ -82,16 +80,9 @@ from components.bootstrap.azure_permissions import (
     azure_job_role_guid,
     azure_self_delete_role_guid,
 )
-from components.fabric import group_fabric
-from components.node_exit import azure_exit_channel
+from components.node_scripts import azure_script, check_group_script
 from components.registry import CloudComponents
-from components.rendezvous import azure_rendezvous
-from components.startup import (
-    NO_SECRET_STORE_YET,
-    SHUTDOWN_GRACE_MIN,
-    azure_secret_channel,
-    render_startup_script,
-)
+from components.startup import azure_secret_channel
 
 # Data-plane roles only, never Owner/Contributor. Checkpoints get the bootstrap's custom role with
 # blob data actions only (azure_job_role_guid: no container writes or deletes, no delegation
@@ -116,36 +107,6 @@ ADMIN_USERNAME = "spotroute"
 # network and nodes). Deallocating would stop compute billing too, but leaves the disk and the
 # scale set's count.
 SELF_DELETE_ACTIONS = AZURE_SELF_DELETE_ACTIONS
-COMPUTE_API_VERSION = "2024-07-01"
-IMDS = "http://169.254.169.254/metadata"
-# Guest `shutdown` leaves an Azure VM "Stopped (Allocated)", billed like a running one; so after
-# the grace period the node deletes itself through ARM with its own identity (from IMDS).
-# The identity is named by its client id in the script itself, never through ${AZURE_CLIENT_ID}:
-# run.env may set that variable for the job's own use, and the delete must still use the node's.
-_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-
-
-def self_delete_lines(client_id: str) -> tuple[str, ...]:
-    """The finish lines of a node: wait the grace period, then DELETE its own VM through ARM with
-    the token of the managed identity `client_id` (the job identity's client id, a GUID)."""
-    if not _GUID.fullmatch(client_id):
-        raise ValueError(f"client_id: {client_id!r} is not a managed identity's client id (GUID)")
-    return (
-        f"sleep {SHUTDOWN_GRACE_MIN * 60}",
-        "token=$(curl -sS -H Metadata:true "
-        f'"{IMDS}/identity/oauth2/token?api-version=2018-02-01'
-        f'&resource=https%3A%2F%2Fmanagement.azure.com%2F&client_id={client_id}"'
-        r""" | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')""",
-        "vm=$(curl -sS -H Metadata:true "
-        f'"{IMDS}/instance/compute/resourceId?api-version=2021-02-01&format=text")',
-        'echo "spotroute: deleting $vm so it stops billing"',
-        'curl -sS --fail -X DELETE -H "Authorization: Bearer $token" '
-        f'"https://management.azure.com${{vm}}?api-version={COMPUTE_API_VERSION}" '
-        "|| { echo 'spotroute: self-delete failed; powering off (an allocated VM still bills)'; "
-        "shutdown -h now; }",
-    )
-
-
 SCALE_SET_REPLACE_ON_CHANGES = ("virtualMachineProfile", "sku")
 NETWORK_API_VERSION = "2020-11-01"  # required by Flexible scale sets that create their own NICs
 
@@ -285,27 +246,11 @@ class SpotGpuGroup(pulumi.ComponentResource):
         spot = args.market == "spot"
 
         secrets = _secret_store(name, args, network, identity, self)
-        # The scale set's ND VMs share its InfiniBand fabric; the containers need the devices.
-        fabric = group_fabric("azure", args.instance_types[:1], args.node_count)
 
         def custom_data(values: list[str]) -> str:
             url, client_id, secret_url = values
-            # azure-identity (DefaultAzureCredential, adlfs) picks the node's identity by this.
-            command = replace(args.job, env={"AZURE_CLIENT_ID": client_id, **args.job.env})
-            script = render_startup_script(
-                job,
-                url,
-                command,
-                finish=self_delete_lines(client_id),
-                node_count=args.node_count,
-                notice_source="azure",
-                placement=pulumi.get_stack(),
-                secrets=azure_secret_channel(secret_url, client_id) if secrets else None,
-                rendezvous=azure_rendezvous(client_id) if args.node_count > 1 else None,
-                fabric=fabric.docker_options(),
-                fabric_env=fabric.nccl_env,
-                exit_record=azure_exit_channel(client_id),
-            )
+            channel = azure_secret_channel(secret_url, client_id) if secrets else None
+            script = azure_script(args, pulumi.get_stack(), url, client_id, channel)
             return base64.b64encode(script.encode()).decode()
 
         self_delete = _self_delete_grant(name, job, network, identity, self)
@@ -523,9 +468,9 @@ def _self_delete_grant(
 
 
 def _check_group_args(args: SpotGpuGroupArgs) -> str:
-    """Validate the group's Args before anything is registered; returns the zone number."""
-    # Renders (and so validates env names, reserved keys, empty commands) before registering.
-    render_startup_script(args.job_name, "https://validate/", args.job, secrets=NO_SECRET_STORE_YET)
+    """Validate the group's Args before anything is registered; returns the zone number. Its
+    script renders and fits custom data (components/node_scripts.py)."""
+    check_group_script("azure", args)
     return zone_number(args.zone, args.region)
 
 

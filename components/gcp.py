@@ -42,7 +42,7 @@ from components.args import (
     secret_env_json,
 )
 from components.bootstrap.gcp_permissions import GCP_JOB_BUCKET_PREFIX
-from components.fabric import fabric_for, group_fabric
+from components.fabric import fabric_for
 from components.gcp_names import (
     AUTONAME_SUFFIX,
     BASE_INSTANCE_NAME_LIMIT,
@@ -58,14 +58,9 @@ from components.gcp_names import (
     service_account_id,
 )
 from components.gcp_network import Network
-from components.node_exit import gcp_exit_channel
+from components.node_scripts import check_group_script, gcp_script
 from components.registry import CloudComponents
-from components.rendezvous import gcp_rendezvous
-from components.startup import (
-    NO_SECRET_STORE_YET,
-    gcp_secret_channel,
-    render_startup_script,
-)
+from components.startup import gcp_secret_channel
 
 # Deep Learning VM base image (Ubuntu 22.04, CUDA 12.8, NVIDIA driver 570, Docker + NVIDIA
 # container toolkit): the start-up script installs nothing. A family, so new nodes get the
@@ -240,7 +235,7 @@ class JobIdentity(pulumi.ComponentResource):
 
         account = gcp.serviceaccount.Account(
             f"{name}-sa",
-            account_id=service_account_id(job),
+            account_id=service_account_id(args.name_owner or job),
             display_name=f"spotroute job {job}"[:100],
             description=f"spotroute job {job}: checkpoints under {object_prefix}"[:256],
             # The id is fixed per job, so a replacement must delete the old account first.
@@ -328,28 +323,22 @@ class SpotGpuGroup(pulumi.ComponentResource):
         job = args.job_name
         labels = gcp_labels(job, args.labels)
 
+        owner = args.name_owner or job
         secrets = self._secret_store(name, args, identity, labels)
-        fabric = group_fabric("gcp", args.instance_types[:1], args.node_count)
         startup_script = pulumi.Output.all(
             identity.checkpoint_url, secrets[0] if secrets else ""
         ).apply(
-            lambda values: render_startup_script(
-                job,
+            lambda values: gcp_script(
+                args,
+                pulumi.get_stack(),
                 values[0],
-                args.job,
-                node_count=args.node_count,
-                notice_source="gcp",
-                placement=pulumi.get_stack(),
-                secrets=gcp_secret_channel(values[1]) if secrets else None,
-                rendezvous=gcp_rendezvous() if args.node_count > 1 else None,
-                fabric_env=fabric.nccl_env,
-                exit_record=gcp_exit_channel(),
+                gcp_secret_channel(values[1]) if secrets else None,
             )
         )
         template = gcp.compute.InstanceTemplate(
             f"{name}-template",
             # Templates are immutable: every change makes a new one next to the old.
-            name_prefix=gcp_name(job, "", TEMPLATE_PREFIX_LIMIT),
+            name_prefix=gcp_name(owner, "", TEMPLATE_PREFIX_LIMIT),
             description=f"spotroute job {job}: {args.gpu_count}x {args.gpu} ({args.market})",
             machine_type=machine_type,
             guest_accelerators=accelerators or None,
@@ -388,7 +377,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 "enable-oslogin": "TRUE",
             },
             labels=labels,
-            tags=[node_tag(job)],
+            tags=[node_tag(owner)],
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -409,10 +398,10 @@ class SpotGpuGroup(pulumi.ComponentResource):
             group: gcp.compute.InstanceGroupManager | gcp.compute.RegionInstanceGroupManager = (
                 gcp.compute.InstanceGroupManager(
                     f"{name}-group",
-                    name=gcp_name(job, "group"),
+                    name=gcp_name(owner, "group"),
                     description=f"spotroute job {job}",
                     zone=args.zone,
-                    base_instance_name=gcp_name(job, "node", BASE_INSTANCE_NAME_LIMIT),
+                    base_instance_name=gcp_name(owner, "node", BASE_INSTANCE_NAME_LIMIT),
                     versions=versions,
                     target_size=args.node_count,
                     instance_lifecycle_policy=gcp.compute.InstanceGroupManagerInstanceLifecyclePolicyArgs(
@@ -429,13 +418,13 @@ class SpotGpuGroup(pulumi.ComponentResource):
         else:
             group = gcp.compute.RegionInstanceGroupManager(
                 f"{name}-group",
-                name=gcp_name(job, "group"),
+                name=gcp_name(owner, "group"),
                 description=f"spotroute job {job}",
                 region=args.region,
                 # All nodes in whichever zone has the capacity: NCCL across zones is slow and
                 # cross-zone traffic is billed.
                 distribution_policy_target_shape="ANY_SINGLE_ZONE",
-                base_instance_name=gcp_name(job, "node", BASE_INSTANCE_NAME_LIMIT),
+                base_instance_name=gcp_name(owner, "node", BASE_INSTANCE_NAME_LIMIT),
                 versions=[
                     gcp.compute.RegionInstanceGroupManagerVersionArgs(instance_template=template.id)
                 ],
@@ -467,7 +456,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         secret = gcp.secretmanager.Secret(
             f"{name}-secret-env",
-            secret_id=gcp_name(pulumi.get_stack(), "secret-env", SECRET_ID_LIMIT),
+            secret_id=secret_id(args.job_name, args.name_owner, pulumi.get_stack()),
             replication=gcp.secretmanager.SecretReplicationArgs(
                 user_managed=gcp.secretmanager.SecretReplicationUserManagedArgs(
                     replicas=[
@@ -516,13 +505,22 @@ def _scheduling(market: str) -> gcp.compute.InstanceTemplateSchedulingArgs:
     )
 
 
+def secret_id(job_name: str, owner: str, stack: str) -> str:
+    """The secret env's Secret Manager id: the name owner's (components/args.py name_owner);
+    a stack with the job's names keeps the stack-named id it always had."""
+    if owner and owner != job_name:
+        return gcp_name(owner, "secret-env", SECRET_ID_LIMIT)
+    return gcp_name(stack, "secret-env", SECRET_ID_LIMIT)
+
+
 def _check_group_args(args: SpotGpuGroupArgs) -> None:
+    """Validate the group's Args before anything is registered: the zone, and its script renders
+    and fits a metadata value (components/node_scripts.py)."""
     if args.zone and not args.zone.startswith(f"{args.region}-"):
         raise ValueError(
             f"zone: {args.zone!r} is not in region {args.region!r} — use e.g. {args.region}-a"
         )
-    # Renders (and so validates env names, reserved keys, empty commands) before registering.
-    render_startup_script(args.job_name, "gs://validate/", args.job, secrets=NO_SECRET_STORE_YET)
+    check_group_script("gcp", args)
 
 
 COMPONENTS = CloudComponents(

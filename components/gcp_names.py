@@ -32,7 +32,8 @@ def _digest(text: str, length: int) -> str:
 
 def gcp_name(job_name: str, part: str, limit: int = NAME_LIMIT) -> str:
     """RFC 1035 name `spotroute-<job>-<part>` of at most `limit` chars; long job names get a hash
-    suffix. The fixed prefix is what the deployer's name conditions admit (gcp_permissions)."""
+    suffix. The fixed prefix is what the deployer's name conditions admit (gcp_permissions).
+    `job_name` is the names' owner: the job, or `<n>-<job>` for its n-th stack (args.name_owner)."""
     base = GCP_NAME_PREFIX + re.sub(r"[^a-z0-9-]+", "-", job_name.lower()).strip("-")
     name = f"{base.rstrip('-')}-{part}"
     if len(name) <= limit:
@@ -43,7 +44,8 @@ def gcp_name(job_name: str, part: str, limit: int = NAME_LIMIT) -> str:
 
 
 def service_account_id(job_name: str) -> str:
-    """Service account id of a job: 6-30 chars of [a-z0-9-], a letter first, no dash last."""
+    """Service account id of a job (or of the names' owner `<n>-<job>`: `sr-2-llm`): 6-30 chars
+    of [a-z0-9-], a letter first, no dash last (the IAM API's rule)."""
     base = re.sub(r"[^a-z0-9-]+", "-", job_name.lower()).strip("-")
     account = f"sr-{base}".rstrip("-")
     if len(account) > SERVICE_ACCOUNT_MAX:

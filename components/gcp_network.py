@@ -29,13 +29,14 @@ class Network(pulumi.ComponentResource):
     ) -> None:
         require_type(args, NetworkArgs, "gcp.Network")
         super().__init__("spotroute:gcp:Network", name, None, opts)
-        # Names are fixed per job, so a replacement must delete the old resource first.
+        # Names are fixed per stack, so a replacement must delete the old resource first.
         child = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
-        job = args.job_name
+        # The names' owner: the job, or this stack where a move's stacks must not share names.
+        job, owner = args.job_name, args.name_owner or args.job_name
 
         network = gcp.compute.Network(
             f"{name}-vpc",
-            name=gcp_name(job, "vpc"),
+            name=gcp_name(owner, "vpc"),
             description=f"spotroute job {job}",
             auto_create_subnetworks=False,
             routing_mode="REGIONAL",
@@ -43,7 +44,7 @@ class Network(pulumi.ComponentResource):
         )
         subnet = gcp.compute.Subnetwork(
             f"{name}-subnet",
-            name=gcp_name(job, "subnet"),
+            name=gcp_name(owner, "subnet"),
             network=network.id,
             region=args.region,
             ip_cidr_range=SUBNET_CIDR,
@@ -54,14 +55,14 @@ class Network(pulumi.ComponentResource):
         # Nodes have no external IP; NAT lets them pull images (~$0.045/h per gateway + data).
         router = gcp.compute.Router(
             f"{name}-router",
-            name=gcp_name(job, "router"),
+            name=gcp_name(owner, "router"),
             network=network.id,
             region=args.region,
             opts=child,
         )
         gcp.compute.RouterNat(
             f"{name}-nat",
-            name=gcp_name(job, "nat"),
+            name=gcp_name(owner, "nat"),
             router=router.name,
             region=args.region,
             nat_ip_allocate_option="AUTO_ONLY",
@@ -78,7 +79,7 @@ class Network(pulumi.ComponentResource):
         # and gives the component a firewall to export. The allows below win by priority.
         deny = gcp.compute.Firewall(
             f"{name}-deny-ingress",
-            name=gcp_name(job, "deny-ingress"),
+            name=gcp_name(owner, "deny-ingress"),
             network=network.id,
             description=f"spotroute job {job}: no inbound traffic but the job's own and IAP's",
             direction="INGRESS",
@@ -87,12 +88,12 @@ class Network(pulumi.ComponentResource):
             denies=[gcp.compute.FirewallDenyArgs(protocol="all")],
             opts=child,
         )
-        tag = node_tag(job)
+        tag = node_tag(owner)
         # A custom VPC has no allow-internal rule: NCCL and the rendezvous between the job's own
         # nodes (and only those: source and target are the job's node tag) need one.
         gcp.compute.Firewall(
             f"{name}-internal",
-            name=gcp_name(job, "internal"),
+            name=gcp_name(owner, "internal"),
             network=network.id,
             description=f"spotroute job {job}: its nodes talk to each other",
             direction="INGRESS",
@@ -105,7 +106,7 @@ class Network(pulumi.ComponentResource):
         if args.remote_access:
             gcp.compute.Firewall(
                 f"{name}-iap-ssh",
-                name=gcp_name(job, "iap-ssh"),
+                name=gcp_name(owner, "iap-ssh"),
                 network=network.id,
                 description="SSH through IAP TCP forwarding only (spotroute:remoteAccess)",
                 direction="INGRESS",

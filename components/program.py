@@ -23,6 +23,7 @@ from components.args import (
     NetworkArgs,
     ProviderArgs,
     SpotGpuGroupArgs,
+    name_owner,
     standard_labels,
 )
 from components.registry import cloud_components
@@ -80,6 +81,7 @@ class PlacementConfig:
     checkpoint_url: str
     keep_checkpoints: bool = True  # destroy keeps the created checkpoint bucket (else deletes it)
     deployment_id: str = ""  # the stack's random id (GCP salts its bucket name with it)
+    name_scope: str = "job"  # whose project-scoped names: the job's or this stack's (GCP)
     data_urls: tuple[str, ...]  # read-only, prefix-scoped: the chosen copy of every data set
     data_copy_urls: tuple[str, ...] = ()  # staged next to the GPUs (copy mode)
     staging_days: int = 0  # the staging bucket deletes copies this many days after upload
@@ -182,6 +184,7 @@ def read_placement_config(config: ConfigSource, stack_file: str = "") -> Placeme
         checkpoint_url=checkpoint_url,
         keep_checkpoints=read.value("keepCheckpoints"),
         deployment_id=read.value("deploymentId"),
+        name_scope=read.value("nameScope"),
         data_urls=data_urls,
         data_copy_urls=data_copy_urls,
         staging_days=staging_days,
@@ -325,10 +328,32 @@ def placement_program() -> None:
     build_placement(placement)
 
 
+def group_args(placement: PlacementConfig, labels: dict[str, str], owner: str) -> SpotGpuGroupArgs:
+    """The SpotGpuGroup's Args of a placement (`labels` as the program extends them)."""
+    return SpotGpuGroupArgs(
+        job_name=placement.job_name,
+        region=placement.region,
+        zone=placement.zone,
+        instance_types=placement.instance_types,
+        market=placement.market,
+        max_price_per_hour=placement.max_price_per_hour,
+        node_count=placement.node_count,
+        gpu=placement.gpu,
+        gpu_count=placement.gpu_count,
+        boot_disk_gb=placement.boot_disk_gb,
+        job=placement.job,
+        labels=labels,
+        accelerator_type=placement.gcp_accelerator_type,
+        local_sandbox=placement.local_sandbox_dir,
+        name_owner=owner,
+    )
+
+
 def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
     """Create the placement's components in its cloud and export the stack outputs."""
     cloud = cloud_components(placement.cloud)
     job = placement.job_name
+    owner = name_owner(job, pulumi.get_stack(), placement.name_scope)
     provider = cloud.make_provider(
         f"{job}-{placement.cloud}",
         ProviderArgs(region=placement.region, gcp_project=placement.gcp_project),
@@ -347,6 +372,7 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
             zone=placement.zone,
             remote_access=placement.remote_access,
             labels=labels,
+            name_owner=owner,
         ),
         opts,
     )
@@ -389,6 +415,7 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
             labels=labels,
             storage_account_ids=placement.storage_account_ids,
             remote_access=placement.remote_access,
+            name_owner=owner,
         ),
         bucket,
         opts,
@@ -396,22 +423,7 @@ def build_placement(placement: PlacementConfig) -> Mapping[str, Any]:
     )
     group = cloud.gpu_group(
         job,
-        SpotGpuGroupArgs(
-            job_name=job,
-            region=placement.region,
-            zone=placement.zone,
-            instance_types=placement.instance_types,
-            market=placement.market,
-            max_price_per_hour=placement.max_price_per_hour,
-            node_count=placement.node_count,
-            gpu=placement.gpu,
-            gpu_count=placement.gpu_count,
-            boot_disk_gb=placement.boot_disk_gb,
-            job=placement.job,
-            labels=labels,
-            accelerator_type=placement.gcp_accelerator_type,
-            local_sandbox=placement.local_sandbox_dir,
-        ),
+        group_args(placement, labels, owner),
         network,
         identity,
         bucket,

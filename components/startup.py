@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from components.args import JobCommand
 from components.node_exit import NODE_DIR, ExitRecordChannel, exit_record_lines, fresh_node_dir
+from components.provider_rules import check_size
 from components.rendezvous import GROUP_ENV, GroupRendezvous, rendezvous_lines
 from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
 
@@ -127,7 +128,9 @@ def _group_rounds(run: list[str], reform_rounds: int) -> list[str]:
         "spotroute_round=0",
         "while :; do",
         '  spotroute_rendezvous || { echo "spotroute: the group did not form"; status=1; break; }',
-        "  spotroute_started=$EPOCHSECONDS",
+        # date, not $EPOCHSECONDS: that is bash 5.0's, and Amazon Linux 2 (the V100 image) has
+        # bash 4.2, where `set -u` stops the script at it (components/provider_rules/bash.toml).
+        "  spotroute_started=$(date +%s)",
         "  status=0",
         *(f"  {line}" for line in run),
         '  [ "$status" = 0 ] && break',
@@ -139,6 +142,26 @@ def _group_rounds(run: list[str], reform_rounds: int) -> list[str]:
         '  echo "spotroute: a peer node was preempted (status $status); forming the group again"',
         "done",
     ]
+
+
+def job_field_bytes(job: JobCommand) -> dict[str, int]:
+    """Bytes each of the job's own fields adds to the start-up script (job.yaml's names): the
+    field a size refusal names (components/provider_rules.py check_size)."""
+    env = sum(len(f"export {k}={shlex.quote(v)}\n -e {k}") for k, v in job.env.items())
+    secrets = sum(2 * len(f" {name}") + len(f" -e {name}") for name in job.secret_names)
+    return {
+        "run.env": env,
+        "run.command": len(" ".join(shlex.quote(part) for part in job.command)),
+        "run.image": 2 * len(shlex.quote(job.image)),  # pulled, then run
+        "run.secrets": secrets,
+    }
+
+
+def check_script_size(cloud: str, type_: str, property_: str, script: str, job: JobCommand) -> str:
+    """`script`, or ScriptTooLarge naming the job field that grew when `cloud` would refuse it
+    as `type_`'s `property_` (provider_rules/<cloud>.toml)."""
+    check_size(cloud, type_, property_, script, job_field_bytes(job))
+    return script
 
 
 def checkpoint_interval_text(interval_s: float) -> str:
@@ -257,7 +280,8 @@ def render_startup_script(
     lines.append("status=0")
     passthrough_names = [*env, *job.secret_names]
     if node_count == 1:
-        lines.append('export SKYPILOT_NODE_IPS="$(hostname -I | cut -d" " -f1)"')
+        # Assigned, then exported: `export X="$(...)"` would hide the command's failure from set -e.
+        lines += ['SKYPILOT_NODE_IPS="$(hostname -I | cut -d" " -f1)"', "export SKYPILOT_NODE_IPS"]
         passthrough_names.append("SKYPILOT_NODE_IPS")
     elif rendezvous is not None:
         lines += rendezvous_lines(rendezvous, checkpoint_url, placement or job_name, node_count)

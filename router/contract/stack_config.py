@@ -130,6 +130,13 @@ KEYS: tuple[Key, ...] = (
     # exists: GCP and Azure salt the created bucket's / storage account's (global, fixed) name
     # with it, so a stack created again after a destroy that kept its bucket gets a new one.
     Key("deploymentId", "string", default=""),
+    # Whose the project-scoped physical names are (GCP: network, subnet, router, NAT, firewalls,
+    # group, service account, secret): "stack" = this placement stack's, so a move's new stack
+    # (<job>.2) never takes its old one's names; "job" = the job's, every stack of it the same
+    # names (stacks written before per-stack names: they keep theirs). A job's first stack gets
+    # the same names either way. The router writes "stack" into a new stack file and keeps the
+    # value while the file exists.
+    Key("nameScope", "string", default="job", choices=("job", "stack")),
     # The job's checkpoint.interval in seconds (SPOTROUTE_CHECKPOINT_INTERVAL); 0 = unset.
     Key("checkpointIntervalS", "number", default=0),
     # Data sets (job.yaml data): the chosen copy of each, and the ones staged next to the GPUs.

@@ -6,6 +6,7 @@ and native Pulumi providers surface them), e.g.
 
   AWS    creating EC2 Fleet: InsufficientInstanceCapacity: There is no Spot capacity available …
          SpotMaxPriceTooLow · MaxSpotInstanceCountExceeded · VcpuLimitExceeded ·
+         VpcLimitExceeded · AddressLimitExceeded (a Region's default network quotas) ·
          UnfulfillableCapacity · InsufficientCapacity · Unsupported (type not offered in the
          zone) · InvalidParameterValue for an instance profile IAM has not propagated yet
          (kind "propagation": retried in place, never blocked) — an instant fleet's own errors,
@@ -17,7 +18,7 @@ and native Pulumi providers surface them), e.g.
   Azure  Code="SkuNotAvailable" Message="The requested VM size for resource … is currently not
          available in location 'eastus' …" · OverconstrainedAllocationRequest ·
          AllocationFailed · ZonalAllocationFailed · OperationNotAllowed … exceeding approved
-         … Cores quota · QuotaExceeded
+         … Cores quota · QuotaExceeded · PublicIPCountLimitReached
   local  LocalCapacityExhausted · LocalQuotaExceeded · LocalSpotPriceTooLow (the local market,
          components/local_nodes.py)
 
@@ -68,6 +69,14 @@ _CODES: tuple[tuple[str, str, str, FailureKind], ...] = (
     # quota and a shortage is a quota (it outlasts the shortage; components/aws_fleet.py).
     (r"MaxSpotInstanceCountExceeded", "MaxSpotInstanceCountExceeded", "aws", "quota"),
     (r"VcpuLimitExceeded", "VcpuLimitExceeded", "aws", "quota"),
+    # A fresh account's network quotas per Region (5 VPCs, the default one included; 5 Elastic
+    # IPs; 5 internet gateways; 5 NAT gateways per zone): each placement takes one of each, so the
+    # 5th placement in a Region is refused (EC2 API error codes, errors-overview.html above;
+    # https://docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html).
+    (r"VpcLimitExceeded", "VpcLimitExceeded", "aws", "quota"),
+    (r"AddressLimitExceeded", "AddressLimitExceeded", "aws", "quota"),
+    (r"InternetGatewayLimitExceeded", "InternetGatewayLimitExceeded", "aws", "quota"),
+    (r"NatGatewayLimitExceeded", "NatGatewayLimitExceeded", "aws", "quota"),
     # A new instance profile EC2 cannot see yet (IAM is eventually consistent): "Value (…) for
     # parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name".
     (r"InvalidParameterValue: [^;\n]*(?:iamInstanceProfile|IAM Instance Profile)",
@@ -93,6 +102,9 @@ _CODES: tuple[tuple[str, str, str, FailureKind], ...] = (
     (r"(?<![A-Za-z])AllocationFailed", "AllocationFailed", "azure", "capacity"),
     (r"exceeding approved [A-Za-z0-9 ]*[Cc]ores quota", "QuotaExceeded", "azure", "quota"),
     (r"(?<![A-Za-z_])QuotaExceeded", "QuotaExceeded", "azure", "quota"),
+    # Standard public IPs per region (10 by default; each placement's NAT gateway takes one):
+    # https://learn.microsoft.com/azure/azure-resource-manager/management/azure-subscription-service-limits#publicip-address
+    (r"PublicIPCountLimitReached", "PublicIPCountLimitReached", "azure", "quota"),
     (r"LocalCapacityExhausted", "LocalCapacityExhausted", "local", "capacity"),
     (r"LocalQuotaExceeded", "LocalQuotaExceeded", "local", "quota"),
     (r"LocalSpotPriceTooLow", "LocalSpotPriceTooLow", "local", "price"),

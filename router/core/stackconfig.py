@@ -81,6 +81,7 @@ def stack_config(
     local_dirs: tuple[str, str] = ("", ""),
     secret_env: Mapping[str, str] | None = None,
     deployment_id: str = "",
+    name_scope: str = "stack",
 ) -> StackConfig:
     """The `spotroute:*` config for deploying `job` at `chosen` (keys without the namespace).
 
@@ -90,6 +91,8 @@ def stack_config(
     they go to the secret key spotroute:secretEnv only, never into spotroute:job.
     `deployment_id` is the stack's random id (kept from its stack file, new for a new one),
     written for GCP and Azure only (it salts the bucket / storage account name there).
+    `name_scope` is whose the stack's project-scoped names are: "stack" for a new stack file,
+    the file's own value (or "job", a file from before the key) for an existing one.
     """
     secrets = dict(secret_env or {})
     if sorted(secrets) != sorted(job.run.secrets):
@@ -123,6 +126,7 @@ def stack_config(
             "checkpointUrl": checkpoint_url,
             "keepCheckpoints": True,  # a discarded copy's fate is written into the state at destroy
             "deploymentId": deployment_id if chosen.cloud in ("gcp", "azure") else "",
+            "nameScope": name_scope,
             "checkpointIntervalS": job.checkpoint.interval_s if job.checkpoint else 0,
             **data_values(chosen),
             "remoteAccess": False,

@@ -20,6 +20,7 @@ from router.core.offers import Offer
 from router.core.org import OrgConfig
 from router.core.placement import Placement, PlanResult
 from router.core.planner import plan
+from router.flows.startup_size import check_startup_script
 from router.flows.zone_evidence import recorded_evidence
 from router.prices.book import SOURCE_KINDS, OfferBook, book_now
 from router.prices.local import local_offers
@@ -181,6 +182,9 @@ def plan_job(
         quotas=quotas,
         refused=book.refused,
     )
+    if result.placements:
+        # The best placement's cloud must accept the job's start-up script (EC2 user data 16 KB).
+        check_startup_script(job, result.placements[0], job_path)
     shift = None
     if result.placements and job.deadline is not None:  # only a deadline leaves room to wait
         from router.flows.timeshift import later_start

@@ -31,6 +31,7 @@ from router.core.stackconfig import StackConfig, config_diff, stack_config
 from router.engine.records import RecordStore
 from router.flows.live_placement import at_live_site, live_placement, live_stack, with_move_env
 from router.flows.plan import PlanReport, plan_job
+from router.flows.startup_size import check_startup_script
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,7 @@ def proposal_for(
     2, naming the variable when one has no value), and go only into the secret config key.
     `read_secrets=False` (`route plan --write`, which never writes that key) reads none of them.
     """
+    check_startup_script(job, chosen, job_file or f"job {job.name}")
     home = spotroute_home()
     secrets = (
         secret_values(job, os.environ, str(job_file) if job_file else f"job {job.name}")
@@ -236,6 +238,9 @@ def proposal_for(
         secret_env=secrets,
         # Kept while the stack file lives (a redeploy changes no bucket name), new otherwise.
         deployment_id=str(before.get("deploymentId") or token_hex(4)),
+        # Per-stack names for a new stack file; an existing one keeps what it was deployed with
+        # (a file from before the key: the job's names), so a redeploy renames nothing.
+        name_scope=str(before.get("nameScope") or ("job" if before else "stack")),
     )
     return Proposal(
         job,

@@ -6,7 +6,7 @@ A Spot VM Azure evicts is deallocated (`PowerState/deallocated`, eviction policy
 deleted with its disks (policy Delete, what components/azure.py sets): then it is simply
 missing, and the scale set has fewer VMs than its capacity. Either counts as lost. A deallocated
 Spot VM is an eviction (the nodes never deallocate themselves). A missing one is not proof of
-one: a node also deletes itself after its job ends (components/azure.py self_delete_lines),
+one: a node also deletes itself after its job ends (components/node_scripts.py self_delete_lines),
 crashed or not, so a missing VM is lost with its cause unknown, and the node's exit record
 (router/core/node_exit.py) tells the router which it was.
 """

@@ -40,6 +40,9 @@ FAKE_AMI_ID = "ami-0123456789abcdef0"
 
 CallAnswer = Callable[[dict[str, Any]], dict[str, Any]]
 StateFiller = Callable[[str, dict[str, Any]], dict[str, Any]]  # (name, inputs) → extra state
+# (type, logical name, inputs) → the inputs as the cloud admits them (autonamed names filled in),
+# or an exception with the provider's refusal (tests/components/cloud_account.py).
+Admit = Callable[[str, str, dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -158,9 +161,15 @@ DEFAULT_CALLS: dict[str, CallAnswer] = {
 class RecordingMocks(pulumi_mocks.Mocks):
     """Answers invokes from a table and records every invoke; resource state = inputs + fillers."""
 
-    def __init__(self, calls: Mapping[str, CallAnswer], states: Mapping[str, StateFiller]):
+    def __init__(
+        self,
+        calls: Mapping[str, CallAnswer],
+        states: Mapping[str, StateFiller],
+        admit: Admit | None = None,
+    ):
         self.calls = calls
         self.states = states
+        self.admit = admit
         self.invokes: list[CapturedInvoke] = []
         self._lock = threading.Lock()
 
@@ -176,10 +185,13 @@ class RecordingMocks(pulumi_mocks.Mocks):
         return answer(dict(args.args))
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        state = dict(args.inputs)
+        inputs = dict(args.inputs)
+        if self.admit is not None:
+            inputs = self.admit(args.typ, args.name, inputs)
+        state = dict(inputs)
         filler = self.states.get(args.typ)
         if filler is not None:
-            state.update(filler(args.name, dict(args.inputs)))
+            state.update(filler(args.name, dict(inputs)))
         # A filler may give the provider's id shape (an ARM id, say) as "__id".
         return str(state.pop("__id", f"{args.name}-id")), state
 
@@ -270,6 +282,7 @@ def run_components(
     calls: Mapping[str, CallAnswer] | None = None,
     states: Mapping[str, StateFiller] | None = None,
     stack: str = "test-job",
+    admit: Admit | None = None,
 ) -> CapturedStack:
     """Run `program` under mocks (fresh loop + runtime) and return what it registered.
 
@@ -277,7 +290,9 @@ def run_components(
     (strings verbatim, numbers/lists/dicts/bools as JSON). Exceptions from the program or from
     any apply propagate to the caller.
     """
-    mocks = RecordingMocks({**DEFAULT_CALLS, **(calls or {})}, {**DEFAULT_STATES, **(states or {})})
+    mocks = RecordingMocks(
+        {**DEFAULT_CALLS, **(calls or {})}, {**DEFAULT_STATES, **(states or {})}, admit
+    )
     monitor = RecordingMonitor(mocks)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -324,9 +339,14 @@ def run_program(
     *,
     calls: Mapping[str, CallAnswer] | None = None,
     states: Mapping[str, StateFiller] | None = None,
+    stack: str = "",
+    admit: Admit | None = None,
 ) -> CapturedStack:
-    """Run the placement program with this stack config (keys without "spotroute:")."""
+    """Run the placement program with this stack config (keys without "spotroute:") as `stack`
+    (default: the job's first stack, named after the job)."""
     from components.program import placement_program
 
-    stack = str(config.get("jobName", "test-job")) or "test-job"
-    return run_components(placement_program, config, calls=calls, states=states, stack=stack)
+    stack = stack or str(config.get("jobName", "test-job")) or "test-job"
+    return run_components(
+        placement_program, config, calls=calls, states=states, stack=stack, admit=admit
+    )

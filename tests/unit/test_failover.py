@@ -53,6 +53,32 @@ PAYLOADS = [
         "VcpuLimitExceeded",
         "quota",
     ),
+    # A fresh account's Region quotas (EC2 API error codes:
+    # https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html): the 5th
+    # placement in a Region finds its VPC and Elastic IP quotas spent.
+    (
+        "aws",
+        "error: creating EC2 VPC: operation error EC2: CreateVpc, https response error "
+        "StatusCode: 400, RequestID: 1c2d, api error VpcLimitExceeded: The maximum number of "
+        "VPCs has been reached.",
+        "VpcLimitExceeded",
+        "quota",
+    ),
+    (
+        "aws",
+        "error: creating EC2 EIP: operation error EC2: AllocateAddress, https response error "
+        "StatusCode: 400, RequestID: 9f3e, api error AddressLimitExceeded: The maximum number "
+        "of addresses has been reached.",
+        "AddressLimitExceeded",
+        "quota",
+    ),
+    (
+        "azure",
+        'error: Code="PublicIPCountLimitReached" Message="Cannot create more than 10 public IP '
+        'addresses for this subscription in this region."',
+        "PublicIPCountLimitReached",
+        "quota",
+    ),
     (
         "aws",
         "error: creating EC2 Fleet: UnfulfillableCapacity: At this time there isn't enough "

@@ -128,3 +128,40 @@ def test_the_local_target_is_exempt_from_freshness(
         refresh=refresher,
     )
     assert proposal.chosen.cloud == "local" and refresher.asked == []
+
+
+def test_a_new_stack_file_gets_per_stack_names_and_an_existing_one_keeps_its_own(
+    project: Project,
+) -> None:
+    # docs/stack-config.md, spotroute:nameScope: a stack file from before the key keeps the job's
+    # names, so a redeploy renames nothing; a new file (a first deploy, a move's <job>.2) gets
+    # names of its own.
+    fresh = propose(JOB, project=project, now=NOW, allow_stale=True)
+    assert fresh.config["nameScope"] == "stack"
+    fresh.stack_file.parent.mkdir(parents=True, exist_ok=True)
+    fresh.stack_file.write_text(
+        "config:\n  spotroute:jobName: llm-finetune\n  spotroute:cloud: gcp\n", encoding="utf-8"
+    )
+
+    again = propose(JOB, project=project, now=NOW, allow_stale=True)
+
+    assert again.config["nameScope"] == "job"
+
+
+def test_deploy_refuses_a_job_whose_start_up_script_the_cloud_would_refuse(
+    project: Project, tmp_path: Path
+) -> None:
+    from router.core.errors import BadInput
+
+    text = JOB.read_text(encoding="utf-8")
+    big = tmp_path / "big.yaml"
+    big.write_text(
+        text.replace("  env:\n", '  env:\n    CONFIG_JSON: "' + "x" * 300_000 + '"\n', 1),
+        encoding="utf-8",
+    )
+
+    with pytest.raises(BadInput) as err:
+        propose(big, project=project, now=NOW, allow_stale=True)
+
+    assert err.value.message.startswith(f"{big}: run.env: the start-up script would be ")
+    assert not (project.root / "stacks" / "Pulumi.llm-finetune.yaml").exists()
