@@ -495,6 +495,17 @@ def test_labels_that_gcp_would_reject_are_refused_with_a_suggestion(tmp_path: Pa
     assert line.endswith("e.g. 'ml-platform'")
 
 
+def test_more_labels_than_aws_and_azure_tag_limits_leave_room_for_are_refused(
+    tmp_path: Path,
+) -> None:
+    # 50 tags per resource on AWS and Azure (tagging docs, cited in core/job/model.py), and
+    # spotroute adds up to 4: 46 labels deploy everywhere, 47 would be refused by the cloud.
+    many = ", ".join(f"l{i}: v" for i in range(46))
+    assert len(load_job(job_with(tmp_path, f"labels: {{{many}}}\n")).labels) == 46
+    line = only_problem(tmp_path, f"labels: {{{many}, l46: v}}\n")
+    assert "labels: 47 labels, at most 46" in line and "drop some" in line
+
+
 def test_deadline_is_iso_8601_with_timezone(tmp_path: Path) -> None:
     job = load_job(job_with(tmp_path, "deadline: 2026-06-30T18:00:00Z\n"))
     assert job.deadline == datetime(2026, 6, 30, 18, tzinfo=UTC)

@@ -39,6 +39,11 @@ DEADLINE_LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 RESERVED_NAMES = frozenset({"bootstrap"})  # stack names spotroute uses itself (route bootstrap)
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+# AWS and Azure allow 50 tags per resource (docs.aws.amazon.com/tag-editor/latest/userguide/
+# tagging.html; learn.microsoft.com/azure/azure-resource-manager/management/tag-resources,
+# "Limitations"), and spotroute adds up to 4 of its own (spotroute-job, managed-by,
+# spotroute-checkpointing, Name): components/provider_rules/*.toml [labels].
+MAX_LABELS = 46
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # What the JSON Schema says a duration may be (validation turns either into seconds).
@@ -508,6 +513,11 @@ class Job(Strict):
     @classmethod
     def _portable_labels(cls, value: dict[str, str]) -> dict[str, str]:
         # The strictest cloud (GCP labels) decides, so a job can move between clouds.
+        if len(value) > MAX_LABELS:
+            raise problem(
+                f"{len(value)} labels, at most {MAX_LABELS} — AWS and Azure allow 50 tags per"
+                " resource and spotroute adds up to 4; drop some"
+            )
         for key, text in value.items():
             if key.startswith("spotroute"):
                 raise problem(
