@@ -108,12 +108,14 @@ class LabelRule:
 
 @dataclass(frozen=True, slots=True)
 class Image:
-    """A node image (`key` as the program names it) and the bash it ships."""
+    """A node image (`key` as the program names it) and the bash and python3 it ships."""
 
     key: str
     name: str
     bash: str
     source: str
+    python: str  # /usr/bin/python3's release: the start-up script's programs run on it
+    python_source: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -292,3 +292,14 @@ def test_the_account_refuses_labels_the_cloud_refuses() -> None:
 
     with pytest.raises(ProviderRefusal, match=r"tags: \d+ labels, at most 50"):
         up(CloudAccount("aws"), JOB, config("aws", labels=labels))
+
+
+def test_the_most_labels_job_yaml_accepts_fit_every_clouds_tag_limit() -> None:
+    from router.core.job.model import ADDED_TAGS, MAX_TAGS
+
+    # job.yaml's cap (core/job/model.py): without a team label spotroute adds it too.
+    labels = {f"k{i:02d}": "v" for i in range(MAX_TAGS - len(ADDED_TAGS) - 1)}
+    for cloud in ("aws", "azure"):
+        up(CloudAccount(cloud), JOB, config(cloud, labels=labels))
+    with pytest.raises(ProviderRefusal, match=r"tags: 51 labels, at most 50"):
+        up(CloudAccount("aws"), JOB, config("aws", labels={**labels, "one-more": "v"}))

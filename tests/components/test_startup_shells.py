@@ -17,11 +17,13 @@ node and a group, with and without secret env. Each script
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from harness import CapturedStack, run_program
@@ -31,7 +33,13 @@ from test_gcp import startup_script
 from test_provider_rules import SECRETS, config, mocks
 
 from components.node_exit import NODE_DIR
-from components.provider_rules import bash_features, features_missing_from, rules_for, version
+from components.provider_rules import (
+    Image,
+    bash_features,
+    features_missing_from,
+    rules_for,
+    version,
+)
 from components.startup import LOG_PATH
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*")
@@ -55,9 +63,22 @@ def image_of(cloud: str, stack: CapturedStack) -> str:
     return f"{image['publisher']}:{image['offer']}:{image['sku']}"
 
 
+class Rendered(NamedTuple):
+    """One rendered start-up script and the image its nodes boot."""
+
+    case: str
+    cloud: str
+    image: Image
+    script: str
+
+    @property
+    def bash(self) -> str:
+        return self.image.bash
+
+
 @cache
-def scripts() -> tuple[tuple[str, str, str, str], ...]:
-    """(case id, cloud, the image's bash, the script) for every cloud × image × size × secrets."""
+def scripts() -> tuple[Rendered, ...]:
+    """Every cloud × image × size × secrets: the script and the image it boots."""
     read = {"aws": user_data, "gcp": startup_script, "azure": custom_data}
     found = []
     for cloud, variants in VARIANTS.items():
@@ -70,7 +91,7 @@ def scripts() -> tuple[tuple[str, str, str, str], ...]:
                     stack = run_program(values, **mocks(cloud))
                     image = rules_for(cloud).image(image_of(cloud, stack))
                     case = f"{cloud}-{image.bash}-{nodes}node-{'secrets' if secrets else 'plain'}"
-                    found.append((case, cloud, image.bash, read[cloud](stack)))
+                    found.append(Rendered(case, cloud, image, read[cloud](stack)))
     return tuple(found)
 
 
@@ -87,7 +108,7 @@ CASES = [
 
 
 def test_every_image_in_the_rules_boots_one_of_the_scripts_checked() -> None:
-    booted = {bash for _, _, bash, _ in scripts()}
+    booted = {r.bash for r in scripts()}
     images = {(c, i.bash) for c in ("aws", "gcp", "azure") for i in rules_for(c).images}
 
     assert {bash for _, bash in images} <= booted
@@ -96,7 +117,8 @@ def test_every_image_in_the_rules_boots_one_of_the_scripts_checked() -> None:
 
 @pytest.mark.parametrize("index", CASES)
 def test_every_start_up_script_uses_no_bash_feature_newer_than_its_images_bash(index: int) -> None:
-    case, _, bash, script = scripts()[index]
+    case, _, image, script = scripts()[index]
+    bash = image.bash
 
     assert [f.name for f in features_missing_from(bash, script)] == [], case
 
@@ -188,7 +210,8 @@ def run_as_on_the_image(script: str, bash: str, tmp_path: Path) -> subprocess.Co
 def test_every_start_up_script_runs_to_its_end_under_its_images_bash(
     index: int, tmp_path: Path
 ) -> None:
-    case, _, bash, script = scripts()[index]
+    case, _, image, script = scripts()[index]
+    bash = image.bash
 
     done = run_as_on_the_image(script, bash, tmp_path)
 
@@ -205,3 +228,61 @@ def test_a_bash_5_variable_stops_the_script_as_on_amazon_linux_2(tmp_path: Path)
     done = run_as_on_the_image(script, "4.2", tmp_path)
 
     assert done.returncode != 0 and "EPOCHSECONDS: unbound variable" in done.stdout
+
+
+# The programs a start-up script runs with the image's python3 (rendezvous, exit records,
+# secrets): each is one single-quoted shell word that starts with its imports. vermin finds
+# syntax, modules and the standard library's functions by release; a method called on a value
+# whose type it cannot infer (`sys.argv[1].removeprefix`) escapes it.
+_PROGRAM = re.compile(r"'(import [^']*)'")
+
+
+def python_programs(script: str) -> list[str]:
+    """The python3 programs inside a rendered start-up script."""
+    return _PROGRAM.findall(script)
+
+
+def vermin_violations(program: str, python: str, tmp_path: Path) -> str:
+    """What vermin (the dev extra) finds in `program` that python `python` lacks; '' if none."""
+    vermin = shutil.which("vermin", path=f"{Path(sys.executable).parent}{os.pathsep}")
+    if vermin is None:
+        if os.environ.get("CI"):
+            pytest.fail("vermin is missing: `make setup` installs it (dev extra)")
+        pytest.skip("vermin not installed (dev extra)")
+    source = tmp_path / "program.py"
+    source.write_text(program, encoding="utf-8")
+    run = subprocess.run(
+        [vermin, "--no-tips", "--violations", f"-t={python}-", str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return "" if run.returncode == 0 else run.stdout
+
+
+@pytest.mark.parametrize("index", CASES)
+def test_every_start_up_scripts_python_programs_run_on_its_images_python3(
+    index: int, tmp_path: Path
+) -> None:
+    case, _, image, script = scripts()[index]
+
+    for program in python_programs(script):
+        assert vermin_violations(program, image.python, tmp_path) == "", case
+
+
+def test_the_programs_of_a_group_and_of_gcp_and_azure_scripts_are_found() -> None:
+    found = {r.case for r in scripts() if python_programs(r.script)}
+
+    # the rendezvous program (every group), exit records and secrets (GCP, Azure)
+    assert {"aws-4.2-2node-plain", "gcp-5.1-1node-plain", "azure-5.1-1node-plain"} <= found
+
+
+def test_a_python_3_8_feature_is_refused_on_amazon_linux_2s_python3(tmp_path: Path) -> None:
+    al2 = next(i for i in rules_for("aws").images if i.bash == "4.2")
+    program = (
+        "import sys\nif (n := len(sys.argv)) > 1:\n    sys.stdout.write('x'.removeprefix('y'))\n"
+    )
+
+    assert al2.python == "3.7"
+    found = vermin_violations(program, al2.python, tmp_path)
+    assert "named expressions require" in found and "str.removeprefix" in found

@@ -41,9 +41,10 @@ _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 # AWS and Azure allow 50 tags per resource (docs.aws.amazon.com/tag-editor/latest/userguide/
 # tagging.html; learn.microsoft.com/azure/azure-resource-manager/management/tag-resources,
-# "Limitations"), and spotroute adds up to 4 of its own (spotroute-job, managed-by,
-# spotroute-checkpointing, Name): components/provider_rules/*.toml [labels].
-MAX_LABELS = 46
+# "Limitations"); spotroute adds spotroute-job, managed-by, spotroute-checkpointing, Name and
+# team when the job gives none (components/args.py standard_labels): provider_rules [labels].
+MAX_TAGS = 50
+ADDED_TAGS = ("spotroute-job", "managed-by", "spotroute-checkpointing", "Name")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # What the JSON Schema says a duration may be (validation turns either into seconds).
@@ -513,10 +514,13 @@ class Job(Strict):
     @classmethod
     def _portable_labels(cls, value: dict[str, str]) -> dict[str, str]:
         # The strictest cloud (GCP labels) decides, so a job can move between clouds.
-        if len(value) > MAX_LABELS:
+        tags = len(value) + len(ADDED_TAGS) + (0 if "team" in value else 1)
+        if tags > MAX_TAGS:
+            room = MAX_TAGS - len(ADDED_TAGS)
             raise problem(
-                f"{len(value)} labels, at most {MAX_LABELS} — AWS and Azure allow 50 tags per"
-                " resource and spotroute adds up to 4; drop some"
+                f"{len(value)} labels, at most {room} with a team label ({room - 1} without) —"
+                f" AWS and Azure allow {MAX_TAGS} tags per resource and spotroute adds"
+                f" {', '.join(ADDED_TAGS)} and team; drop some"
             )
         for key, text in value.items():
             if key.startswith("spotroute"):
