@@ -125,7 +125,11 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
         # Session Manager needs no inbound rule (the agent dials out), so the only ingress is the
-        # group to itself: NCCL and the rendezvous between a multi-node job's nodes.
+        # group to itself: NCCL and the rendezvous between a multi-node job's nodes. EFA traffic
+        # matches only rules that name the security group, in both directions: without the
+        # group's own outbound rule NCCL over EFA fails even with egress to 0.0.0.0/0 (EC2 user
+        # guide, "Prepare an EFA-enabled security group":
+        # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security).
         firewall = aws.ec2.SecurityGroup(
             f"{name}-sg",
             description=f"spotroute job {job}: inbound from its own nodes only, all outbound",
@@ -140,6 +144,13 @@ class Network(pulumi.ComponentResource):
                 )
             ],
             egress=[
+                aws.ec2.SecurityGroupEgressArgs(
+                    description="the job's own nodes (EFA needs the group named outbound too)",
+                    protocol="-1",
+                    from_port=0,
+                    to_port=0,
+                    self=True,
+                ),
                 aws.ec2.SecurityGroupEgressArgs(
                     description="image pulls, checkpoints, data",
                     protocol="-1",

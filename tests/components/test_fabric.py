@@ -76,6 +76,24 @@ def test_a_p5_group_gets_every_efa_device_in_one_cluster_placement_group(
     assert "--device=/dev/infiniband" in script and "--ulimit memlock=-1:-1" in script
 
 
+def test_a_p5_group_may_send_to_its_own_security_group_as_efa_requires(
+    aws_config: dict[str, Any],
+) -> None:
+    # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security: an
+    # EFA-enabled security group needs an inbound AND an outbound rule for all traffic naming the
+    # group itself; EFA traffic matches no CIDR rule, so egress to 0.0.0.0/0 does not count.
+    stack = aws_p5(aws_config)
+    sg = stack.named("llm-finetune-sg")
+    rules = {(r["protocol"], r["fromPort"], r["toPort"]) for r in sg.inputs["egress"]
+             if r.get("self") is True and not r.get("cidrBlocks")}
+    inbound = {(r["protocol"], r["fromPort"], r["toPort"]) for r in sg.inputs["ingress"]
+               if r.get("self") is True}
+
+    assert rules == inbound == {("-1", 0, 0)}
+    assert {i["securityGroups"][0] for i in stack.one(TEMPLATE).inputs["networkInterfaces"]} == {
+        f"{sg.name}-id"}
+
+
 def test_a_single_node_and_other_types_keep_the_plain_network(
     aws_config: dict[str, Any],
 ) -> None:
