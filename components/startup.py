@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from components.args import JobCommand
+from components.fabric import DEFAULT_ROUTE_DEVICE
 from components.node_exit import NODE_DIR, ExitRecordChannel, exit_record_lines, fresh_node_dir
 from components.rendezvous import GROUP_ENV, GroupRendezvous, rendezvous_lines
 from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
@@ -121,6 +122,18 @@ def _secret_lines(names: Sequence[str], channel: SecretChannel) -> list[str]:
     ]
 
 
+def _default_route_device(name: str) -> list[str]:
+    """Export `name` as the interface of the node's default route, or leave it unset (NCCL then
+    picks an interface itself) when there is none to read."""
+    # `ip -o route show default`: "default via 10.128.0.1 dev enp0s12 proto dhcp src … metric 100".
+    route = r"ip -o route show default 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n1"
+    return [
+        f'spotroute_dev="$({route} || true)"',
+        f'if [ -n "$spotroute_dev" ]; then export {name}="$spotroute_dev"; fi',
+        "unset spotroute_dev",
+    ]
+
+
 def _group_rounds(run: list[str], reform_rounds: int) -> list[str]:
     """The job run as one group: form it, run, and form it again after a peer's notice."""
     return [
@@ -223,7 +236,9 @@ def render_startup_script(
         env["SPOTROUTE_PLACEMENT_ID"] = placement
     if job.checkpoint_interval_s:
         env["SPOTROUTE_CHECKPOINT_INTERVAL"] = checkpoint_interval_text(job.checkpoint_interval_s)
-    env.update({k: v for k, v in (fabric_env or {}).items() if k not in job.env})
+    fabric_env = {k: v for k, v in (fabric_env or {}).items() if k not in job.env}
+    found_at_boot = [k for k, v in fabric_env.items() if v == DEFAULT_ROUTE_DEVICE]
+    env.update({k: v for k, v in fabric_env.items() if k not in found_at_boot})
     if exit_record is not None:
         env["SPOTROUTE_NODE_DIR"] = NODE_DIR  # where the library says it saved on a notice
     env.update(job.env)
@@ -250,12 +265,13 @@ def render_startup_script(
             "trap spotroute_finish EXIT",
         ]
     lines += [*(f"export {key}={shlex.quote(value)}" for key, value in env.items())]
+    lines += [*(line for key in found_at_boot for line in _default_route_device(key))]
     if exit_record is not None:
         lines.append(fresh_node_dir())
     if job.secret_names and secrets is not None:
         lines += _secret_lines(job.secret_names, secrets)
     lines.append("status=0")
-    passthrough_names = [*env, *job.secret_names]
+    passthrough_names = [*env, *found_at_boot, *job.secret_names]
     if node_count == 1:
         lines.append('export SKYPILOT_NODE_IPS="$(hostname -I | cut -d" " -f1)"')
         passthrough_names.append("SKYPILOT_NODE_IPS")
