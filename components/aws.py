@@ -384,7 +384,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                     notice_source="aws",
                     placement=pulumi.get_stack(),
                     secrets=values[1],
-                    rendezvous=aws_rendezvous(args.region) if args.node_count > 1 else None,
+                    rendezvous=aws_rendezvous(args.region),
                     fabric=fabric.docker_options(),
                     fabric_env=fabric.nccl_env,
                     exit_record=aws_exit_channel(args.region),

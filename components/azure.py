@@ -301,7 +301,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 notice_source="azure",
                 placement=pulumi.get_stack(),
                 secrets=azure_secret_channel(secret_url, client_id) if secrets else None,
-                rendezvous=azure_rendezvous(client_id) if args.node_count > 1 else None,
+                rendezvous=azure_rendezvous(client_id),
                 fabric=fabric.docker_options(),
                 fabric_env=fabric.nccl_env,
                 exit_record=azure_exit_channel(client_id),

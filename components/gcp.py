@@ -341,7 +341,7 @@ class SpotGpuGroup(pulumi.ComponentResource):
                 notice_source="gcp",
                 placement=pulumi.get_stack(),
                 secrets=gcp_secret_channel(values[1]) if secrets else None,
-                rendezvous=gcp_rendezvous() if args.node_count > 1 else None,
+                rendezvous=gcp_rendezvous(),
                 fabric_env=fabric.nccl_env,
                 exit_record=gcp_exit_channel(),
             )

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from components.args import JobCommand
 from components.fabric import DEFAULT_ROUTE_DEVICE
 from components.node_exit import NODE_DIR, ExitRecordChannel, exit_record_lines, fresh_node_dir
-from components.rendezvous import GROUP_ENV, GroupRendezvous, rendezvous_lines
+from components.rendezvous import (
+    EXIT_GROUP_NOT_FORMED,
+    GROUP_ENV,
+    MASTER_PORT,
+    GroupRendezvous,
+    rendezvous_lines,
+)
 from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
 
 # POSIX shell variable names; anything else could not be exported and would break the script.
@@ -139,7 +145,10 @@ def _group_rounds(run: list[str], reform_rounds: int) -> list[str]:
     return [
         "spotroute_round=0",
         "while :; do",
-        '  spotroute_rendezvous || { echo "spotroute: the group did not form"; status=1; break; }',
+        # Not formed: its own status, an infrastructure failure for the router. Stopped by a
+        # signal (the node going away while it waited): that signal's status, as for a job.
+        "  spotroute_rendezvous || { status=$?; [ $status -ge 128 ] || { echo 'spotroute: the"
+        f" group did not form'; status={EXIT_GROUP_NOT_FORMED}; }}; break; }}",
         "  spotroute_started=$EPOCHSECONDS",
         "  status=0",
         *(f"  {line}" for line in run),
@@ -151,6 +160,21 @@ def _group_rounds(run: list[str], reform_rounds: int) -> list[str]:
         "  spotroute_round=$((spotroute_round + 1))",
         '  echo "spotroute: a peer node was preempted (status $status); forming the group again"',
         "done",
+    ]
+
+
+def _group_of_one() -> list[str]:
+    """A single node's group variables where no rendezvous is given: rank 0 of 1, itself the
+    master (the clouds and the local target run the rendezvous instead; the same names)."""
+    return [
+        'SPOTROUTE_NODE_ID="${SPOTROUTE_NODE_ID:-$(hostname)}"',
+        'SPOTROUTE_NODE_ADDRESS="${SPOTROUTE_NODE_ADDRESS:-$(hostname -I | cut -d" " -f1)}"',
+        "export SPOTROUTE_NODE_ID SPOTROUTE_NODE_ADDRESS",
+        f"export SPOTROUTE_NODE_RANK=0 NODE_RANK=0 SKYPILOT_NODE_RANK=0 NNODES=1"
+        f" MASTER_PORT={MASTER_PORT}",
+        'export MASTER_ADDR="$SPOTROUTE_NODE_ADDRESS" SKYPILOT_NODE_IPS="$SPOTROUTE_NODE_ADDRESS"',
+        f'export SPOTROUTE_RDZV_ENDPOINT="$SPOTROUTE_NODE_ADDRESS:{MASTER_PORT}"',
+        'export SPOTROUTE_GROUP_GENERATION="$SPOTROUTE_NODE_ID"',
     ]
 
 
@@ -189,9 +213,12 @@ def render_startup_script(
     SPOTROUTE_PLACEMENT_ID: the job answers only the hand-over requests addressed to it and names
     it in its resume record (docs/migration.md). `secrets` is how the node reads the job's
     secret env (`job.secret_names`) at boot; a job with secrets and no channel is refused.
-    A group (`node_count` > 1) forms through `rendezvous` (components/rendezvous.py) before the
-    job starts, and again after a peer's notice stopped it, up to `rendezvous.reform_rounds`
-    times. `fabric` are extra `docker run` options for the node's fabric (devices, mounts) and
+    A group forms through `rendezvous` (components/rendezvous.py) before the job starts — a
+    group of one too, which waits out a fresh storage grant that way — and again after a peer's
+    notice stopped it, up to `rendezvous.reform_rounds` times; one that does not form ends the
+    script with EXIT_GROUP_NOT_FORMED. A single node without a rendezvous gets the same group
+    variables (rank 0 of 1, itself the master); more nodes need one.
+    `fabric` are extra `docker run` options for the node's fabric (devices, mounts) and
     `fabric_env` the NCCL settings the provider documents for it (the job's env wins).
     `exit_record` is how the node stores its exit record next to the checkpoints when the script
     ends (components/node_exit.py): the router tells a crash from a preemption by it.
@@ -228,7 +255,6 @@ def render_startup_script(
         # group's ranks and addresses come from its rendezvous (docs/components.md).
         "SPOTROUTE_NODE_COUNT": str(node_count),
         "SKYPILOT_NUM_NODES": str(node_count),
-        **({"SKYPILOT_NODE_RANK": "0"} if node_count == 1 else {}),
     }
     if notice_source:
         env["SPOTROUTE_NOTICE_SOURCE"] = notice_source
@@ -272,12 +298,13 @@ def render_startup_script(
         lines += _secret_lines(job.secret_names, secrets)
     lines.append("status=0")
     passthrough_names = [*env, *found_at_boot, *job.secret_names]
-    if node_count == 1:
-        lines.append('export SKYPILOT_NODE_IPS="$(hostname -I | cut -d" " -f1)"')
-        passthrough_names.append("SKYPILOT_NODE_IPS")
-    elif rendezvous is not None:
+    # A group of one is still a group: every node gets rank, count, master and peers
+    # (GROUP_ENV), so `torchrun --nnodes=$NNODES --node-rank=$NODE_RANK` runs at any node count.
+    if rendezvous is not None:
         lines += rendezvous_lines(rendezvous, checkpoint_url, placement or job_name, node_count)
-        passthrough_names += [name for name in GROUP_ENV if name not in passthrough_names]
+    else:
+        lines += _group_of_one()
+    passthrough_names += [name for name in GROUP_ENV if name not in passthrough_names]
     run: list[str]
     if job.image:
         image = shlex.quote(job.image)
@@ -302,7 +329,7 @@ def render_startup_script(
     else:
         lines.append(f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)}")
         run = [f"{command} || status=$?"]
-    if node_count > 1 and rendezvous is not None:
+    if rendezvous is not None:
         lines += _group_rounds(run, rendezvous.reform_rounds)
     else:
         lines += run

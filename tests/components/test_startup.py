@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -174,14 +175,36 @@ def test_nodes_get_the_group_size_and_a_single_node_its_rank_and_address() -> No
                                   rendezvous=aws_rendezvous("us-east-1"))
 
     assert run_exports(multi, "SPOTROUTE_NODE_COUNT", "SKYPILOT_NUM_NODES") == ["4", "4"]
-    assert run_exports(single, "SKYPILOT_NODE_RANK") == ["0"]
-    assert "-e SKYPILOT_NODE_IPS" in single
+    assert run_exports(single, "SPOTROUTE_NODE_COUNT", "SKYPILOT_NUM_NODES") == ["1", "1"]
     # A group's rank, peers and master come from its rendezvous (tests/components/
-    # test_rendezvous.py runs it) and reach the container by name.
-    run_line = next(line.strip() for line in multi.splitlines()
-                    if line.strip().startswith("docker run"))
-    for name in GROUP_ENV:
-        assert f"-e {name} " in run_line
+    # test_rendezvous.py runs it) and reach the container by name; a group of one's too.
+    for script in (single, multi):
+        run_line = next(line.strip() for line in script.splitlines()
+                        if line.strip().startswith("docker run"))
+        for name in GROUP_ENV:
+            assert f"-e {name} " in run_line
+
+
+def test_a_single_node_is_a_group_of_one_rank_0_with_itself_as_master(tmp_path: Path) -> None:
+    # examples/distributed at node_count 1 ran `torchrun --nnodes "$NNODES" --node-rank
+    # "$NODE_RANK"` with both empty (issue 32, item 9). Any node count gets every group variable.
+    dump = "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))"
+    out = tmp_path / "env.json"
+    job = JobCommand(image="", command=("python3", "-c", dump, str(out)))
+    script = render_startup_script("llm", "s3://b/llm/", job, shutdown_when_done=False,
+                                   log_path=str(tmp_path / "log"), workdir=str(tmp_path))
+    node = {"SPOTROUTE_NODE_ID": "ip-10-0-0-5", "SPOTROUTE_NODE_ADDRESS": "10.0.0.5"}
+    env = {k: v for k, v in os.environ.items() if k not in GROUP_ENV}
+
+    subprocess.run(["bash", "-c", script], env={**env, **node}, check=True)
+
+    seen = json.loads(out.read_text())
+    assert {name: seen.get(name) for name in GROUP_ENV} == {
+        "SPOTROUTE_NODE_ID": "ip-10-0-0-5", "SPOTROUTE_NODE_ADDRESS": "10.0.0.5",
+        "SPOTROUTE_NODE_RANK": "0", "SPOTROUTE_GROUP_GENERATION": "ip-10-0-0-5",
+        "SPOTROUTE_RDZV_ENDPOINT": "10.0.0.5:29500", "NODE_RANK": "0", "NNODES": "1",
+        "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500", "SKYPILOT_NODE_RANK": "0",
+        "SKYPILOT_NODE_IPS": "10.0.0.5"}  # fmt: skip
 
 
 def test_a_group_without_a_rendezvous_is_refused_and_its_variables_are_reserved() -> None:
