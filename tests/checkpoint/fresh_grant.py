@@ -31,19 +31,38 @@ from urllib.parse import urlparse
 #   this operation using this permission."), with x-ms-error-code,
 #   https://learn.microsoft.com/rest/api/storageservices/blob-service-error-codes
 REFUSALS: dict[str, tuple[str, dict[str, str], bytes]] = {
-    "s3": ("application/xml", {}, (
-        b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
-        b"<Message>Access Denied</Message><RequestId>4442587FB7D0A2F9</RequestId></Error>")),
-    "gcs": ("application/json; charset=UTF-8", {}, json.dumps({"error": {
-        "code": 403,
-        "message": "sr-llm@acme-ml.iam.gserviceaccount.com does not have storage.objects.create"
-                   " access to the Google Cloud Storage object. Permission"
-                   " 'storage.objects.create' denied on resource (or it may not exist).",
-        "errors": [{"domain": "global", "reason": "forbidden", "message": "denied"}]}}).encode()),
-    "azure": ("application/xml", {"x-ms-error-code": "AuthorizationPermissionMismatch"}, (
-        b'<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthorizationPermissionMismatch'
-        b"</Code><Message>This request is not authorized to perform this operation using this"
-        b" permission.</Message></Error>")),
+    "s3": (
+        "application/xml",
+        {},
+        (
+            b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+            b"<Message>Access Denied</Message><RequestId>4442587FB7D0A2F9</RequestId></Error>"
+        ),
+    ),
+    "gcs": (
+        "application/json; charset=UTF-8",
+        {},
+        json.dumps(
+            {
+                "error": {
+                    "code": 403,
+                    "message": "sr-llm@acme-ml.iam.gserviceaccount.com does not have"
+                    " storage.objects.create access to the Google Cloud Storage object. Permission"
+                    " 'storage.objects.create' denied on resource (or it may not exist).",
+                    "errors": [{"domain": "global", "reason": "forbidden", "message": "denied"}],
+                }
+            }
+        ).encode(),
+    ),
+    "azure": (
+        "application/xml",
+        {"x-ms-error-code": "AuthorizationPermissionMismatch"},
+        (
+            b'<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthorizationPermissionMismatch'
+            b"</Code><Message>This request is not authorized to perform this operation using this"
+            b" permission.</Message></Error>"
+        ),
+    ),
 }
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "expect", "proxy-connection"}
 
@@ -87,13 +106,16 @@ class _Handler(BaseHTTPRequestHandler):
         upstream = urlparse(proxy.upstream)
         port = upstream.port or (443 if upstream.scheme == "https" else 80)
         connection: http.client.HTTPConnection = (
-            http.client.HTTPSConnection(upstream.hostname or "", port, timeout=60,
-                                        context=proxy.upstream_context)
+            http.client.HTTPSConnection(
+                upstream.hostname or "", port, timeout=60, context=proxy.upstream_context
+            )
             if upstream.scheme == "https"
-            else http.client.HTTPConnection(upstream.hostname or "", port, timeout=60))
+            else http.client.HTTPConnection(upstream.hostname or "", port, timeout=60)
+        )
         try:
-            connection.putrequest(self.command, self.path, skip_host=True,
-                                  skip_accept_encoding=True)
+            connection.putrequest(
+                self.command, self.path, skip_host=True, skip_accept_encoding=True
+            )
             for name, value in self.headers.items():
                 if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
                     connection.putheader(name, value)
@@ -129,9 +151,16 @@ class FreshGrantProxy:
     `key` it serves HTTPS (Azurite with OAuth runs on HTTPS); `upstream_context` verifies an
     HTTPS upstream."""
 
-    def __init__(self, upstream: str, kind: str, refuse_s: float, *, cert: Path | None = None,
-                 key: Path | None = None,
-                 upstream_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        kind: str,
+        refuse_s: float,
+        *,
+        cert: Path | None = None,
+        key: Path | None = None,
+        upstream_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.upstream, self.kind, self.refuse_s = upstream.rstrip("/"), kind, refuse_s
         self.upstream_context = upstream_context
         self.refused = self.forwarded = 0

@@ -44,10 +44,11 @@ print("spotroute-test: saved step", resume.step + 1)
 """
 
 
+Granted = tuple[str, dict[str, str], GroupRendezvous, FreshGrantProxy, dict[str, Any]]
+
+
 @contextmanager
-def fresh_grant(kind: str, tmp_path: Path, refuse_s: float = REFUSE_S) -> Iterator[tuple[str, dict[str, str],
-                                                              GroupRendezvous, FreshGrantProxy,
-                                                              dict[str, Any]]]:
+def fresh_grant(kind: str, tmp_path: Path, refuse_s: float = REFUSE_S) -> Iterator[Granted]:
     """(checkpoint URL, node env, rendezvous, proxy, storage options past the proxy)."""
     url_of = f"fresh-{tmp_path.name}/"
     if kind == "s3":
@@ -55,40 +56,66 @@ def fresh_grant(kind: str, tmp_path: Path, refuse_s: float = REFUSE_S) -> Iterat
         server = start_s3()
         try:
             with FreshGrantProxy(server.env["AWS_ENDPOINT_URL"], "s3", refuse_s) as proxy:
-                options = {**server.storage_options,
-                           "client_kwargs": {"endpoint_url": proxy.endpoint,
-                                             "region_name": "us-west-2"}}
-                env = {**server.env, "AWS_ENDPOINT_URL": proxy.endpoint,
-                       "SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS": json.dumps(options)}
-                yield (f"{server.url}/{url_of}", env, aws_rendezvous("us-west-2"), proxy,
-                       server.storage_options)
+                options = {
+                    **server.storage_options,
+                    "client_kwargs": {"endpoint_url": proxy.endpoint, "region_name": "us-west-2"},
+                }
+                env = {
+                    **server.env,
+                    "AWS_ENDPOINT_URL": proxy.endpoint,
+                    "SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS": json.dumps(options),
+                }
+                yield (
+                    f"{server.url}/{url_of}",
+                    env,
+                    aws_rendezvous("us-west-2"),
+                    proxy,
+                    server.storage_options,
+                )
         finally:
             server.stop()
         return
     server = start_gcs()
     try:
-        with TokenServer() as tokens, FreshGrantProxy(
-                server.storage_options["endpoint_url"], "gcs", refuse_s) as proxy:
+        with (
+            TokenServer() as tokens,
+            FreshGrantProxy(server.storage_options["endpoint_url"], "gcs", refuse_s) as proxy,
+        ):
             options = {"endpoint_url": proxy.endpoint, "token": "anon"}
             env = {"SPOTROUTE_CHECKPOINT_STORAGE_OPTIONS": json.dumps(options)}
-            rendezvous = replace(gcp_rendezvous(), storage_endpoint=proxy.endpoint,
-                                 metadata_endpoint=tokens.endpoint)
+            rendezvous = replace(
+                gcp_rendezvous(), storage_endpoint=proxy.endpoint, metadata_endpoint=tokens.endpoint
+            )
             yield f"{server.url}/{url_of}", env, rendezvous, proxy, server.storage_options
     finally:
         server.stop()
 
 
-def run_node(tmp_path: Path, url: str, env: dict[str, str],
-             rendezvous: GroupRendezvous | None) -> tuple[int, str]:
+def run_node(
+    tmp_path: Path, url: str, env: dict[str, str], rendezvous: GroupRendezvous | None
+) -> tuple[int, str]:
     job = JobCommand(image="", command=(sys.executable, "-c", JOB))
     fast = None if rendezvous is None else replace(rendezvous, poll_s=0.5, timeout_s=60.0)
     log = tmp_path / "node.log"
-    script = render_startup_script("llm", url, job, shutdown_when_done=False, rendezvous=fast,
-                                   placement="llm-1", log_path=str(log), workdir=str(tmp_path))
-    node = {**os.environ, **env, "SPOTROUTE_NODE_ID": "node-0",
-            "SPOTROUTE_NODE_ADDRESS": "10.0.0.5", "SPOTROUTE_BOOT_ID": "boot-0",
-            "SPOTROUTE_NOTICE_SOURCE": "none",
-            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    script = render_startup_script(
+        "llm",
+        url,
+        job,
+        shutdown_when_done=False,
+        rendezvous=fast,
+        placement="llm-1",
+        log_path=str(log),
+        workdir=str(tmp_path),
+    )
+    node = {
+        **os.environ,
+        **env,
+        "SPOTROUTE_NODE_ID": "node-0",
+        "SPOTROUTE_NODE_ADDRESS": "10.0.0.5",
+        "SPOTROUTE_BOOT_ID": "boot-0",
+        "SPOTROUTE_NOTICE_SOURCE": "none",
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
     done = subprocess.run(["bash", "-c", script], env=node, timeout=180)
     return done.returncode, log.read_text()
 

@@ -48,7 +48,7 @@ def test_every_fabric_row_parses_and_names_its_source() -> None:
     with pytest.raises(ValueError, match="row 2: nccl_env"):
         parse_fabric_csv("cloud,instance_type,efa_interfaces,placement,nic_type,infiniband,"
                          "nccl_env,source\naws,x,1,,,,bad-name=1,https://example.com/\n")
-    with pytest.raises(ValueError, match="row 2: .*@default-route"):
+    with pytest.raises(ValueError, match=r"row 2: .*@default-route"):
         parse_fabric_csv("cloud,instance_type,efa_interfaces,placement,nic_type,infiniband,"
                          "nccl_env,source\ngcp,x,,,,,NCCL_SOCKET_IFNAME=@gateway,https://e.com/\n")
 
