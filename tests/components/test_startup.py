@@ -405,3 +405,52 @@ def test_azure_channel_reads_the_secret_with_the_managed_identity() -> None:
     assert json.loads(printed) == {"HF_TOKEN": HOSTILE}
     assert requests[0].get_header("Metadata") == "true"
     assert requests[1].get_header("Authorization") == "Bearer eyJ.tok"
+
+
+FAKE_TORCHRUN = """#!/bin/sh
+printf '%s\\n' "$@" > "$(dirname "$0")/args-$SPOTROUTE_NODE_ID"
+"""
+
+
+def _documented_group_command() -> list[str]:
+    """The `run:` block docs/components.md gives for torchrun in a group (issue 29)."""
+    import yaml
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "components.md").read_text()
+    after = text[text.index("**`run.command` runs without a shell.**"):]
+    block = after[after.index("```yaml\n") + len("```yaml\n"):]
+    run: dict[str, list[str]] = yaml.safe_load(block[: block.index("```")])["run"]
+    return run["command"]
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_the_documented_group_command_gets_its_variables_expanded(
+    tmp_path: Path, nodes: int
+) -> None:
+    from components.local_node import node_env, node_script
+    from components.local_nodes import free_port
+
+    command = _documented_group_command()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text(FAKE_TORCHRUN)
+    (bin_dir / "torchrun").chmod(0o755)
+    port = free_port()
+    props = {"job_name": "dist", "checkpoint_url": f"file://{tmp_path}/ckpt/",
+             "command": command, "env": {}, "placement": "dist"}  # fmt: skip
+    procs = []
+    for node in range(nodes):
+        node_dir = tmp_path / f"node-{node}"
+        node_dir.mkdir()
+        env = node_env(props, node=node, nodes=nodes, node_dir=node_dir)
+        env["PATH"] = f"{bin_dir}:{env['PATH']}"
+        script = node_script(props, nodes=nodes, node_dir=node_dir, group_port=port)
+        procs.append(subprocess.Popen(["bash", "-c", script], env=env))
+    assert [proc.wait(timeout=60) for proc in procs] == [0] * nodes
+
+    for node in range(nodes):
+        args = (bin_dir / f"args-node-{node}").read_text().splitlines()
+        assert args == [f"--nnodes={nodes}", f"--node-rank={node}", "--master-addr=127.0.0.1",
+                        f"--master-port={port}", "--nproc-per-node=8", "train.py"]
+    # The same words without the shell: the variables would arrive as literal text.
+    assert "$NNODES" in command[-1] and command[:2] == ["bash", "-c"]
