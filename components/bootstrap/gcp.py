@@ -205,8 +205,9 @@ class GcpDeployer(pulumi.ComponentResource):
                 ),
             ),
         )
-        # Changing, reading or deleting what spotroute made (bucket settings and contents,
-        # firewall rules, VMs, secrets): only resources named spotroute-..., never the state.
+        # Creating, changing, reading or deleting what spotroute makes of a type IAM Conditions
+        # name (firewall rules, instance templates, disks, VMs) and changing its buckets and
+        # secrets: only resources named spotroute-..., never the state.
         bound_role(
             ("named-role", "named-binding"),
             GCP_NAMED_ROLE_ID,
@@ -216,8 +217,8 @@ class GcpDeployer(pulumi.ComponentResource):
             gcp.projects.IAMMemberConditionArgs(
                 title="spotroute resources only",
                 description=(
-                    "Buckets spotroute-<job>-ckpt-..., firewalls, VMs and secrets spotroute-..., "
-                    "never the state bucket"
+                    "Buckets spotroute-<job>-ckpt-..., firewalls, instance templates, disks, VMs "
+                    "and secrets spotroute-..., never the state bucket"
                 ),
                 expression=project_number.apply(
                     lambda number: gcp_named_condition(project, number, state_bucket)

@@ -34,6 +34,7 @@ from components.bootstrap.gcp_permissions import (
     GCP_GRANT_PERMISSIONS,
     GCP_JOB_BUCKET_MARKER,
     GCP_JOB_BUCKET_PREFIX,
+    GCP_NAME_CONDITION_TYPES,
     GCP_NAMED_PERMISSIONS,
 )
 
@@ -301,12 +302,44 @@ def test_gcp_deployer_changes_only_resources_named_spotroute() -> None:
         f'resource.type == "storage.googleapis.com/Object") && {JOB_BUCKETS})'
         ' || (resource.type == "compute.googleapis.com/Firewall" && resource.name.startsWith('
         f'"projects/{PROJECT_ID}/global/firewalls/spotroute-"))'
+        ' || (resource.type == "compute.googleapis.com/InstanceTemplate" && resource.name'
+        f'.startsWith("projects/{PROJECT_ID}/global/instanceTemplates/spotroute-"))'
+        ' || (resource.type == "compute.googleapis.com/Disk" && resource.name.extract('
+        f'"projects/{PROJECT_ID}/zones/{{zone}}/disks/spotroute-") != "")'
         ' || (resource.type == "compute.googleapis.com/Instance" && resource.name.extract('
         f'"projects/{PROJECT_ID}/zones/{{zone}}/instances/spotroute-") != "")'
         ' || ((resource.type == "secretmanager.googleapis.com/Secret" || '
         'resource.type == "secretmanager.googleapis.com/SecretVersion") && '
         f'resource.name.startsWith("projects/{PROJECT_NUMBER}/secrets/spotroute-"))'
     )  # fmt: skip
+
+
+def test_every_permission_on_a_type_iam_conditions_name_is_held_under_the_name_condition() -> None:
+    # https://cloud.google.com/iam/docs/conditions-resource-attributes lists the Compute Engine
+    # resource types whose names conditions recognise; a permission on one of them project-wide
+    # reaches every such resource of the project (another team's firewall rule, template — its
+    # start-up script — or disk). Only a list is checked on the project itself.
+    stack = deploy(args(clouds=("gcp",)))
+    condition = named_condition(stack)
+
+    for permission in (*GCP_DEPLOYER_PERMISSIONS, *GCP_NAMED_PERMISSIONS):
+        service, collection, verb = permission.split(".")
+        kind = GCP_NAME_CONDITION_TYPES.get(collection) if service == "compute" else None
+        if kind is None or verb == "list":
+            continue
+        assert permission in GCP_NAMED_PERMISSIONS, f"{permission} is project-wide"
+        assert f'resource.type == "{kind}"' in condition, kind
+    for permission in ("compute.firewalls.create", "compute.instanceTemplates.delete",
+                       "compute.instanceTemplates.get", "compute.disks.delete",
+                       "compute.instances.create"):
+        assert permission not in GCP_DEPLOYER_PERMISSIONS
+    # What stays project-wide: checked on a network, subnetwork, router or group (no such type
+    # in Google's list), or on the project (creating a bucket or secret, listing VMs).
+    assert "compute.networks.updatePolicy" in GCP_DEPLOYER_PERMISSIONS
+    assert {p.split(".")[1] for p in GCP_DEPLOYER_PERMISSIONS if p.startswith("compute.")} == {
+        "networks", "subnetworks", "routers", "instanceGroupManagers", "instanceGroups",
+        "instances", "globalOperations", "regionOperations", "zoneOperations", "regions",
+        "zones", "projects", "machineTypes", "acceleratorTypes"}  # fmt: skip
 
 
 def test_gcp_deployer_never_empties_or_deletes_the_state_bucket() -> None:
