@@ -4,9 +4,13 @@ exactly what the placement components (components/gcp.py) manage.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from components.bootstrap.args import DEPLOYER_NAME
 
 GCP_POOL_ID = "spotroute-deployers"
+JOB_ACCOUNT_PREFIX = "sr-"  # every job's service account (components.gcp_names)
 GCP_ROLE_ID = "spotrouteDeployer"
 GCP_WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
 GCP_TOKEN_CREATOR = "roles/iam.serviceAccountTokenCreator"
@@ -256,3 +260,21 @@ def gcp_named_condition(project_id: str, project_number: str, state_bucket: str 
     )
     clauses = (storage, firewalls, templates, disks, instances, secrets)
     return " || ".join(f"({clause})" for clause in clauses)
+
+
+def foreign_service_accounts(
+    accounts: Iterable[Mapping[str, Any]], project_id: str, router_service_account: str = ""
+) -> list[str]:
+    """Enabled service accounts of the project that are not spotroute's — its deployer, its job
+    accounts `sr-…` (gcp_names.service_account_id), the router's own: every one of them the
+    deployer could run a VM as (`iam.serviceAccounts.actAs` is project-wide)."""
+    domain = f"@{project_id}.iam.gserviceaccount.com"
+    ours = {f"{DEPLOYER_NAME}{domain}", router_service_account}
+    return sorted(
+        str(a.get("email"))
+        for a in accounts
+        if not a.get("disabled")
+        and str(a.get("email")) not in ours
+        and not (str(a.get("email")).startswith(JOB_ACCOUNT_PREFIX)
+                 and str(a.get("email")).endswith(domain))
+    )  # fmt: skip
