@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_aws as aws
 
@@ -16,6 +18,9 @@ from components.aws_names import aws_tags, is_zone_id
 VPC_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/20"  # the nodes: private addresses only
 PUBLIC_SUBNET_CIDR = "10.42.16.0/28"  # holds only the NAT gateway
+
+# Every protocol and port (EC2: protocol -1 with ports 0-0).
+ALL_TRAFFIC: dict[str, Any] = {"protocol": "-1", "from_port": 0, "to_port": 0}
 
 
 class Network(pulumi.ComponentResource):
@@ -125,28 +130,31 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
         # Session Manager needs no inbound rule (the agent dials out), so the only ingress is the
-        # group to itself: NCCL and the rendezvous between a multi-node job's nodes.
+        # group to itself: NCCL and the rendezvous between a multi-node job's nodes. EFA traffic
+        # matches only rules that name the security group, in both directions: without the
+        # group's own outbound rule NCCL over EFA fails even with egress to 0.0.0.0/0 (EC2 user
+        # guide, "Prepare an EFA-enabled security group":
+        # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security).
         firewall = aws.ec2.SecurityGroup(
             f"{name}-sg",
             description=f"spotroute job {job}: inbound from its own nodes only, all outbound",
             vpc_id=vpc.id,
             ingress=[
                 aws.ec2.SecurityGroupIngressArgs(
-                    description="the job's own nodes (NCCL, rendezvous)",
-                    protocol="-1",
-                    from_port=0,
-                    to_port=0,
-                    self=True,
+                    description="the job's own nodes (NCCL, rendezvous)", **ALL_TRAFFIC, self=True
                 )
             ],
             egress=[
                 aws.ec2.SecurityGroupEgressArgs(
+                    description="the job's own nodes (EFA needs the group named outbound too)",
+                    **ALL_TRAFFIC,
+                    self=True,
+                ),
+                aws.ec2.SecurityGroupEgressArgs(
                     description="image pulls, checkpoints, data",
-                    protocol="-1",
-                    from_port=0,
-                    to_port=0,
+                    **ALL_TRAFFIC,
                     cidr_blocks=["0.0.0.0/0"],
-                )
+                ),
             ],
             tags=aws_tags(job, labels, "sg"),
             opts=child,

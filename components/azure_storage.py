@@ -124,9 +124,14 @@ class CheckpointBucket(pulumi.ComponentResource):
             account_name=account.name,
             blob_services_name="default",
             is_versioning_enabled=True,
-            delete_retention_policy=storage.DeleteRetentionPolicyArgs(
-                enabled=True, days=args.noncurrent_version_days
-            ),
+            # Blob soft delete off, as on Cloud Storage (components/gcp.py): with versioning on,
+            # every version the lifecycle rule below deletes would be soft-deleted and kept —
+            # billed "at the same rate as active data" — for `days` more, so each pruned
+            # checkpoint would bill for about twice noncurrent_version_days
+            # (https://learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview). The
+            # noncurrent versions already keep overwrites and deletes recoverable for that long
+            # (https://learn.microsoft.com/azure/storage/blobs/versioning-overview).
+            delete_retention_policy=storage.DeleteRetentionPolicyArgs(enabled=False),
             container_delete_retention_policy=storage.DeleteRetentionPolicyArgs(
                 enabled=True, days=args.noncurrent_version_days
             ),

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+# An nccl_env value the node finds at start-up: the interface of its default route. Images name
+# their interfaces differently (Ubuntu's predictable names: enp0s12 on GCP A3, not eth0), and an
+# NCCL_SOCKET_IFNAME that names no interface leaves NCCL with none (components/startup.py).
+DEFAULT_ROUTE_DEVICE = "@default-route"
 # What a container needs for RDMA on InfiniBand/EFA: the verbs devices, pinned memory, and (Azure)
 # the HPC image's NCCL topology files; --network host is already given.
 RDMA_DOCKER_OPTIONS: tuple[str, ...] = (
@@ -58,6 +62,9 @@ def parse_fabric_csv(text: str) -> dict[tuple[str, str], Fabric]:
             env = dict(pair.split("=", 1) for pair in row["nccl_env"].split(";") if pair)
             if any(not _ENV_NAME.fullmatch(name) for name in env):
                 raise ValueError(f"nccl_env {row['nccl_env']!r} has a name that is not a variable")
+            if any(v.startswith("@") and v != DEFAULT_ROUTE_DEVICE for v in env.values()):
+                raise ValueError(f"nccl_env {row['nccl_env']!r}: the one value found at start-up"
+                                 f" is {DEFAULT_ROUTE_DEVICE}")
             if not row["source"].startswith("https://"):
                 raise ValueError("source: give the provider's page")
             table[(row["cloud"], row["instance_type"])] = Fabric(

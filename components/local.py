@@ -55,7 +55,6 @@ from components.local_nodes import (
     stop_node,
 )
 from components.registry import CloudComponents
-from components.rendezvous import MASTER_PORT
 from router.contract.local_market import ENV_VAR as MARKET_ENV
 from router.contract.local_market import LocalMarket
 from router.contract.local_node import (
@@ -124,7 +123,7 @@ class LocalProcessProvider(ResourceProvider):
                 now=now,
             )
             launch = Path(props["sandbox_dir"]) / f"g-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
-            port = free_port() if nodes > 1 else MASTER_PORT
+            port = free_port()  # a group of one too: two placements may run side by side
             started = []
             try:
                 for node in range(nodes):

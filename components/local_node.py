@@ -129,7 +129,7 @@ def node_script(
         node_count=nodes,
         notice_source="local",  # router.checkpoint: the local target stops a job with SIGTERM
         placement=str(props.get("placement", "")),
-        rendezvous=replace(local_rendezvous(), port=group_port) if nodes > 1 else None,
+        rendezvous=replace(local_rendezvous(), port=group_port),
         log_path=str(node_dir / LOG_FILE),
         workdir=str(node_dir),
     )

@@ -1,12 +1,19 @@
-"""How the nodes of a multi-node group find each other at boot: a rendezvous through files under
-the job's own checkpoint prefix, the one place its identity may already write.
+"""How the nodes of a group find each other at boot: a rendezvous through files under the job's
+own checkpoint prefix, the one place its identity may already write. A group of one forms the
+same way (rank 0 of 1, itself the master), so a job gets the same variables at any node count,
+and its first storage write waits out a fresh grant before the job starts.
 
 Pure: renders shell lines and a python3 (standard library only) program for the start-up script;
 no Pulumi, no SDKs. Each node, when its image is pulled and again whenever the group must form
 anew,
 
 1. writes `<checkpoint url>rendezvous/<placement>/<node id>.json` (its address, boot id and the
-   time it wrote) every `poll_s` while it waits;
+   time it wrote) every `poll_s` while it waits. A write or listing that fails is tried again
+   at the next poll until `timeout_s`: a new identity's grant can be refused for minutes (GCP:
+   "typically 2 minutes, potentially 7 minutes or longer",
+   https://cloud.google.com/iam/docs/access-change-propagation; Azure role assignments "can take
+   up to 10 minutes", https://learn.microsoft.com/azure/role-based-access-control/troubleshooting),
+   and storage answers 5xx or times out now and then;
 2. lists that prefix until exactly `node_count` nodes have written since it began waiting: a
    late node is waited for up to `timeout_s`; a lost node's entry is never rewritten, so it does
    not count, and its replacement (new id, or the same id with a new address) takes its place;
@@ -18,7 +25,9 @@ anew,
 milliseconds (Amazon Time Sync, the GCE metadata server's NTP, the Azure host's PTP clock).
 
 It prints the torchrun and SkyPilot variables as shell `export` lines (docs/components.md,
-"Rendezvous"). The storage calls per cloud use what the node image has: the AWS CLI with the
+"Rendezvous"); a group that does not form by `timeout_s` ends the script with
+EXIT_GROUP_NOT_FORMED, which the router takes for an infrastructure failure.
+The storage calls per cloud use what the node image has: the AWS CLI with the
 instance role, the GCS JSON API with the metadata server's token, the Blob REST API with the
 managed identity's IMDS token; `file` is a shared directory (the local target).
 """
@@ -30,6 +39,7 @@ import shlex
 from dataclasses import asdict, dataclass
 from urllib.parse import urlparse
 
+from router.contract.stack_config import EXIT_GROUP_NOT_FORMED as EXIT_GROUP_NOT_FORMED
 from router.contract.stack_config import GROUP_ENV as GROUP_ENV
 
 RENDEZVOUS_DIR = "rendezvous"
@@ -260,14 +270,18 @@ def generation(members):
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 def join():
     started = time.time()
-    deadline, proposal, said = started + C["timeout_s"], None, ""
+    deadline, proposal, said, refused = started + C["timeout_s"], None, "", ""
     while True:
-        write(proposal)
         try:
+            write(proposal)
             members = live(started)
+            refused = ""
         except Exception as error:
+            # A new grant not yet in force, a 5xx, a timeout: the same next poll, to the deadline.
             members = []
-            say("cannot list " + URL + PREFIX + ": " + str(error))
+            problem = "cannot write or list " + URL + PREFIX + ": " + str(error)
+            if problem != refused:
+                say(problem + "; trying again until the deadline"); refused = problem
         if ME["node"] in [m["node"] for m in members] and len(members) == C["nodes"]:
             gen = generation(members)
             if gen != proposal:
@@ -280,8 +294,9 @@ def join():
         if news != said:
             say(news + "; waiting"); said = news
         if time.time() > deadline:
+            why = refused or "the others never started, or cannot write " + URL + PREFIX
             say("the group did not form within " + str(int(C["timeout_s"])) + " s: " + news
-                + " - the others never started, or cannot write " + URL + PREFIX)
+                + " - " + why)
             sys.exit(1)
         time.sleep(C["poll_s"])
 def exports(members, gen):
@@ -317,8 +332,8 @@ def settings_json(
 ) -> str:
     """The program's settings (argv[2]) for one group."""
     _store_for(checkpoint_url, rendezvous.store)
-    if node_count < 2:
-        raise ValueError(f"node_count: {node_count} — a rendezvous is for groups of 2 or more")
+    if node_count < 1:
+        raise ValueError(f"node_count: {node_count} — a group has 1 node or more")
     if not placement or "/" in placement:
         raise ValueError(f"placement: {placement!r} — the stack name, without '/'")
     settings = {
@@ -335,7 +350,8 @@ def settings_json(
 def rendezvous_lines(
     rendezvous: GroupRendezvous, checkpoint_url: str, placement: str, node_count: int
 ) -> list[str]:
-    """Shell lines defining `spotroute_rendezvous` (wait for the group, export its env) and
+    """Shell lines defining `spotroute_rendezvous` (wait for the group, export its env; the
+    program's status when it did not form — 128 + n when a signal stopped it) and
     `spotroute_peer_lost STARTED` (true when, since STARTED in epoch seconds, the group stopped
     for a peer's notice, not this node's: the library's marker names the nodes noticed)."""
     program = PROGRAM_HEAD + STORE_CODE[rendezvous.store] + PROGRAM_TAIL
@@ -349,7 +365,7 @@ def rendezvous_lines(
         f"spotroute_rdzv_settings={settings}",
         "spotroute_rendezvous() {",
         "  local exports",
-        '  exports="$(python3 -c "$spotroute_rdzv" join "$spotroute_rdzv_settings")" || return 1',
+        '  exports="$(python3 -c "$spotroute_rdzv" join "$spotroute_rdzv_settings")" || return $?',
         '  eval "$exports"',
         "}",
         "spotroute_peer_lost() {",

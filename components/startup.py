@@ -12,9 +12,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from components.args import JobCommand
+from components.fabric import DEFAULT_ROUTE_DEVICE
 from components.node_exit import NODE_DIR, ExitRecordChannel, exit_record_lines, fresh_node_dir
 from components.provider_rules import check_size
-from components.rendezvous import GROUP_ENV, GroupRendezvous, rendezvous_lines
+from components.rendezvous import (
+    EXIT_GROUP_NOT_FORMED,
+    GROUP_ENV,
+    MASTER_PORT,
+    GroupRendezvous,
+    rendezvous_lines,
+)
 from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
 
 # POSIX shell variable names; anything else could not be exported and would break the script.
@@ -122,12 +129,27 @@ def _secret_lines(names: Sequence[str], channel: SecretChannel) -> list[str]:
     ]
 
 
+def _default_route_device(name: str) -> list[str]:
+    """Export `name` as the interface of the node's default route, or leave it unset (NCCL then
+    picks an interface itself) when there is none to read."""
+    # `ip -o route show default`: "default via 10.128.0.1 dev enp0s12 proto dhcp src … metric 100".
+    route = r"ip -o route show default 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n1"
+    return [
+        f'spotroute_dev="$({route} || true)"',
+        f'if [ -n "$spotroute_dev" ]; then export {name}="$spotroute_dev"; fi',
+        "unset spotroute_dev",
+    ]
+
+
 def _group_rounds(run: list[str], reform_rounds: int) -> list[str]:
     """The job run as one group: form it, run, and form it again after a peer's notice."""
     return [
         "spotroute_round=0",
         "while :; do",
-        '  spotroute_rendezvous || { echo "spotroute: the group did not form"; status=1; break; }',
+        # Not formed: its own status, an infrastructure failure for the router. Stopped by a
+        # signal (the node going away while it waited): that signal's status, as for a job.
+        "  spotroute_rendezvous || { status=$?; [ $status -ge 128 ] || { echo 'spotroute: the"
+        f" group did not form'; status={EXIT_GROUP_NOT_FORMED}; }}; break; }}",
         # date, not $EPOCHSECONDS: that is bash 5.0's, and Amazon Linux 2 (the V100 image) has
         # bash 4.2, where `set -u` stops the script at it (components/provider_rules/bash.toml).
         "  spotroute_started=$(date +%s)",
@@ -162,6 +184,21 @@ def check_script_size(cloud: str, type_: str, property_: str, script: str, job: 
     as `type_`'s `property_` (provider_rules/<cloud>.toml)."""
     check_size(cloud, type_, property_, script, job_field_bytes(job))
     return script
+
+
+def _group_of_one() -> list[str]:
+    """A single node's group variables where no rendezvous is given: rank 0 of 1, itself the
+    master (the clouds and the local target run the rendezvous instead; the same names)."""
+    return [
+        'SPOTROUTE_NODE_ID="${SPOTROUTE_NODE_ID:-$(hostname)}"',
+        'SPOTROUTE_NODE_ADDRESS="${SPOTROUTE_NODE_ADDRESS:-$(hostname -I | cut -d" " -f1)}"',
+        "export SPOTROUTE_NODE_ID SPOTROUTE_NODE_ADDRESS",
+        f"export SPOTROUTE_NODE_RANK=0 NODE_RANK=0 SKYPILOT_NODE_RANK=0 NNODES=1"
+        f" MASTER_PORT={MASTER_PORT}",
+        'export MASTER_ADDR="$SPOTROUTE_NODE_ADDRESS" SKYPILOT_NODE_IPS="$SPOTROUTE_NODE_ADDRESS"',
+        f'export SPOTROUTE_RDZV_ENDPOINT="$SPOTROUTE_NODE_ADDRESS:{MASTER_PORT}"',
+        'export SPOTROUTE_GROUP_GENERATION="$SPOTROUTE_NODE_ID"',
+    ]
 
 
 def checkpoint_interval_text(interval_s: float) -> str:
@@ -199,9 +236,12 @@ def render_startup_script(
     SPOTROUTE_PLACEMENT_ID: the job answers only the hand-over requests addressed to it and names
     it in its resume record (docs/migration.md). `secrets` is how the node reads the job's
     secret env (`job.secret_names`) at boot; a job with secrets and no channel is refused.
-    A group (`node_count` > 1) forms through `rendezvous` (components/rendezvous.py) before the
-    job starts, and again after a peer's notice stopped it, up to `rendezvous.reform_rounds`
-    times. `fabric` are extra `docker run` options for the node's fabric (devices, mounts) and
+    A group forms through `rendezvous` (components/rendezvous.py) before the job starts — a
+    group of one too, which waits out a fresh storage grant that way — and again after a peer's
+    notice stopped it, up to `rendezvous.reform_rounds` times; one that does not form ends the
+    script with EXIT_GROUP_NOT_FORMED. A single node without a rendezvous gets the same group
+    variables (rank 0 of 1, itself the master); more nodes need one.
+    `fabric` are extra `docker run` options for the node's fabric (devices, mounts) and
     `fabric_env` the NCCL settings the provider documents for it (the job's env wins).
     `exit_record` is how the node stores its exit record next to the checkpoints when the script
     ends (components/node_exit.py): the router tells a crash from a preemption by it.
@@ -238,7 +278,6 @@ def render_startup_script(
         # group's ranks and addresses come from its rendezvous (docs/components.md).
         "SPOTROUTE_NODE_COUNT": str(node_count),
         "SKYPILOT_NUM_NODES": str(node_count),
-        **({"SKYPILOT_NODE_RANK": "0"} if node_count == 1 else {}),
     }
     if notice_source:
         env["SPOTROUTE_NOTICE_SOURCE"] = notice_source
@@ -246,7 +285,9 @@ def render_startup_script(
         env["SPOTROUTE_PLACEMENT_ID"] = placement
     if job.checkpoint_interval_s:
         env["SPOTROUTE_CHECKPOINT_INTERVAL"] = checkpoint_interval_text(job.checkpoint_interval_s)
-    env.update({k: v for k, v in (fabric_env or {}).items() if k not in job.env})
+    fabric_env = {k: v for k, v in (fabric_env or {}).items() if k not in job.env}
+    found_at_boot = [k for k, v in fabric_env.items() if v == DEFAULT_ROUTE_DEVICE]
+    env.update({k: v for k, v in fabric_env.items() if k not in found_at_boot})
     if exit_record is not None:
         env["SPOTROUTE_NODE_DIR"] = NODE_DIR  # where the library says it saved on a notice
     env.update(job.env)
@@ -273,19 +314,20 @@ def render_startup_script(
             "trap spotroute_finish EXIT",
         ]
     lines += [*(f"export {key}={shlex.quote(value)}" for key, value in env.items())]
+    lines += [*(line for key in found_at_boot for line in _default_route_device(key))]
     if exit_record is not None:
         lines.append(fresh_node_dir())
     if job.secret_names and secrets is not None:
         lines += _secret_lines(job.secret_names, secrets)
     lines.append("status=0")
-    passthrough_names = [*env, *job.secret_names]
-    if node_count == 1:
-        # Assigned, then exported: `export X="$(...)"` would hide the command's failure from set -e.
-        lines += ['SKYPILOT_NODE_IPS="$(hostname -I | cut -d" " -f1)"', "export SKYPILOT_NODE_IPS"]
-        passthrough_names.append("SKYPILOT_NODE_IPS")
-    elif rendezvous is not None:
+    passthrough_names = [*env, *found_at_boot, *job.secret_names]
+    # A group of one is still a group: every node gets rank, count, master and peers
+    # (GROUP_ENV), so `torchrun --nnodes=$NNODES --node-rank=$NODE_RANK` runs at any node count.
+    if rendezvous is not None:
         lines += rendezvous_lines(rendezvous, checkpoint_url, placement or job_name, node_count)
-        passthrough_names += [name for name in GROUP_ENV if name not in passthrough_names]
+    else:
+        lines += _group_of_one()
+    passthrough_names += [name for name in GROUP_ENV if name not in passthrough_names]
     run: list[str]
     if job.image:
         image = shlex.quote(job.image)
@@ -310,7 +352,7 @@ def render_startup_script(
     else:
         lines.append(f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)}")
         run = [f"{command} || status=$?"]
-    if node_count > 1 and rendezvous is not None:
+    if rendezvous is not None:
         lines += _group_rounds(run, rendezvous.reform_rounds)
     else:
         lines += run

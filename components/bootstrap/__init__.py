@@ -42,6 +42,7 @@ from components.bootstrap.args import (
     AwsHome,
     AzureHome,
     BootstrapArgs,
+    BootstrapConfigError,
     GcpHome,
     Home,
     OidcIssuer,
@@ -68,7 +69,6 @@ from components.bootstrap.gcp import (
 from components.bootstrap.gcp_permissions import GCP_DEPLOYER_PERMISSIONS
 from components.bootstrap.program import (
     CONFIG_KEYS,
-    BootstrapConfigError,
     bootstrap_inline_program,
     bootstrap_program,
     credential_hints,

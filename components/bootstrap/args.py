@@ -15,6 +15,12 @@ from router.contract.clouds import PUBLIC_CLOUDS
 CONFIG_NAMESPACE = "spotroute-bootstrap"
 BOOTSTRAP_STACK = "bootstrap"
 BOOTSTRAP_STACK_FILE = f"stacks/Pulumi.{BOOTSTRAP_STACK}.yaml"
+
+
+class BootstrapConfigError(pulumi.RunError):
+    """A `spotroute-bootstrap:*` stack config value is missing or wrong; the message names it."""
+
+
 CLOUDS = PUBLIC_CLOUDS  # the clouds with deployer identities (local needs none)
 DEPLOYER_NAME = "spotroute-deployer"
 # Bootstrap resources carry a managed-by value of their own: the deployer's tag-conditioned
@@ -129,6 +135,10 @@ class BootstrapArgs:
     gcp_project_id: str = ""
     gcp_project_number: str = ""  # "" = looked up from the project id
     router_service_account: str = ""  # home gcp: the SA the router runs as ("" = the deployer)
+    # False (the default): the project is spotroute's alone, and the bootstrap refuses one that
+    # holds other enabled service accounts — the deployer's actAs and firewall rights cannot be
+    # narrowed to spotroute's (docs/security.md, "Residual risks"). True accepts a shared project.
+    gcp_project_shared: bool = False
     # Buckets besides spotroute-* whose IAM policy the GCP deployer may edit to grant jobs (their
     # data buckets, reused checkpoint buckets).
     gcp_job_buckets: tuple[str, ...] = ()
@@ -159,6 +169,7 @@ class BootstrapArgs:
             self.aws_existing_oidc_providers, "BootstrapArgs.aws_existing_oidc_providers"
         )
         require_type(self.aws_outbound_federation, bool, "BootstrapArgs.aws_outbound_federation")
+        require_type(self.gcp_project_shared, bool, "BootstrapArgs.gcp_project_shared")
         require_strings(self.gcp_job_buckets, "BootstrapArgs.gcp_job_buckets")
         require_strings(self.aws_job_buckets, "BootstrapArgs.aws_job_buckets")
         require_strings(
@@ -279,6 +290,8 @@ def check_bootstrap_args(args: BootstrapArgs) -> None:
     if args.azure_job_storage_accounts and "azure" not in clouds:
         raise ValueError("azure_job_storage_accounts: is set but clouds does not include azure")
     check_storage_account_ids(args.azure_job_storage_accounts, "azure_job_storage_accounts")
+    if args.gcp_project_shared and "gcp" not in clouds:
+        raise ValueError("gcp_project_shared: is set but clouds does not include gcp")
     for bucket in args.gcp_job_buckets:
         if "gcp" not in clouds:
             raise ValueError("gcp_job_buckets: is set but clouds does not include gcp")

@@ -117,6 +117,7 @@ def _gcp_deployer(
         router_service_account=args.router_service_account,
         job_buckets=args.gcp_job_buckets,
         state_bucket=_state_bucket(args, "gs://"),
+        shared_project=args.gcp_project_shared,
     )
     return GcpDeployer("gcp-deployer", deployer_args, opts)
 
@@ -125,6 +126,8 @@ def _gcp_outputs(args: BootstrapArgs, deployer: GcpDeployer) -> dict[str, Any]:
     return {
         "gcp_project_id": args.gcp_project_id,
         "gcp_project_number": deployer.project_number,
+        # The default: the project is spotroute's alone (gcpProjectShared: false).
+        "gcp_project_dedicated": not args.gcp_project_shared,
         "gcp_deployer_sa_email": deployer.service_account_email,
         "gcp_deployer_sa_unique_id": deployer.unique_id,
         "gcp_deployer_role": deployer.role_name,

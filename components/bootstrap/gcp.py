@@ -10,11 +10,14 @@ import pulumi
 
 from components.args import require_type
 from components.bootstrap.args import (
+    BOOTSTRAP_STACK_FILE,
+    CONFIG_NAMESPACE,
     DEPLOYER_NAME,
     GCP_PROJECT_ID_PATTERN,
     GCS_BUCKET_PATTERN,
     AwsHome,
     AzureHome,
+    BootstrapConfigError,
     GcpHome,
     Home,
     OidcIssuer,
@@ -34,6 +37,7 @@ from components.bootstrap.gcp_permissions import (
     GCP_STATE_ROLE,
     GCP_TOKEN_CREATOR,
     GCP_WORKLOAD_IDENTITY_USER,
+    foreign_service_accounts,
     gcp_grant_condition,
     gcp_named_condition,
 )
@@ -53,6 +57,7 @@ class GcpDeployerArgs:
     job_buckets: tuple[str, ...] = ()  # besides spotroute-*: buckets the deployer may grant on
     state_bucket: str = ""  # gs://bucket[/path]
     enable_services: bool = True
+    shared_project: bool = False  # False: refuse a project with service accounts not spotroute's
 
 
 def _cel_string(text: str) -> str:
@@ -112,6 +117,8 @@ class GcpDeployer(pulumi.ComponentResource):
         from components.gcp_names import prefix_condition
 
         project = args.project_id
+        if not args.shared_project:
+            self._refuse_a_shared_project(project, args.router_service_account)
         services: list[pulumi.Resource] = []
         if args.enable_services:
             services = [
@@ -205,8 +212,9 @@ class GcpDeployer(pulumi.ComponentResource):
                 ),
             ),
         )
-        # Changing, reading or deleting what spotroute made (bucket settings and contents,
-        # firewall rules, VMs, secrets): only resources named spotroute-..., never the state.
+        # Creating, changing, reading or deleting what spotroute makes of a type IAM Conditions
+        # name (firewall rules, instance templates, disks, VMs) and changing its buckets and
+        # secrets: only resources named spotroute-..., never the state.
         bound_role(
             ("named-role", "named-binding"),
             GCP_NAMED_ROLE_ID,
@@ -216,8 +224,8 @@ class GcpDeployer(pulumi.ComponentResource):
             gcp.projects.IAMMemberConditionArgs(
                 title="spotroute resources only",
                 description=(
-                    "Buckets spotroute-<job>-ckpt-..., firewalls, VMs and secrets spotroute-..., "
-                    "never the state bucket"
+                    "Buckets spotroute-<job>-ckpt-..., firewalls, instance templates, disks, VMs "
+                    "and secrets spotroute-..., never the state bucket"
                 ),
                 expression=project_number.apply(
                     lambda number: gcp_named_condition(project, number, state_bucket)
@@ -354,6 +362,36 @@ class GcpDeployer(pulumi.ComponentResource):
                 "provider_names": self.provider_names,
             }
         )
+
+    def _refuse_a_shared_project(self, project: str, router_service_account: str) -> None:
+        """The project must be spotroute's alone (the default): no enabled service account but
+        spotroute's, since the deployer may act as every account of the project. A project
+        whose accounts cannot be listed yet (a new one: the IAM API not enabled) passes."""
+        import pulumi_gcp as gcp
+
+        try:
+            listed = gcp.serviceaccount.get_s(
+                project=project, opts=pulumi.InvokeOptions(parent=self)
+            ).accounts
+        except Exception as exc:  # the IAM API off in a new project, or no list permission
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            pulumi.log.warn(
+                f"could not list the service accounts of project {project} to check it is "
+                f"spotroute's alone ({reason}); docs/security.md, 'Residual risks'",
+                resource=self,
+            )
+            return
+        accounts = [{"email": a.email, "disabled": a.disabled} for a in listed or []]
+        foreign = foreign_service_accounts(accounts, project, router_service_account)
+        if foreign:
+            more = f" (+{len(foreign) - 1} more)" if len(foreign) > 1 else ""
+            raise BootstrapConfigError(
+                f"{BOOTSTRAP_STACK_FILE}: {CONFIG_NAMESPACE}:gcpProjectId: project {project} "
+                f"is not spotroute's alone: the deployer could run VMs as {foreign[0]}{more} "
+                "(iam.serviceAccounts.actAs cannot be narrowed) — give spotroute a project of "
+                "its own, disable those accounts (gcloud iam service-accounts disable EMAIL), or "
+                f"set {CONFIG_NAMESPACE}:gcpProjectShared: true to accept it (docs/security.md)"
+            )
 
     def as_home(self) -> GcpHome:
         """How AWS and Azure trust this deployer when the router runs on GCP."""

@@ -4,9 +4,13 @@ exactly what the placement components (components/gcp.py) manage.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from components.bootstrap.args import DEPLOYER_NAME
 
 GCP_POOL_ID = "spotroute-deployers"
+JOB_ACCOUNT_PREFIX = "sr-"  # every job's service account (components.gcp_names)
 GCP_ROLE_ID = "spotrouteDeployer"
 GCP_WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
 GCP_TOKEN_CREATOR = "roles/iam.serviceAccountTokenCreator"
@@ -27,10 +31,28 @@ GCP_AWS_ROLE_MAPPING = (
     "assertion.arn.extract('assumed-role/{role_name}/') : assertion.arn"
 )
 
+# Compute Engine resource types whose names IAM Conditions recognise (resource.type /
+# resource.name), as Google lists them: https://cloud.google.com/iam/docs/conditions-resource-
+# attributes (resource type values) and https://cloud.google.com/iam/docs/conditions-attribute-
+# reference (resource name attribute). Of what a placement touches: firewall rules, instance
+# templates, zonal disks and VM instances. Networks, subnetworks, routers, instance group managers
+# and instance groups are not among them: a name condition would never match their checks and
+# would deny every deploy, so their permissions stay project-wide (docs/security.md).
+GCP_NAME_CONDITION_TYPES: dict[str, str] = {
+    "firewalls": "compute.googleapis.com/Firewall",
+    "instanceTemplates": "compute.googleapis.com/InstanceTemplate",
+    "disks": "compute.googleapis.com/Disk",
+    "instances": "compute.googleapis.com/Instance",
+}
+
 # Exactly the permissions components/gcp.py needs (plus the price refresh's two lists). No
 # wildcards: a custom role cannot hold them, and a reviewer should read every permission.
+# Everything on a resource type IAM Conditions name (GCP_NAME_CONDITION_TYPES) is in
+# GCP_NAMED_PERMISSIONS instead, creating included: Compute Engine checks a create on the new
+# resource's own name (projects/<p>/global/firewalls/<name>), which the condition then admits.
 GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
-    # Network: VPC, subnet, Cloud Router + NAT, firewalls (a firewall edits the network's policy).
+    # Network: VPC, subnet, Cloud Router + NAT. A firewall rule (named, below) edits its network's
+    # policy: updatePolicy is checked on the network, a type IAM Conditions do not name.
     "compute.networks.create",
     "compute.networks.get",
     "compute.networks.delete",
@@ -46,13 +68,7 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     "compute.routers.get",
     "compute.routers.delete",
     "compute.routers.update",
-    "compute.firewalls.create",
-    "compute.firewalls.get",
-    # SpotGpuGroup: instance template + zonal or regional managed instance group.
-    "compute.instanceTemplates.create",
-    "compute.instanceTemplates.get",
-    "compute.instanceTemplates.delete",
-    "compute.instanceTemplates.useReadOnly",
+    # SpotGpuGroup: zonal or regional managed instance group (its template: named, below).
     "compute.instanceGroupManagers.create",
     "compute.instanceGroupManagers.get",
     "compute.instanceGroupManagers.delete",
@@ -61,15 +77,9 @@ GCP_DEPLOYER_PERMISSIONS: tuple[str, ...] = (
     "compute.instanceGroups.get",
     "compute.instanceGroups.delete",
     "compute.instanceGroups.update",
-    # The group's VMs and boot disks: created in the caller's name. What changes an existing VM
-    # (metadata, service account, labels, start/stop, delete) is in GCP_NAMED_PERMISSIONS.
-    "compute.instances.create",
-    "compute.instances.get",
+    # Listing the group's VMs is checked on the project; everything else of a VM or its boot
+    # disk is in GCP_NAMED_PERMISSIONS.
     "compute.instances.list",
-    "compute.disks.create",
-    "compute.disks.get",
-    "compute.disks.delete",
-    "compute.disks.setLabels",
     # Long-running operations, and lookups the provider makes while planning.
     "compute.globalOperations.get",
     "compute.regionOperations.get",
@@ -116,10 +126,25 @@ GCP_NAMED_PERMISSIONS: tuple[str, ...] = (
     "storage.buckets.delete",
     "storage.objects.list",
     "storage.objects.delete",
-    # Firewall rules: edited and deleted by name (created above, inside the job's network).
+    # Firewall rules of the job's network: created, read, edited and deleted by name.
+    "compute.firewalls.create",
+    "compute.firewalls.get",
     "compute.firewalls.update",
     "compute.firewalls.delete",
-    # The group's VMs: metadata (the start-up script), service account, labels, restart, delete.
+    # The group's instance template (its start-up script and service account): by name, so the
+    # deployer reads no other template's metadata and deletes no other template.
+    "compute.instanceTemplates.create",
+    "compute.instanceTemplates.get",
+    "compute.instanceTemplates.delete",
+    "compute.instanceTemplates.useReadOnly",
+    # The group's VMs and their boot disks (named after the VMs), created in the caller's name:
+    # metadata (the start-up script), service account, labels, restart, delete.
+    "compute.instances.create",
+    "compute.instances.get",
+    "compute.disks.create",
+    "compute.disks.get",
+    "compute.disks.delete",
+    "compute.disks.setLabels",
     "compute.instances.setMetadata",
     "compute.instances.setServiceAccount",
     "compute.instances.setLabels",
@@ -196,8 +221,11 @@ def gcp_named_condition(project_id: str, project_number: str, state_bucket: str 
 
     Resource names as IAM Conditions see them (cloud.google.com/iam/docs/conditions-resource-
     attributes): `projects/_/buckets/<b>[/objects/<o>]`, `projects/<p>/global/firewalls/<f>`,
+    `projects/<p>/global/instanceTemplates/<t>`, `projects/<p>/zones/<z>/disks/<d>`,
     `projects/<p>/zones/<z>/instances/<i>`, `projects/<number>/secrets/<s>[/versions/<v>]`.
     Objects are named after their bucket, so an object of a job bucket matches the bucket's rule.
+    Every spotroute name starts with GCP_NAME_PREFIX, whichever stack of a job made it
+    (`spotroute-<job>-…`, `spotroute-<n>-<job>-…`): the conditions ask for that prefix only.
     """
     storage = (
         '(resource.type == "storage.googleapis.com/Bucket" || '
@@ -213,6 +241,14 @@ def gcp_named_condition(project_id: str, project_number: str, state_bucket: str 
         'resource.type == "compute.googleapis.com/Firewall" && '
         f'resource.name.startsWith("projects/{project_id}/global/firewalls/{GCP_NAME_PREFIX}")'
     )
+    templates = (
+        'resource.type == "compute.googleapis.com/InstanceTemplate" && resource.name.startsWith('
+        f'"projects/{project_id}/global/instanceTemplates/{GCP_NAME_PREFIX}")'
+    )
+    disks = (
+        'resource.type == "compute.googleapis.com/Disk" && resource.name.extract('
+        f'"projects/{project_id}/zones/{{zone}}/disks/{GCP_NAME_PREFIX}") != ""'
+    )
     instances = (
         'resource.type == "compute.googleapis.com/Instance" && resource.name.extract('
         f'"projects/{project_id}/zones/{{zone}}/instances/{GCP_NAME_PREFIX}") != ""'
@@ -222,4 +258,23 @@ def gcp_named_condition(project_id: str, project_number: str, state_bucket: str 
         f'resource.type == "secretmanager.googleapis.com/SecretVersion") && '
         f"{_secrets(project_number)}"
     )
-    return " || ".join(f"({clause})" for clause in (storage, firewalls, instances, secrets))
+    clauses = (storage, firewalls, templates, disks, instances, secrets)
+    return " || ".join(f"({clause})" for clause in clauses)
+
+
+def foreign_service_accounts(
+    accounts: Iterable[Mapping[str, Any]], project_id: str, router_service_account: str = ""
+) -> list[str]:
+    """Enabled service accounts of the project that are not spotroute's — its deployer, its job
+    accounts `sr-…` (gcp_names.service_account_id), the router's own: every one of them the
+    deployer could run a VM as (`iam.serviceAccounts.actAs` is project-wide)."""
+    domain = f"@{project_id}.iam.gserviceaccount.com"
+    ours = {f"{DEPLOYER_NAME}{domain}", router_service_account}
+    return sorted(
+        str(a.get("email"))
+        for a in accounts
+        if not a.get("disabled")
+        and str(a.get("email")) not in ours
+        and not (str(a.get("email")).startswith(JOB_ACCOUNT_PREFIX)
+                 and str(a.get("email")).endswith(domain))
+    )  # fmt: skip

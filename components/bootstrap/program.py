@@ -14,6 +14,7 @@ from components.bootstrap.args import (
     CLOUDS,
     CONFIG_NAMESPACE,
     BootstrapArgs,
+    BootstrapConfigError,
     Home,
     OidcIssuer,
 )
@@ -80,10 +81,6 @@ class ConfigSource(Protocol):
     def get(self, key: str) -> str | None: ...
 
 
-class BootstrapConfigError(pulumi.RunError):
-    """A `spotroute-bootstrap:*` stack config value is missing or wrong; the message names it."""
-
-
 # BootstrapArgs field → stack config key (camelCase, as the placement keys are).
 CONFIG_KEYS: dict[str, str] = {
     "clouds": "clouds",
@@ -96,6 +93,7 @@ CONFIG_KEYS: dict[str, str] = {
     "aws_outbound_issuer_url": "awsOutboundIssuerUrl",
     "gcp_project_id": "gcpProjectId",
     "gcp_project_number": "gcpProjectNumber",
+    "gcp_project_shared": "gcpProjectShared",
     "router_service_account": "routerServiceAccount",
     "gcp_job_buckets": "gcpJobBuckets",
     "aws_job_buckets": "awsJobBuckets",
@@ -166,6 +164,9 @@ def read_bootstrap_config(
     outbound = data("awsOutboundFederation", False)
     if not isinstance(outbound, bool):
         raise fail("awsOutboundFederation", f"{outbound!r} is not true or false")
+    shared = data("gcpProjectShared", False)
+    if not isinstance(shared, bool):
+        raise fail("gcpProjectShared", f"{shared!r} is not true or false")
     labels = data("labels", {})
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
         raise fail("labels", 'is not a map of strings — quote numbers, e.g. cost-center: "4711"')
@@ -186,6 +187,7 @@ def read_bootstrap_config(
             aws_outbound_issuer_url=text("awsOutboundIssuerUrl"),
             gcp_project_id=text("gcpProjectId"),
             gcp_project_number=text("gcpProjectNumber"),
+            gcp_project_shared=shared,
             router_service_account=text("routerServiceAccount"),
             gcp_job_buckets=strings("gcpJobBuckets"),
             aws_job_buckets=strings("awsJobBuckets"),

@@ -176,12 +176,15 @@ def bootstrap(
 ) -> None:
     """One-time keyless credentials: deployer identities and cross-cloud federation."""
     from router.cli import render, render_deploy
-    from router.flows.bootstrap import run_bootstrap
+    from router.flows.bootstrap import bootstrap_scope, run_bootstrap
 
     project = ctx_project(ctx, required=True)
+    scope = bootstrap_scope(project, split_csv(clouds))
     if not preview_only and not yes:
         if not sys.stdin.isatty():
             raise click.UsageError("not a terminal to confirm on — pass --yes or --preview")
+        for note in scope:  # where the rights reach, before the question
+            (render.warning if note.warning else render.notice)(note.text)
         click.confirm("Create or update the bootstrap identities?", default=False, abort=True)
     with render_deploy.EngineProgress("bootstrap") as progress:
         outcome = run_bootstrap(
@@ -195,10 +198,13 @@ def bootstrap(
                 "applied": outcome.applied,
                 "review": review_json(outcome.review),
                 "outputs": outcome.outputs,
+                "scope": [{"text": n.text, "warning": n.warning} for n in scope],
             }
         )
         return
     render_deploy.review_summary(outcome.review)
+    for note in scope:
+        (render.warning if note.warning else render.notice)(note.text)
     snippet = outcome.outputs.get("org_config_snippet")
     if snippet:
         click.echo("\nAdd to spotroute.yaml:\n" + str(snippet))

@@ -37,7 +37,12 @@ JOB_NAME_RULE = (
     "lowercase letters, digits and dashes, starting with a letter, "
     f"at most {JOB_NAME_MAX} characters"
 )
-# What a multi-node group's rendezvous exports on each node (components/rendezvous.py).
+# The start-up script's exit status when its group did not form (components/rendezvous.py): the
+# storage stayed unwritable to the end of the wait, or a peer never came. The router reads it from
+# the node's exit record as an infrastructure failure — re-place and block the zone — not a crash
+# (router/core/node_exit.py). 69 is sysexits.h's EX_UNAVAILABLE ("a service is unavailable").
+EXIT_GROUP_NOT_FORMED = 69
+# What a group's rendezvous exports on each node (components/rendezvous.py; one node too).
 GROUP_ENV: tuple[str, ...] = (
     "SPOTROUTE_NODE_ID",
     "SPOTROUTE_NODE_ADDRESS",

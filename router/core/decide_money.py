@@ -112,9 +112,9 @@ def replace_on(
     found = cheapest(rules, lost, options, work_left, 0.0)
     numbers = Numbers(work_left_h=work_left, **(extra or {}))
     if found is None:
-        what = "/".join(markets) if markets else "any"
+        what = "/".join(markets) + " " if markets else ""  # never "no any capacity"
         return Decision(
-            WAIT, None, f"{why}no {what} capacity available now: waiting", numbers, commit,
+            WAIT, None, f"{why}no {what}capacity available now: waiting", numbers, commit,
             considered,
         )  # fmt: skip
     target, rem, arrive = found

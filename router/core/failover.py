@@ -40,7 +40,8 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 # propagation: the account is fine and the place too; the same launch succeeds seconds later.
-FailureKind = Literal["capacity", "quota", "price", "propagation"]
+# group: the place launched, but the group's nodes never formed there (group_not_formed).
+FailureKind = Literal["capacity", "quota", "price", "propagation", "group"]
 Scope = Literal["zone", "region"]
 
 # What launched, per provider resource type, and so is replaced when a launch is retried after a
@@ -119,6 +120,17 @@ def classify_launch_error(text: str) -> LaunchFailure | None:
         if match:
             return LaunchFailure(kind, code, cloud, _sentence(text, match.start()))
     return None
+
+
+GROUP_NOT_FORMED = "GroupDidNotForm"
+
+
+def group_not_formed(cloud: str, why: str) -> LaunchFailure:
+    """A placement whose nodes launched but never formed their group (the start-up script's
+    EXIT_GROUP_NOT_FORMED: storage unwritable to the end of the wait, a peer that never came).
+    The place failed, not the job: blocked as a capacity refusal is (the zone, then its region
+    on a repeat)."""
+    return LaunchFailure("group", GROUP_NOT_FORMED, cloud, why)
 
 
 def _sentence(text: str, at: int) -> str:

@@ -13,6 +13,10 @@ of the placement's own run:
   status 137 or 143            killed by SIGKILL / SIGTERM with no marker: the machine going
                                away without a notice the job saw (or the OOM killer) — not
                                taken for a crash
+  status 69                    unformed (EXIT_GROUP_NOT_FORMED): the node's group never formed
+                               — its storage stayed unwritable, or a peer never came. The place
+                               failed, not the job: re-place it elsewhere and block the zone
+                               (router/core/failover.group_not_formed), never a crash
   any other status             crashed: the job (or the script before it) failed by itself
 
 A placement crashed when one of its nodes crashed and the cloud did not itself say it took a
@@ -27,7 +31,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-Outcome = Literal["exited", "preempted", "killed", "crashed"]
+from router.contract.stack_config import EXIT_GROUP_NOT_FORMED
+
+Outcome = Literal["exited", "preempted", "killed", "unformed", "crashed"]
 EXIT_PREEMPTED = 75
 KILLED_STATUSES = (137, 143)  # 128 + SIGKILL, 128 + SIGTERM (docker, bash)
 EXIT_FORMAT = "spotroute-exit/1"
@@ -52,9 +58,13 @@ class NodeExit:
             return "exited"
         if self.status in KILLED_STATUSES:
             return "killed"
+        if self.status == EXIT_GROUP_NOT_FORMED:
+            return "unformed"
         return "crashed"
 
     def describe(self) -> str:
+        if self.outcome == "unformed":
+            return f"node {self.node}: its group did not form (status {self.status})"
         marker = "with" if self.marker else "no"
         return f"node {self.node} exited with status {self.status} ({marker} interruption marker)"
 
@@ -91,6 +101,15 @@ def crash_of(exits: Iterable[NodeExit], reclaimed_by_cloud: bool) -> str | None:
         return None
     more = f" (+{len(crashed) - 1} more node(s))" if len(crashed) > 1 else ""
     return crashed[0].describe() + more
+
+
+def unformed_of(exits: Iterable[NodeExit]) -> str | None:
+    """Why the placement's group never formed (one line), or None; a crash is asked first."""
+    unformed = [e for e in exits if e.outcome == "unformed"]
+    if not unformed:
+        return None
+    more = f" (+{len(unformed) - 1} more node(s))" if len(unformed) > 1 else ""
+    return unformed[0].describe() + more
 
 
 def all_exited(exits: Iterable[NodeExit]) -> bool:

@@ -44,6 +44,8 @@ CALLS: dict[str, Any] = {
         "subscriptionId": MOCK_SUBSCRIPTION, "tenantId": MOCK_TENANT,
         "clientId": MOCK_PRINCIPAL, "objectId": MOCK_PRINCIPAL,
     },
+    # The GCP bootstrap's check that its project is spotroute's alone: none to see here.
+    "gcp:serviceaccount/getS:getS": lambda a: {"accounts": []},
     "gcp:organizations/getProject:getProject": lambda a: {
         "projectId": a.get("projectId") or "review-project", "number": "123456789012",
         "name": "review-project", "id": a.get("projectId") or "review-project",

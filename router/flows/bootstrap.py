@@ -46,6 +46,37 @@ def _clouds(clouds: tuple[str, ...]) -> list[str]:
     return sorted(set(clouds))
 
 
+@dataclass(frozen=True)
+class ScopeNote:
+    """One line on where a deployer's rights reach; `warning` when beyond spotroute's own."""
+
+    text: str
+    warning: bool = False
+
+
+def bootstrap_scope(project: Project, clouds: tuple[str, ...] = ()) -> list[ScopeNote]:
+    """What `route bootstrap` says before it asks and after it ran: the GCP project the deployer
+    gets is meant to be spotroute's alone (the default), since its actAs and network rights cannot
+    be narrowed to spotroute's resources (docs/security.md, "A project of its own")."""
+    config = read_stack_file(project.stack_config_path(STACK), NAMESPACE)
+    selected = _clouds(clouds) if clouds else list(config.get("clouds") or [])
+    if "gcp" not in selected:
+        return []
+    name = config.get("gcpProjectId") or "<gcpProjectId>"
+    if config.get("gcpProjectShared") is True:
+        return [ScopeNote(
+            f"GCP project {name} is shared (spotroute-bootstrap:gcpProjectShared: true): the "
+            "deployer may run VMs as any of its service accounts and add spotroute-… firewall "
+            "rules to any of its networks — docs/security.md, 'Residual risks'", warning=True,
+        )]  # fmt: skip
+    return [ScopeNote(
+        f"GCP project {name} is to be spotroute's alone (the default): the bootstrap refuses it "
+        "while other enabled service accounts live there; once Compute Engine is on, disable its "
+        "default account (gcloud iam service-accounts disable PROJECT_NUMBER-compute@"
+        "developer.gserviceaccount.com) — docs/security.md, 'A project of its own'"
+    )]  # fmt: skip
+
+
 def run_bootstrap(
     *,
     project: Project,

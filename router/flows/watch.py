@@ -408,6 +408,8 @@ def observe(
         alive = False  # the cloud reclaimed a node: an interruption, like the library's marker
     deployed_at = datetime.fromisoformat(record["deployed_at"])
     exits, crashed = _exits_and_crash(record, deployed_at, seen_nodes)
+    if crashed is None:
+        _block_if_unformed(record, exits, now)
     if exits:
         alive = False  # a node stopped running the job: it does not go on there
     if (done is not None or all_exited(exits)) and not alive:
@@ -482,6 +484,25 @@ def _exits_and_crash(
     exits = exits_of(raw, str(record.get("stack") or record.get("job") or ""), deployed_at)
     reclaimed = any(n.get("reclaimed") for n in (seen_nodes or {}).get("nodes") or [])
     return exits, crash_of(exits, reclaimed)
+
+
+def _block_if_unformed(record: dict[str, Any], exits: list[Any], now: datetime) -> None:
+    """A group that never formed (EXIT_GROUP_NOT_FORMED) blocks its zone as a refused launch
+    does, so the re-placement goes elsewhere; once, not again while that block stands."""
+    from router.config.blocks import updating_blocks
+    from router.config.home import spotroute_home
+    from router.core.failover import block_after, blocking, group_not_formed
+    from router.core.node_exit import unformed_of
+
+    why = unformed_of(exits)
+    if why is None:
+        return
+    cloud, region = str(record.get("cloud") or ""), str(record.get("region") or "")
+    zone = record.get("zone") or None
+    with updating_blocks(spotroute_home(), now) as blocks:
+        if blocking(blocks, cloud, region, zone, now) is None:
+            failure = group_not_formed(cloud, why)
+            blocks.append(block_after(failure, cloud, region, zone, blocks, now))
 
 
 def checkpoint_progress(

@@ -181,7 +181,10 @@ def test_security_group_admits_only_the_jobs_own_nodes(aws_config: dict[str, Any
     assert rule["self"] is True  # NCCL between the group's nodes, all protocols
     assert (rule["protocol"], rule["fromPort"], rule["toPort"]) == ("-1", 0, 0)
     assert "cidrBlocks" not in rule and "ipv6CidrBlocks" not in rule
-    assert [rule["cidrBlocks"] for rule in group["egress"]] == [["0.0.0.0/0"]]
+    out_self, out_world = group["egress"]
+    assert out_self["self"] is True and "cidrBlocks" not in out_self  # EFA: tests/components/
+    assert (out_self["protocol"], out_self["fromPort"], out_self["toPort"]) == ("-1", 0, 0)
+    assert out_world["cidrBlocks"] == ["0.0.0.0/0"] and not out_world.get("self")  # test_fabric.py
     default_group = stack.one("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup").inputs
     assert default_group.get("ingress", []) == [] and default_group.get("egress", []) == []
 

@@ -162,11 +162,20 @@ def args(**changes: Any) -> BootstrapArgs:
     return BootstrapArgs(**values)
 
 
+GCP_LIST_ACCOUNTS = "gcp:serviceaccount/getS:getS"
+# A project spotroute has to itself: the deployer and a job's account (gcp.GcpDeployer checks).
+OWN_ACCOUNTS = [
+    {"email": f"spotroute-deployer@{PROJECT_ID}.iam.gserviceaccount.com", "disabled": False},
+    {"email": f"sr-llm@{PROJECT_ID}.iam.gserviceaccount.com", "disabled": False},
+]
+
+
 def deploy(
     bootstrap_args: BootstrapArgs, calls: Mapping[str, CallAnswer] | None = None
 ) -> CapturedStack:
+    answers = {GCP_LIST_ACCOUNTS: lambda args: {"accounts": OWN_ACCOUNTS}, **(calls or {})}
     return run_components(
-        lambda: bootstrap_program(bootstrap_args), calls=calls, states=STATES, stack="bootstrap"
+        lambda: bootstrap_program(bootstrap_args), calls=answers, states=STATES, stack="bootstrap"
     )
 
 
@@ -505,7 +514,8 @@ def test_bad_bootstrap_config_names_the_stack_file_and_key(
 
 
 def test_inline_program_builds_the_deployers_from_the_bootstrap_stack_config() -> None:
-    stack = run_components(bootstrap_inline_program, CONFIG, states=STATES, stack="bootstrap")
+    stack = run_components(bootstrap_inline_program, CONFIG, states=STATES, stack="bootstrap",
+                           calls={GCP_LIST_ACCOUNTS: lambda args: {"accounts": OWN_ACCOUNTS}})
 
     assert stack.outputs["aws_deployer_role_arn"] == (
         f"arn:aws:iam::{ACCOUNT_ID}:role/spotroute-deployer"

@@ -11,6 +11,7 @@ from test_bootstrap import (
     GCP_ACCOUNT,
     GCP_BUCKET_MEMBER,
     GCP_CUSTOM_ROLE,
+    GCP_LIST_ACCOUNTS,
     GCP_PROJECT_MEMBER,
     GCP_PROVIDER,
     GCP_SA_MEMBER,
@@ -29,11 +30,13 @@ from test_bootstrap import (
 
 from components.bootstrap import (
     GCP_DEPLOYER_PERMISSIONS,
+    BootstrapConfigError,
 )
 from components.bootstrap.gcp_permissions import (
     GCP_GRANT_PERMISSIONS,
     GCP_JOB_BUCKET_MARKER,
     GCP_JOB_BUCKET_PREFIX,
+    GCP_NAME_CONDITION_TYPES,
     GCP_NAMED_PERMISSIONS,
 )
 
@@ -301,12 +304,44 @@ def test_gcp_deployer_changes_only_resources_named_spotroute() -> None:
         f'resource.type == "storage.googleapis.com/Object") && {JOB_BUCKETS})'
         ' || (resource.type == "compute.googleapis.com/Firewall" && resource.name.startsWith('
         f'"projects/{PROJECT_ID}/global/firewalls/spotroute-"))'
+        ' || (resource.type == "compute.googleapis.com/InstanceTemplate" && resource.name'
+        f'.startsWith("projects/{PROJECT_ID}/global/instanceTemplates/spotroute-"))'
+        ' || (resource.type == "compute.googleapis.com/Disk" && resource.name.extract('
+        f'"projects/{PROJECT_ID}/zones/{{zone}}/disks/spotroute-") != "")'
         ' || (resource.type == "compute.googleapis.com/Instance" && resource.name.extract('
         f'"projects/{PROJECT_ID}/zones/{{zone}}/instances/spotroute-") != "")'
         ' || ((resource.type == "secretmanager.googleapis.com/Secret" || '
         'resource.type == "secretmanager.googleapis.com/SecretVersion") && '
         f'resource.name.startsWith("projects/{PROJECT_NUMBER}/secrets/spotroute-"))'
     )  # fmt: skip
+
+
+def test_every_permission_on_a_type_iam_conditions_name_is_held_under_the_name_condition() -> None:
+    # https://cloud.google.com/iam/docs/conditions-resource-attributes lists the Compute Engine
+    # resource types whose names conditions recognise; a permission on one of them project-wide
+    # reaches every such resource of the project (another team's firewall rule, template — its
+    # start-up script — or disk). Only a list is checked on the project itself.
+    stack = deploy(args(clouds=("gcp",)))
+    condition = named_condition(stack)
+
+    for permission in (*GCP_DEPLOYER_PERMISSIONS, *GCP_NAMED_PERMISSIONS):
+        service, collection, verb = permission.split(".")
+        kind = GCP_NAME_CONDITION_TYPES.get(collection) if service == "compute" else None
+        if kind is None or verb == "list":
+            continue
+        assert permission in GCP_NAMED_PERMISSIONS, f"{permission} is project-wide"
+        assert f'resource.type == "{kind}"' in condition, kind
+    for permission in ("compute.firewalls.create", "compute.instanceTemplates.delete",
+                       "compute.instanceTemplates.get", "compute.disks.delete",
+                       "compute.instances.create"):
+        assert permission not in GCP_DEPLOYER_PERMISSIONS
+    # What stays project-wide: checked on a network, subnetwork, router or group (no such type
+    # in Google's list), or on the project (creating a bucket or secret, listing VMs).
+    assert "compute.networks.updatePolicy" in GCP_DEPLOYER_PERMISSIONS
+    assert {p.split(".")[1] for p in GCP_DEPLOYER_PERMISSIONS if p.startswith("compute.")} == {
+        "networks", "subnetworks", "routers", "instanceGroupManagers", "instanceGroups",
+        "instances", "globalOperations", "regionOperations", "zoneOperations", "regions",
+        "zones", "projects", "machineTypes", "acceleratorTypes"}  # fmt: skip
 
 
 def test_gcp_deployer_never_empties_or_deletes_the_state_bucket() -> None:
@@ -491,3 +526,59 @@ def test_gcp_deployer_may_manage_everything_a_gcp_placement_creates(
     assert created <= set(GCP_NEEDS), f"unlisted types: {created - set(GCP_NEEDS)}"
     for type_ in created:
         assert GCP_NEEDS[type_] <= ALL_GRANTED, type_
+
+
+# --- a project of spotroute's own (the default) ---------------------------------------------------
+
+DEFAULT_COMPUTE = f"{PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
+
+
+def listing(*accounts: tuple[str, bool]) -> dict[str, Any]:
+    """What projects.serviceAccounts.list answers, as the provider's getS data source has it."""
+    return {GCP_LIST_ACCOUNTS: lambda args: {"accounts": [
+        {"email": email, "disabled": disabled, "accountId": email.split("@")[0]}
+        for email, disabled in accounts]}}  # fmt: skip
+
+
+def test_the_bootstrap_refuses_a_project_that_is_not_spotroutes_alone() -> None:
+    # The deployer may act as every service account of its project (actAs cannot be narrowed:
+    # docs/security.md): a project with an enabled account of someone else's — the default
+    # Compute Engine account, often an Editor, included — is refused unless declared shared.
+    others = listing((f"spotroute-deployer@{PROJECT_ID}.iam.gserviceaccount.com", False),
+                     (DEFAULT_COMPUTE, False),
+                     (f"ci-deployer@{PROJECT_ID}.iam.gserviceaccount.com", False))
+
+    with pytest.raises(BootstrapConfigError, match=(
+        rf"^stacks/Pulumi\.bootstrap\.yaml: spotroute-bootstrap:gcpProjectId: project {PROJECT_ID}"
+        rf" is not spotroute's alone: the deployer could run VMs as {DEFAULT_COMPUTE} \(\+1 more\)"
+        r".* set spotroute-bootstrap:gcpProjectShared: true to accept it")):
+        deploy(args(clouds=("gcp",)), calls=others)
+
+    shared = deploy(args(clouds=("gcp",), gcp_project_shared=True), calls=others)
+    assert shared.outputs["gcp_project_dedicated"] is False
+
+
+def test_a_project_with_only_spotroutes_and_disabled_accounts_is_dedicated() -> None:
+    calls = listing((f"spotroute-deployer@{PROJECT_ID}.iam.gserviceaccount.com", False),
+                    (f"sr-2-llm@{PROJECT_ID}.iam.gserviceaccount.com", False),
+                    (DEFAULT_COMPUTE, True))  # disabled, as docs/security.md asks
+
+    stack = deploy(args(clouds=("gcp",)), calls=calls)
+
+    assert stack.outputs["gcp_project_dedicated"] is True
+
+
+def test_a_new_project_whose_accounts_cannot_be_listed_yet_passes_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A fresh project has the IAM API off until the bootstrap enables it: nothing to list yet,
+    # which is the dedicated project the docs ask for.
+    def api_off(args: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        # The invoke fails as the provider reports it (the SDK raises it to the caller).
+        return {}, [("project", "googleapi: Error 403: Identity and Access Management (IAM) API "
+                                "has not been used in project 212 before or it is disabled.")]
+
+    stack = deploy(args(clouds=("gcp",)), calls={GCP_LIST_ACCOUNTS: api_off})
+
+    assert stack.outputs["gcp_project_dedicated"] is True
+    assert "could not list the service accounts of project acme-ml" in caplog.text

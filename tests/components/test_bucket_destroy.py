@@ -129,6 +129,31 @@ def test_gcp_buckets_keep_no_soft_deleted_copies(staged: bool) -> None:
         assert bucket.inputs["softDeletePolicy"] == {"retentionDurationSeconds": 0}, bucket.name
 
 
+@pytest.mark.parametrize("staged", [False, True])
+def test_azure_checkpoint_accounts_keep_no_soft_deleted_blobs(staged: bool) -> None:
+    # With versioning on, a version the lifecycle rule deletes is soft-deleted and kept (billed
+    # as active data) for the soft-delete days: twice the intended retention
+    # (https://learn.microsoft.com/azure/storage/blobs/soft-delete-blob-overview).
+    changes: dict[str, Any] = (
+        {"dataUrls": [COPY["azure"]], "dataCopyUrls": [COPY["azure"]], "stagingDays": 3,
+         "storageAccountIds": ACCOUNT_IDS}
+        if staged
+        else {}
+    )  # fmt: skip
+    stack = deploy("azure", **changes)
+    services = stack.of_type("azure-native:storage:BlobServiceProperties")
+    rules = [r for p in stack.of_type("azure-native:storage:ManagementPolicy")
+             for r in p.inputs["policy"]["rules"] if r["name"] == "expire-old-checkpoint-versions"]
+
+    assert len(services) == (2 if staged else 1)
+    for service in services:
+        assert service.inputs["deleteRetentionPolicy"] == {"enabled": False}, service.name
+        assert service.inputs["isVersioningEnabled"] is True  # overwrites stay recoverable
+    assert len(rules) == len(services)  # old versions still expire, once
+    for rule in rules:
+        assert rule["definition"]["actions"]["version"]["delete"]["daysAfterCreationGreaterThan"]
+
+
 def test_gcp_bucket_name_is_new_for_each_deployment_of_a_stack() -> None:
     # A kept bucket keeps its global name: a stack created again (same job, same stack name)
     # must not ask for it, or the create fails with 409 "you already own it".

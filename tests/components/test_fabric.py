@@ -6,6 +6,9 @@ NCCL settings; a single node and other types stay as they were. Sources: compone
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +48,9 @@ def test_every_fabric_row_parses_and_names_its_source() -> None:
     with pytest.raises(ValueError, match="row 2: nccl_env"):
         parse_fabric_csv("cloud,instance_type,efa_interfaces,placement,nic_type,infiniband,"
                          "nccl_env,source\naws,x,1,,,,bad-name=1,https://example.com/\n")
+    with pytest.raises(ValueError, match=r"row 2: .*@default-route"):
+        parse_fabric_csv("cloud,instance_type,efa_interfaces,placement,nic_type,infiniband,"
+                         "nccl_env,source\ngcp,x,,,,,NCCL_SOCKET_IFNAME=@gateway,https://e.com/\n")
 
 
 def test_a_p5_group_gets_every_efa_device_in_one_cluster_placement_group(
@@ -74,6 +80,24 @@ def test_a_p5_group_gets_every_efa_device_in_one_cluster_placement_group(
     script = user_data(stack)
     assert "export FI_PROVIDER=efa" in script and "export FI_EFA_USE_DEVICE_RDMA=1" in script
     assert "--device=/dev/infiniband" in script and "--ulimit memlock=-1:-1" in script
+
+
+def test_a_p5_group_may_send_to_its_own_security_group_as_efa_requires(
+    aws_config: dict[str, Any],
+) -> None:
+    # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security: an
+    # EFA-enabled security group needs an inbound AND an outbound rule for all traffic naming the
+    # group itself; EFA traffic matches no CIDR rule, so egress to 0.0.0.0/0 does not count.
+    stack = aws_p5(aws_config)
+    sg = stack.named("llm-finetune-sg")
+    rules = {(r["protocol"], r["fromPort"], r["toPort"]) for r in sg.inputs["egress"]
+             if r.get("self") is True and not r.get("cidrBlocks")}
+    inbound = {(r["protocol"], r["fromPort"], r["toPort"]) for r in sg.inputs["ingress"]
+               if r.get("self") is True}
+
+    assert rules == inbound == {("-1", 0, 0)}
+    assert {i["securityGroups"][0] for i in stack.one(TEMPLATE).inputs["networkInterfaces"]} == {
+        f"{sg.name}-id"}
 
 
 def test_a_single_node_and_other_types_keep_the_plain_network(
@@ -110,7 +134,64 @@ def test_a3_nodes_run_on_gvnic_even_alone(aws_config: dict[str, Any], nodes: int
     # nicType the template asks for VIRTIO_NET and every A3 placement fails.
     assert [i.get("nicType") for i in template["networkInterfaces"]] == ["GVNIC"]
     script = template["metadata"]["startup-script"]
-    assert ("export NCCL_SOCKET_IFNAME=eth0" in script) == (nodes > 1)
+    assert ("NCCL_SOCKET_IFNAME" in script) == (nodes > 1)
+    assert "eth0" not in script
+
+
+# What `ip -o route show default` prints on an A3 VM of the Ubuntu DLVM: its primary gVNIC has a
+# predictable name, enp0s12 (Google's A3 recipes set NCCL_SOCKET_IFNAME=enp0s12:
+# https://cloud.google.com/cluster-toolkit/docs/machine-learning/a3-mega-enable-gpudirect-tcpxo).
+A3_DEFAULT_ROUTE = "default via 10.128.0.1 dev enp0s12 proto dhcp src 10.128.0.4 metric 100 \n"
+FAKE_IP = """#!/bin/sh
+[ -n "$FAKE_ROUTE" ] || exit 1
+printf "$FAKE_ROUTE"
+"""
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*")
+@pytest.mark.parametrize("machine_type", ["a3-highgpu-8g", "a3-megagpu-8g"])
+def test_an_a3_group_gives_nccl_the_interface_of_its_default_route(
+    aws_config: dict[str, Any], machine_type: str, tmp_path: Path
+) -> None:
+    config = {**aws_config, "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
+              "instanceTypes": [machine_type], "gpu": "H100-80GB", "dataUrls": [],
+              "priceSource": "gcp-api", "nodeCount": 2}
+    script = run_program(config, states=GCP_STATES).one(GCP_TEMPLATE).inputs["metadata"][
+        "startup-script"]
+    lines = script.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("spotroute_dev="))
+    found = "\n".join(["set -euo pipefail", *lines[first : first + 3],
+                       'echo "NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME-unset}"'])
+    (tmp_path / "ip").write_text(FAKE_IP)
+    (tmp_path / "ip").chmod(0o755)
+
+    def run(route: str) -> str:
+        env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "FAKE_ROUTE": route}
+        env.pop("NCCL_SOCKET_IFNAME", None)
+        done = subprocess.run(["bash", "-c", found], env=env, capture_output=True, text=True,
+                              check=True)
+        return done.stdout.strip()
+
+    assert run(A3_DEFAULT_ROUTE) == "NCCL_SOCKET_IFNAME=enp0s12"
+    # No default route (or no `ip`): unset, so NCCL picks an interface itself; the boot goes on.
+    assert run("") == "NCCL_SOCKET_IFNAME=unset"
+    (docker_run,) = [x for x in lines if x.strip().startswith("docker run ")]
+    assert " -e NCCL_SOCKET_IFNAME " in docker_run  # the container gets what the host found
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*")
+def test_a_jobs_own_nccl_socket_ifname_wins_over_the_default_route(
+    aws_config: dict[str, Any],
+) -> None:
+    job = {**aws_config["job"], "env": {"NCCL_SOCKET_IFNAME": "=enp0s12"}}
+    config = {**aws_config, "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
+              "instanceTypes": ["a3-megagpu-8g"], "gpu": "H100-80GB", "dataUrls": [],
+              "priceSource": "gcp-api", "nodeCount": 2, "job": job}
+    script = run_program(config, states=GCP_STATES).one(GCP_TEMPLATE).inputs["metadata"][
+        "startup-script"]
+
+    assert "spotroute_dev=" not in script
+    assert "export NCCL_SOCKET_IFNAME==enp0s12" in script
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_gcp.*")

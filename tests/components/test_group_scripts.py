@@ -17,6 +17,7 @@ import json
 import os
 import shlex
 import shutil
+import ssl
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -35,6 +36,7 @@ from test_gcp import placement as gcp_placement
 from test_gcp import startup_script
 
 from components.rendezvous import MASTER_PORT
+from tests.checkpoint.fresh_grant import FreshGrantProxy
 from tests.checkpoint.servers import start_gcs, start_s3
 from tests.components.rendezvous_servers import TokenServer, azurite_https
 
@@ -253,3 +255,52 @@ def test_every_node_of_a_two_node_placement_gets_its_rank_the_count_and_the_rend
         new_generation = again[first[0]]["SPOTROUTE_GROUP_GENERATION"]
         assert again[replacement[0]]["SPOTROUTE_GROUP_GENERATION"] == new_generation
         assert new_generation != generation
+
+
+REFUSE_S = 3.0  # the storage refuses the new grant this long; the rendezvous waits up to 30 s
+
+
+def behind_fresh_grant(cloud: str, endpoints: dict[str, Any],
+                       env: dict[str, str]) -> tuple[FreshGrantProxy, dict[str, Any],
+                                                     dict[str, str]]:
+    """A proxy refusing REFUSE_S in front of the cloud's emulator; the endpoints through it."""
+    if cloud == "aws":
+        proxy = FreshGrantProxy(env["AWS_ENDPOINT_URL"], "s3", REFUSE_S)
+        return proxy, endpoints, {**env, "AWS_ENDPOINT_URL": proxy.endpoint}
+    if cloud == "gcp":
+        proxy = FreshGrantProxy(endpoints["storage"], "gcs", REFUSE_S)
+    else:
+        cert = Path(env["SSL_CERT_FILE"])
+        proxy = FreshGrantProxy(endpoints["storage"], "azure", REFUSE_S, cert=cert,
+                                key=cert.parent / "key.pem",
+                                upstream_context=ssl.create_default_context(cafile=str(cert)))
+    return proxy, {**endpoints, "storage": proxy.endpoint}, env
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+@pytest.mark.parametrize("cloud", sorted(CLOUDS))
+def test_a_group_forms_while_its_fresh_grant_is_still_refused(
+    cloud: str, nodes: int, configs: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    # A group of one runs the same rendezvous, so its job too starts only once the grant works.
+    _, emulator, first, second, _ = CLOUDS[cloud]
+    stack = {"aws": aws_placement, "gcp": gcp_placement, "azure": azure_placement}[cloud](
+        configs[cloud], nodeCount=nodes)
+    read = {"aws": user_data, "gcp": startup_script, "azure": custom_data}[cloud]
+    r = Rendered(cloud, read(stack), stack.outputs["checkpointUrl"])
+    assert settings_of(r.script)["nodes"] == nodes
+
+    with emulator(r, tmp_path) as (endpoints, env):
+        proxy, endpoints, env = behind_fresh_grant(cloud, endpoints, env)
+        with proxy:
+            fast = {"poll_s": 0.2, "timeout_s": 30.0, **endpoints}
+            group = Nodes(tmp_path, rendezvous_part(r.script, **fast), env)
+            members = [(*first, "boot-1"), (*second, "boot-2")][:nodes]
+            seen = group.form(*members)
+
+    assert proxy.refused > 0 and proxy.forwarded > 0  # refused first, then through
+    low = min(first, second) if nodes == 2 else first
+    for name, address, _ in members:
+        assert seen[name]["NNODES"] == str(nodes)
+        assert seen[name]["MASTER_ADDR"] == low[1]
+        assert seen[name]["NODE_RANK"] == ("0" if (name, address) == low else "1")

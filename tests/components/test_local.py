@@ -128,13 +128,19 @@ def test_a_group_runs_each_node_in_its_own_sandbox_with_the_job_env_and_stops_on
     assert provider.read(created.id, created.outs).id == ""  # a refresh drops it
 
 
+def _job_started(log_path: str) -> bool:
+    """The node's script formed its group (of one) and went on to the job."""
+    log = Path(log_path)
+    return log.is_file() and "rendezvous: formed generation" in log.read_text()
+
+
 def test_a_stop_reaches_the_job_not_the_script_so_the_node_records_the_jobs_status(
     home: Path, tmp_path: Path, groups: list[str]
 ) -> None:
     saves = ["/bin/sh", "-c", "trap 'sleep 0.3; exit 75' TERM; while true; do sleep 0.1; done"]
     created = LocalProcessProvider().create(_props(tmp_path / "ckpt", saves))
     groups.append(created.id)
-    assert _wait_for(lambda: _records(created.id)[0].phase == "running")
+    assert _wait_for(lambda: _job_started(created.outs["log_path"]))
     time.sleep(0.3)  # the shell has set its trap
     stop_group(created.id, grace_s=5.0)
     [record] = _records(created.id)
@@ -150,7 +156,7 @@ def test_a_job_that_ignores_sigterm_is_killed_after_the_grace(
     groups.append(created.id)
     # A node stopped before its script runs ends by itself (nothing to kill): wait until the
     # job runs and has set its trap, or a loaded machine makes this test pass vacuously or fail.
-    assert _wait_for(lambda: _records(created.id)[0].phase == "running")
+    assert _wait_for(lambda: _job_started(created.outs["log_path"]))
     time.sleep(0.3)
     [node] = _records(created.id)
     started = time.monotonic()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import urllib.error
@@ -23,6 +24,7 @@ import pytest
 
 from components.args import JobCommand
 from components.rendezvous import (
+    EXIT_GROUP_NOT_FORMED,
     GroupRendezvous,
     aws_rendezvous,
     azure_rendezvous,
@@ -172,11 +174,77 @@ def test_a_node_alone_gives_up_after_the_timeout_with_the_reason(tmp_path: Path)
 
     code, log = group.wait("node-a", "boot-a")
 
-    assert code == 1
+    # Its own status, which the router reads as an infrastructure failure, not a crash.
+    assert code == EXIT_GROUP_NOT_FORMED == 69
     assert "the group did not form within 2 s: 1 of 2 nodes here (node-a 10.0.0.1)" in log
     assert not (tmp_path / "out" / "node-a-0.json").exists()  # the job never started
     entry = json.loads((ckpt / "rendezvous" / "llm-1" / "node-a.json").read_text())
     assert (entry["address"], entry["boot"]) == ("10.0.0.1", "boot-a")
+
+
+def test_a_node_stopped_while_it_waits_reports_the_signal_not_a_group_that_did_not_form(
+    tmp_path: Path,
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    group = Group(tmp_path, group_script(f"file://{ckpt}/", replace(local_rendezvous(), **FAST)),
+                  {}, ckpt)
+    group.start("node-a", "10.0.0.1", "boot-a")
+    proc, _ = group.procs[("node-a", "boot-a")]
+    entry = ckpt / "rendezvous" / "llm-1" / "node-a.json"
+    for _ in range(300):  # the rendezvous program waits for node b
+        if entry.exists():
+            break
+        time.sleep(0.1)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    for child in children:  # the node going away: its processes get SIGTERM
+        os.kill(int(child), signal.SIGTERM)
+
+    code, log = group.wait("node-a", "boot-a")
+
+    assert code == 128 + signal.SIGTERM, log
+    assert "did not form" not in log
+
+
+def test_a_group_of_one_forms_at_once_with_itself_as_master(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    group = Group(tmp_path, group_script(f"file://{ckpt}/", replace(local_rendezvous(), **FAST),
+                                         nodes=1), {}, ckpt)
+    started = time.monotonic()
+    group.form(("node-0", "10.0.0.1", "boot-0"))
+
+    seen = group.seen("node-0")
+    assert (seen["NODE_RANK"], seen["NNODES"], seen["SKYPILOT_NUM_NODES"]) == ("0", "1", "1")
+    assert (seen["MASTER_ADDR"], seen["SPOTROUTE_RDZV_ENDPOINT"]) == ("10.0.0.1",
+                                                                     "10.0.0.1:29500")
+    assert seen["SKYPILOT_NODE_IPS"] == "10.0.0.1" and seen["SPOTROUTE_GROUP_GENERATION"]
+    assert time.monotonic() - started < 10  # no poll to wait out: one node proposes, agrees
+
+
+def test_writes_refused_at_first_are_tried_again_and_the_group_forms(tmp_path: Path) -> None:
+    # A new grant refused for its first minutes (GCP IAM: "typically 2 minutes, potentially 7
+    # minutes or longer"), a 5xx: here nothing can be written under the prefix for 2 s (a file
+    # stands where its directory goes; file modes would not stop a test run as root).
+    ckpt = tmp_path / "ckpt"
+    blocker = ckpt / "rendezvous"
+    ckpt.mkdir()
+    blocker.write_text("not a directory")
+    group = Group(tmp_path, group_script(f"file://{ckpt}/", replace(local_rendezvous(), **FAST)),
+                  {}, ckpt)
+    try:
+        group.start("node-a", "10.0.0.1", "boot-a")
+        group.start("node-b", "10.0.0.2", "boot-b")
+        time.sleep(2.0)
+        assert all(proc.poll() is None for proc, _ in group.procs.values())  # still trying
+    finally:
+        blocker.unlink()
+
+    code_a, log_a = group.wait("node-a", "boot-a")
+    code_b, log_b = group.wait("node-b", "boot-b")
+
+    assert (code_a, code_b) == (0, 0), log_a + log_b
+    assert log_a.count("cannot write or list") == 1  # said once, tried again at every poll
+    assert "; trying again until the deadline" in log_a
+    assert {group.seen("node-a")["NODE_RANK"], group.seen("node-b")["NODE_RANK"]} == {"0", "1"}
 
 
 def test_after_a_peers_notice_the_survivor_forms_the_group_again_with_its_replacement(

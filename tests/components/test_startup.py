@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -174,14 +175,36 @@ def test_nodes_get_the_group_size_and_a_single_node_its_rank_and_address() -> No
                                   rendezvous=aws_rendezvous("us-east-1"))
 
     assert run_exports(multi, "SPOTROUTE_NODE_COUNT", "SKYPILOT_NUM_NODES") == ["4", "4"]
-    assert run_exports(single, "SKYPILOT_NODE_RANK") == ["0"]
-    assert "-e SKYPILOT_NODE_IPS" in single
+    assert run_exports(single, "SPOTROUTE_NODE_COUNT", "SKYPILOT_NUM_NODES") == ["1", "1"]
     # A group's rank, peers and master come from its rendezvous (tests/components/
-    # test_rendezvous.py runs it) and reach the container by name.
-    run_line = next(line.strip() for line in multi.splitlines()
-                    if line.strip().startswith("docker run"))
-    for name in GROUP_ENV:
-        assert f"-e {name} " in run_line
+    # test_rendezvous.py runs it) and reach the container by name; a group of one's too.
+    for script in (single, multi):
+        run_line = next(line.strip() for line in script.splitlines()
+                        if line.strip().startswith("docker run"))
+        for name in GROUP_ENV:
+            assert f"-e {name} " in run_line
+
+
+def test_a_single_node_is_a_group_of_one_rank_0_with_itself_as_master(tmp_path: Path) -> None:
+    # examples/distributed at node_count 1 ran `torchrun --nnodes "$NNODES" --node-rank
+    # "$NODE_RANK"` with both empty (issue 32, item 9). Any node count gets every group variable.
+    dump = "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))"
+    out = tmp_path / "env.json"
+    job = JobCommand(image="", command=("python3", "-c", dump, str(out)))
+    script = render_startup_script("llm", "s3://b/llm/", job, shutdown_when_done=False,
+                                   log_path=str(tmp_path / "log"), workdir=str(tmp_path))
+    node = {"SPOTROUTE_NODE_ID": "ip-10-0-0-5", "SPOTROUTE_NODE_ADDRESS": "10.0.0.5"}
+    env = {k: v for k, v in os.environ.items() if k not in GROUP_ENV}
+
+    subprocess.run(["bash", "-c", script], env={**env, **node}, check=True)
+
+    seen = json.loads(out.read_text())
+    assert {name: seen.get(name) for name in GROUP_ENV} == {
+        "SPOTROUTE_NODE_ID": "ip-10-0-0-5", "SPOTROUTE_NODE_ADDRESS": "10.0.0.5",
+        "SPOTROUTE_NODE_RANK": "0", "SPOTROUTE_GROUP_GENERATION": "ip-10-0-0-5",
+        "SPOTROUTE_RDZV_ENDPOINT": "10.0.0.5:29500", "NODE_RANK": "0", "NNODES": "1",
+        "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500", "SKYPILOT_NODE_RANK": "0",
+        "SKYPILOT_NODE_IPS": "10.0.0.5"}  # fmt: skip
 
 
 def test_a_group_without_a_rendezvous_is_refused_and_its_variables_are_reserved() -> None:
@@ -382,3 +405,52 @@ def test_azure_channel_reads_the_secret_with_the_managed_identity() -> None:
     assert json.loads(printed) == {"HF_TOKEN": HOSTILE}
     assert requests[0].get_header("Metadata") == "true"
     assert requests[1].get_header("Authorization") == "Bearer eyJ.tok"
+
+
+FAKE_TORCHRUN = """#!/bin/sh
+printf '%s\\n' "$@" > "$(dirname "$0")/args-$SPOTROUTE_NODE_ID"
+"""
+
+
+def _documented_group_command() -> list[str]:
+    """The `run:` block docs/components.md gives for torchrun in a group (issue 29)."""
+    import yaml
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "components.md").read_text()
+    after = text[text.index("**`run.command` runs without a shell.**"):]
+    block = after[after.index("```yaml\n") + len("```yaml\n"):]
+    run: dict[str, list[str]] = yaml.safe_load(block[: block.index("```")])["run"]
+    return run["command"]
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_the_documented_group_command_gets_its_variables_expanded(
+    tmp_path: Path, nodes: int
+) -> None:
+    from components.local_node import node_env, node_script
+    from components.local_nodes import free_port
+
+    command = _documented_group_command()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text(FAKE_TORCHRUN)
+    (bin_dir / "torchrun").chmod(0o755)
+    port = free_port()
+    props = {"job_name": "dist", "checkpoint_url": f"file://{tmp_path}/ckpt/",
+             "command": command, "env": {}, "placement": "dist"}  # fmt: skip
+    procs = []
+    for node in range(nodes):
+        node_dir = tmp_path / f"node-{node}"
+        node_dir.mkdir()
+        env = node_env(props, node=node, nodes=nodes, node_dir=node_dir)
+        env["PATH"] = f"{bin_dir}:{env['PATH']}"
+        script = node_script(props, nodes=nodes, node_dir=node_dir, group_port=port)
+        procs.append(subprocess.Popen(["bash", "-c", script], env=env))
+    assert [proc.wait(timeout=60) for proc in procs] == [0] * nodes
+
+    for node in range(nodes):
+        args = (bin_dir / f"args-node-{node}").read_text().splitlines()
+        assert args == [f"--nnodes={nodes}", f"--node-rank={node}", "--master-addr=127.0.0.1",
+                        f"--master-port={port}", "--nproc-per-node=8", "train.py"]
+    # The same words without the shell: the variables would arrive as literal text.
+    assert "$NNODES" in command[-1] and command[:2] == ["bash", "-c"]

@@ -172,3 +172,27 @@ def test_a_group_migrates_between_local_regions_and_ends_as_if_never_moved(
     assert result.read_text() == never_moved, _logs(record["outputs"])
     finished = json.loads((checkpoints / "finished.json").read_text())
     assert (finished["step"], finished["placement"]) == (STEPS, f"{JOB}.2")
+
+
+@pytest.mark.engine
+def test_the_example_scaled_down_to_one_node_trains_to_the_end(route: Route) -> None:
+    # Issue 32, item 9: with node_count 1 the node got no NNODES or NODE_RANK, and torchrun
+    # stopped at once (`--node-rank: invalid int value: ''`). A group of one is still a group.
+    write_market(route, [("local-a", "on-demand", 0.50, 2)])
+    (route.project / "examples").symlink_to(REPO / "examples")
+    result = route.home / "one-node.txt"
+    doc = yaml.safe_load((EXAMPLE / "job.yaml").read_text())
+    doc["node_count"] = 1
+    doc["run"]["env"].update({"TRAIN_STEPS": "60", "TRAIN_STEP_S": "0",
+                              "TRAIN_RESULT": str(result)})
+    (route.project / "job.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    deployed = route.ok("deploy", "job.yaml", "--yes", "--json").json()
+    checkpoints = route.home / "checkpoints" / JOB / JOB
+
+    wait_for(result.exists, 180, "the one-node group to finish")
+    finished = json.loads((checkpoints / "finished.json").read_text())
+    assert finished["step"] == 60, _logs(deployed["outputs"])
+    log = _logs(deployed["outputs"])
+    assert "rank 0 of 1, master 127.0.0.1" in log, log
+    saved = sorted(checkpoints.glob("step-*"))
+    assert saved and json.loads((saved[-1] / "manifest.json").read_text())["world_size"] == 1

@@ -93,6 +93,15 @@ def test_interrupted_job_is_replaced_elsewhere_never_in_the_lost_zone():
     assert "lost aws us-east-1/us-east-1a" in d.reason
 
 
+def test_an_interrupted_job_with_nowhere_to_go_waits_and_says_so_in_plain_words() -> None:
+    # Issue 32: route watch said "no any capacity available now".
+    lost = spot(5)
+    d = decide(RULES, prog(done=3.0, ckpt=2.5), Current(lost, NOW - H, True), [spot(5)],
+               History(), NOW)  # fmt: skip
+    assert d.action == WAIT
+    assert "no capacity available now: waiting" in d.reason and "any" not in d.reason
+
+
 def test_lost_zone_stays_blocked_for_the_block_time_then_returns():
     hist = History(lost_zones=((zone_key(spot(5)), NOW - 0.5 * H),))
     cands = [spot(5), spot(8, "us-east-1b")]

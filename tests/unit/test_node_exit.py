@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from router.core.node_exit import all_exited, crash_of, exits_of, parse_exit
+from router.contract.stack_config import EXIT_GROUP_NOT_FORMED
+from router.core.node_exit import all_exited, crash_of, exits_of, parse_exit, unformed_of
 
 DEPLOYED = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
@@ -29,6 +30,7 @@ def rec(status: int, marker: bool = False, *, node: str = "ip-10-42-0-5",
         (143, False, "killed"),  # SIGTERM from a shutdown the job did not see as a notice
         (1, False, "crashed"),
         (139, False, "crashed"),  # SIGSEGV
+        (69, False, "unformed"),  # the start-up script: the group did not form
     ],
 )
 def test_an_exit_reads_as_its_outcome(status: int, marker: bool, outcome: str) -> None:
@@ -60,3 +62,14 @@ def test_every_node_exiting_zero_is_the_job_ending_by_itself() -> None:
     assert all_exited(exits_of([rec(0), rec(0, node="b")], "llm", DEPLOYED))
     assert not all_exited(exits_of([rec(0), rec(75, node="b")], "llm", DEPLOYED))
     assert not all_exited([])
+
+
+def test_a_group_that_did_not_form_is_no_crash_but_says_so() -> None:
+    exits = exits_of([rec(EXIT_GROUP_NOT_FORMED, node="a"), rec(EXIT_GROUP_NOT_FORMED, node="b")],
+                     "llm", DEPLOYED)
+    assert crash_of(exits, reclaimed_by_cloud=False) is None
+    assert unformed_of(exits) == "node a: its group did not form (status 69) (+1 more node(s))"
+    assert unformed_of(exits_of([rec(75)], "llm", DEPLOYED)) is None
+    # A node that crashed by itself is a crash, whatever its peers said.
+    mixed = exits_of([rec(1, node="a"), rec(EXIT_GROUP_NOT_FORMED, node="b")], "llm", DEPLOYED)
+    assert crash_of(mixed, reclaimed_by_cloud=False) is not None

@@ -231,6 +231,35 @@ def test_a_node_preempted_is_re_placed(
     assert d.action == "replace"
 
 
+def test_a_group_that_did_not_form_is_re_placed_elsewhere_and_its_zone_blocked(
+    project: Project, sleeper: str
+) -> None:
+    from router.config.blocks import read_blocks
+    from router.config.home import spotroute_home
+    from router.contract.stack_config import EXIT_GROUP_NOT_FORMED
+
+    now = datetime.now(UTC)
+    record = _record(project, "spot", sleeper, now - timedelta(hours=1),
+                     (now + timedelta(days=3)).isoformat(), checkpoint_at=now)  # fmt: skip
+    # The node's storage stayed unwritable (or a peer never came): the start-up script's own
+    # status, written to its exit record before the node powered off.
+    _exit(project, "node-0", EXIT_GROUP_NOT_FORMED, False, now - timedelta(minutes=5))
+
+    seen = observe(project, record, now, lambda r: None)
+
+    assert seen.current.interrupted and seen.current.crashed is None
+    assert seen.exits == ["node node-0: its group did not form (status 69)"]
+    [block] = read_blocks(spotroute_home())
+    assert (block.cloud, block.region, block.zone) == ("local", "local-a", "local-a")
+    assert block.reason.startswith("GroupDidNotForm: node node-0: its group did not form")
+    assert {c.region for c in seen.candidates} == {"local-b"}
+    d = decide(seen.rules, seen.progress, seen.current, seen.candidates, History(), now)
+    assert d.action == "replace" and d.target is not None and d.target.region == "local-b"
+    # Seen again at the next pass: the zone stays blocked once, not escalated to its region.
+    observe(project, record, now + timedelta(minutes=1), lambda r: None)
+    assert len(read_blocks(spotroute_home())) == 1
+
+
 def test_an_exit_before_this_deployment_is_not_this_ones(project: Project) -> None:
     now = datetime.now(UTC)
     record = _cloud_record(project, now)  # deployed an hour ago
