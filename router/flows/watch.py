@@ -50,6 +50,7 @@ from router.core.node_exit import all_exited
 from router.engine.job_records import holder_id
 from router.flows.jobs import clear_stale_locks
 from router.flows.migrate import LeaseLost, Mover, _group_alive
+from router.flows.node_exits import exits_and_crash
 from router.flows.watch_events import PassReport, price_ages
 
 DEFAULT_INTERVAL_S = 60.0
@@ -407,7 +408,7 @@ def observe(
     if seen_nodes is not None and seen_nodes.get("interrupted"):
         alive = False  # the cloud reclaimed a node: an interruption, like the library's marker
     deployed_at = datetime.fromisoformat(record["deployed_at"])
-    exits, crashed = _exits_and_crash(record, deployed_at, seen_nodes)
+    exits, crashed = exits_and_crash(record, deployed_at, seen_nodes)
     if exits:
         alive = False  # a node stopped running the job: it does not go on there
     if (done is not None or all_exited(exits)) and not alive:
@@ -463,25 +464,6 @@ def observe(
         candidates, nodes=seen_nodes, checkpoint_error=storage_error,
         exits=[e.describe() for e in exits],
     )  # fmt: skip
-
-
-def _exits_and_crash(
-    record: dict[str, Any], deployed_at: datetime, seen_nodes: dict[str, Any] | None
-) -> tuple[list[Any], str | None]:
-    """This placement's node exit records (router.core.node_exit) and, if they show one, the
-    crash; storage that cannot be read is no exit (the cloud's own signals still speak)."""
-    from router.core.node_exit import crash_of, exits_of
-
-    url = str((record.get("outputs") or {}).get("checkpointUrl", ""))
-    if not url:
-        return [], None
-    try:
-        raw = ckpt.node_exits(ckpt.checkpoint_store(url))
-    except ckpt.CheckpointStorageError:
-        return [], None
-    exits = exits_of(raw, str(record.get("stack") or record.get("job") or ""), deployed_at)
-    reclaimed = any(n.get("reclaimed") for n in (seen_nodes or {}).get("nodes") or [])
-    return exits, crash_of(exits, reclaimed)
 
 
 def checkpoint_progress(
