@@ -116,7 +116,7 @@ def exits_of(
     mine = [e for e in found
             if (e.group == group if e.group and group else
                 e.placement in ("", placement) and e.at is not None and e.at >= since)]  # fmt: skip
-    booted = [b for r in boots if (b := parse_boot(r)) is not None and b.placement in ("", placement)]
+    booted = [b for r in boots if (b := parse_boot(r)) and b.placement in ("", placement)]
     return [e for e in mine if not any(b.node == e.node and e.at is not None and b.at > e.at
                                        for b in booted)]  # fmt: skip
 

@@ -88,7 +88,7 @@ def test_a_node_that_booted_again_after_its_exit_runs_the_job_again() -> None:
 def test_a_local_nodes_exit_counts_for_its_own_group_whenever_it_was_written() -> None:
     # A job failing at once on the local target exits before `pulumi up` returns and the
     # placement's deployed_at is recorded: its group, not the clock, says whose exit it is.
-    early = {**rec(1, node="node-0", at=DEPLOYED - timedelta(seconds=2)), "group": "local-group:/g1"}
-    older = {**rec(1, node="node-0", at=DEPLOYED + timedelta(minutes=1)), "group": "local-group:/g0"}
-    found = exits_of([early, older], "llm", DEPLOYED, group="local-group:/g1")
-    assert [(e.node, e.group) for e in found] == [("node-0", "local-group:/g1")]
+    early = {**rec(1, node="node-0", at=DEPLOYED - timedelta(seconds=2)), "group": "local-group:g1"}
+    older = {**rec(1, node="node-0", at=DEPLOYED + timedelta(minutes=1)), "group": "local-group:g0"}
+    found = exits_of([early, older], "llm", DEPLOYED, group="local-group:g1")
+    assert [(e.node, e.group) for e in found] == [("node-0", "local-group:g1")]
