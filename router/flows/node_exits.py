@@ -17,9 +17,7 @@ from router.config import checkpoints as ckpt
 from router.core.node_exit import NodeExit, crash_of, exits_of
 
 
-def placement_exits(
-    outputs: dict[str, Any], placement: str, since: datetime
-) -> list[NodeExit]:
+def placement_exits(outputs: dict[str, Any], placement: str, since: datetime) -> list[NodeExit]:
     """The placement's node exits (stack `placement`, its stack outputs); storage that cannot be
     read is no exit (the cloud's own signals still speak)."""
     url = str(outputs.get("checkpointUrl") or "")
