@@ -476,7 +476,8 @@ def destroy_job(
         records = engine.records()
         placed = read_placement(records, job)
         if not stacks and placed is None:
-            if forget and teardown.read(records, job) is not None:
+            torn = teardown.read(records, job) if forget else None
+            if torn is not None and torn.reason == teardown.CRASHED:
                 teardown.forget(records, job)  # a crashed job route watch tore down: forgotten
                 return 0
             engine.stack(job, create=False)  # the one-line "no deployed job" error
