@@ -242,7 +242,8 @@ class Watcher:
                            evidence=self._evidence, interval_s=self.interval_s)  # fmt: skip
         if observed.finished:
             why = f"finished at step {observed.finished_step}"
-            return self._tear_down(job, teardown.begin(records.store, record, "finished", why, now))
+            pending = teardown.begin(records.store, record, teardown.FINISHED, why, now)
+            return self._tear_down(job, pending)
         state = records.read_state(job)
         history = _history(state)
         rules = observed.rules
@@ -345,13 +346,13 @@ class Watcher:
         gone = f"destroyed its placement ({deleted} resources) so nothing bills{kept}"
         entry = {"at": done.done_at, "by": "route watch", "acted": True,
                  "checkpoints": done.checkpoints or None, "stack": done.stack}  # fmt: skip
-        if done.reason == "finished":
+        if done.reason == teardown.FINISHED:
             reason = f"{done.why}: {gone}"
             records.append_decision(job, {**entry, "action": "finished", "reason": reason})
         else:  # the crash was the decision; this is what came of it
             reason = f"crashed: {done.why} — {gone}; fix the job, then `route deploy` it again"
             records.append_decision(job, {**entry, "action": "outcome", "reason": reason})
-        action = "finished" if done.reason == "finished" else CRASHED
+        action = teardown.FINISHED if done.reason == teardown.FINISHED else CRASHED
         return JobReport(job, action, reason, engine_s=time.monotonic() - started)
 
 
