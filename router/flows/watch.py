@@ -50,6 +50,7 @@ from router.core.errors import RouteError
 from router.core.journal import job_of_stack
 from router.core.node_exit import all_exited
 from router.engine.job_records import holder_id
+from router.engine.processes import sweep_orphans
 from router.flows import teardown
 from router.flows.jobs import clear_stale_locks
 from router.flows.migrate import LeaseLost, Mover, _group_alive
@@ -139,6 +140,10 @@ class Watcher:
         """One pass over the jobs (all, or the ones named), at most `concurrency` at a time."""
         began, started = _now(), time.monotonic()
         try:
+            # As `route status` does: what a killed route left (engine processes still writing, a
+            # half-written state file) is settled before the backend is listed.
+            sweep_orphans(self.mover.engine.home)
+            self.mover.engine.repair_backend()
             self._evidence = _evidence(self.mover.records.store, began)
             names = list(jobs) if jobs is not None else self.jobs()
             with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
