@@ -10,10 +10,11 @@ is): `teardowns/<job>` in the record store = {job, reason, why, stack, the place
 region, zone, instance_type, market, node_count, price_per_hour, deployed_at), checkpoints,
 begun_at, done_at: null}. A watcher killed during it leaves the record open; the next pass lists
 the job (`open_teardowns`) and finishes it — `destroy_job` converges on whatever is left of the
-stacks and the placement record. Done, the record says when and how much (`done_at`, `deleted`)
-and stays: `route status` shows a crashed job as `crashed` (when, why, where its checkpoints are)
-until it is deployed again or `route destroy`ed; `route report` counts its placement until the
-teardown (the ended record `destroy_job` writes, reason `crashed`).
+stacks and the placement record. Done, a finished job's record is dropped (its last decision
+says it all, and every pass reads the records left here); a crash's says when and how much
+(`done_at`, `deleted`) and stays: `route status` shows the job as `crashed` (when, why, where its
+checkpoints are) until it is deployed again or `route destroy`ed; `route report` counts its
+placement until the teardown (the ended record `destroy_job` writes, reason `crashed`).
 """
 
 from __future__ import annotations

@@ -354,6 +354,7 @@ class Watcher:
         if done.reason == teardown.FINISHED:
             reason = f"{done.why}: {gone}"
             records.append_decision(job, {**entry, "action": "finished", "reason": reason})
+            teardown.forget(records.store, job)  # nothing to show: the decision says it all
         else:  # the crash was the decision; this is what came of it
             reason = f"crashed: {done.why} — {gone}; fix the job, then `route deploy` it again"
             records.append_decision(job, {**entry, "action": "outcome", "reason": reason})
