@@ -9,7 +9,9 @@ NODE_DIR`) plays the phases a cloud node goes through, on the local market's clo
              image; the local target has no container runtime, so nothing is pulled);
   running  — the SAME start-up script the clouds render (components/startup.py), with local
              substitutions: no container, no power-off, the log in the node's directory;
-  exited   — the script's exit status (the job's), recorded in `node.json`.
+  exited   — the script's exit status (the job's), recorded in `node.json`, and the exit record
+             a cloud node's script leaves next to the checkpoints (components/node_exit.py),
+             with the node's group: the router tells a crash from a preemption by it.
 
 A SIGTERM to the node (a stop, `route preempt`) is passed on to the job — not to the script's
 shell, which then records how the job ended — and the node exits with the job. A spot node whose
@@ -43,6 +45,7 @@ from components.local_nodes import (
     write_record,
     write_text_atomic,
 )
+from components.node_exit import EXIT_FORMAT, NODE_MARKER
 from components.rendezvous import MASTER_PORT, local_rendezvous
 from router.contract.local_market import LocalMarket
 from router.contract.local_node import (
@@ -56,6 +59,7 @@ from router.contract.local_node import (
     SPEC_FILE,
     STATE_FILE,
     NodeRecord,
+    group_id,
     node_dir_name,
 )
 
@@ -99,6 +103,8 @@ def node_env(props: dict[str, Any], *, node: int, nodes: int, node_dir: Path) ->
         # Secret env reaches the job through its process environment only: never a file.
         **(props.get("secret_env") or {}),
         "SPOTROUTE_CHECKPOINT_DIR": str(checkpoint_dir),
+        # Where the checkpoint library says it saved on a notice (its marker), as on a cloud node.
+        "SPOTROUTE_NODE_DIR": str(node_dir),
         # For jobs that run code from the project (examples/train/job.yaml): the Pulumi
         # project's directory, and the interpreter the router runs on.
         "SPOTROUTE_PROJECT_DIR": project_dir(),
@@ -298,9 +304,36 @@ class _Node:
 
     def exit(self, status: int, detail: str) -> int:
         reclaimed = (self.dir / RECLAIM_FILE).is_file()
+        if self.shell is not None:  # the start-up script ran: it leaves its exit record
+            self.exit_record(status)
         self.enter(EXITED, exit_status=status, reclaimed=reclaimed, detail=detail)
         index_entry(self.running, self.record).unlink(missing_ok=True)
         return status if 0 <= status < 256 else 1
+
+
+    def exit_record(self, status: int) -> None:
+        """`exit-<launch>-<node>.json` in the job's checkpoint directory, as a cloud node's EXIT
+        trap writes it (components/node_exit.py), plus the group: this host's nodes share a
+        name space, and a job failing at once exits before its placement is recorded."""
+        directory = os.environ.get("SPOTROUTE_CHECKPOINT_DIR")
+        if not directory:
+            return
+        launch = self.dir.parent
+        marker = self.dir / NODE_MARKER
+        record = {
+            "format": EXIT_FORMAT,
+            "node": self.dir.name,
+            "status": status,
+            "interruption_marker": marker.is_file() and marker.stat().st_size > 0,
+            "job": self.record.job,
+            "placement": self.record.placement,
+            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "group": group_id(str(launch)),
+        }
+        with contextlib.suppress(OSError):  # as on a cloud: a record not written is never fatal
+            write_text_atomic(
+                Path(directory) / f"exit-{launch.name}-{self.dir.name}.json", json.dumps(record)
+            )
 
 
 def main(argv: list[str]) -> int:

@@ -11,6 +11,12 @@ its own 1. The node writes with its own identity, which may write below its chec
 AWS with the AWS CLI, GCP and Azure with python3's standard library and the metadata token, as
 the secret channels read (components/startup.py).
 
+Each boot the script also writes `<checkpoint url>/boot-<node>.json` = {"format":
+"spotroute-boot/1", "node", "placement", "job", "time"} before the job starts. A VM that boots
+again and resumes the job (GCE runs the start-up script at every boot: an on-demand VM restarted
+after host maintenance) so says that its exit record from before the restart is over: the router
+counts an exit only while no newer boot of the same node follows it.
+
 Pure: renders bash and small python3 programs; tests run them.
 """
 
@@ -21,7 +27,9 @@ import shlex
 from dataclasses import dataclass
 
 NODE_DIR = "/var/lib/spotroute/node"  # on the host, mounted at the same path in the container
+NODE_MARKER = "interruption.json"  # the library's word in SPOTROUTE_NODE_DIR: saved on a notice
 EXIT_FORMAT = "spotroute-exit/1"
+BOOT_FORMAT = "spotroute-boot/1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,17 +103,45 @@ def exit_record_lines(channel: ExitRecordChannel, job_name: str, placement: str)
     return [
         "spotroute_exit_record() {",
         "  local status=$1 marker=false node record url",
-        f'  [ -s "{NODE_DIR}/interruption.json" ] && marker=true',
+        f'  [ -s "{NODE_DIR}/{NODE_MARKER}" ] && marker=true',
+        *_stored(
+            channel, "exit",
+            f"'{{\"format\": \"{EXIT_FORMAT}\", \"node\": \"%s\", \"status\": %d, "
+            f'"interruption_marker": %s, "job": %s, "placement": %s, "time": "%s"}}\' '
+            f'"$node" "$status" "$marker" {job} {stack}',
+        ),
+        "}",
+    ]
+
+
+def boot_record_lines(channel: ExitRecordChannel, job_name: str, placement: str) -> list[str]:
+    """The bash function `spotroute_boot_record`, called as the script starts, on every boot:
+    this node runs the job (again); a failed write is logged, never fatal."""
+    job = shlex.quote(json.dumps(job_name))
+    stack = shlex.quote(json.dumps(placement))
+    return [
+        "spotroute_boot_record() {",
+        "  local node record url",
+        *_stored(
+            channel, "boot",
+            f"'{{\"format\": \"{BOOT_FORMAT}\", \"node\": \"%s\", \"job\": %s, "
+            f'"placement": %s, "time": "%s"}}\' "$node" {job} {stack}',
+        ),
+        "}",
+    ]
+
+
+def _stored(channel: ExitRecordChannel, kind: str, printf_args: str) -> list[str]:
+    """Function body lines: `record` = printf `printf_args` (its format and arguments; the time
+    is its last one, added here), logged, stored as `<checkpoint url>/<kind>-<node>.json`."""
+    return [
         "  node=$(hostname | tr -cd 'A-Za-z0-9.-')",
-        f"  record=$(printf '{{\"format\": \"{EXIT_FORMAT}\", \"node\": \"%s\", \"status\": %d, "
-        f'"interruption_marker": %s, "job": %s, "placement": %s, "time": "%s"}}\' '
-        f'"$node" "$status" "$marker" {job} {stack} "$(date -u +%Y-%m-%dT%H:%M:%SZ)")',
-        '  echo "spotroute: exit record $record"',
+        f'  record=$(printf {printf_args} "$(date -u +%Y-%m-%dT%H:%M:%SZ)")',
+        f'  echo "spotroute: {kind} record $record"',
         # Robust under `set -u` too: whatever failed, the finish lines after this must run.
         '  url="${SPOTROUTE_CHECKPOINT_URL:-}"',
         '  [ -n "$url" ] || return 0',
-        '  url="${url%/}/exit-$node.json"',
+        f'  url="${{url%/}}/{kind}-$node.json"',
         f'  printf \'%s\' "$record" | {channel.command} "$url" '
-        f'|| echo "spotroute: could not write the exit record to {channel.where}"',
-        "}",
+        f'|| echo "spotroute: could not write the {kind} record to {channel.where}"',
     ]

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from components.args import JobCommand
 from components.fabric import DEFAULT_ROUTE_DEVICE
-from components.node_exit import NODE_DIR, ExitRecordChannel, exit_record_lines, fresh_node_dir
+from components.node_exit import (
+    NODE_DIR,
+    ExitRecordChannel,
+    boot_record_lines,
+    exit_record_lines,
+    fresh_node_dir,
+)
 from components.provider_rules import check_size
 from components.rendezvous import (
     EXIT_GROUP_NOT_FORMED,
@@ -244,7 +250,8 @@ def render_startup_script(
     `fabric` are extra `docker run` options for the node's fabric (devices, mounts) and
     `fabric_env` the NCCL settings the provider documents for it (the job's env wins).
     `exit_record` is how the node stores its exit record next to the checkpoints when the script
-    ends (components/node_exit.py): the router tells a crash from a preemption by it.
+    ends, and its boot record as it starts (components/node_exit.py): the router tells a crash
+    from a preemption by the first, and a node that came back from the second.
     `log_path` and `workdir` (where a bare command runs) are the local target's substitutions.
     """
     if not job.image and not job.command:
@@ -300,6 +307,7 @@ def render_startup_script(
     ]
     if exit_record is not None:
         lines += exit_record_lines(exit_record, job_name, placement)
+        lines += boot_record_lines(exit_record, job_name, placement)
     if shutdown_when_done:
         lines += [
             # Runs on every exit, including `set -e` aborts before the job starts.
@@ -316,7 +324,8 @@ def render_startup_script(
     lines += [*(f"export {key}={shlex.quote(value)}" for key, value in env.items())]
     lines += [*(line for key in found_at_boot for line in _default_route_device(key))]
     if exit_record is not None:
-        lines.append(fresh_node_dir())
+        # A node that boots again (GCE: after host maintenance) supersedes its exit record.
+        lines += [fresh_node_dir(), "spotroute_boot_record"]
     if job.secret_names and secrets is not None:
         lines += _secret_lines(job.secret_names, secrets)
     lines.append("status=0")

@@ -6,7 +6,10 @@ Azure has such a call). Only the standard library is used (urllib), so a trainin
 nothing extra.
 
   aws    IMDSv2: PUT /latest/api/token, then GET /latest/meta-data/spot/instance-action
-         (404 until AWS schedules a stop/terminate, ~2 minutes ahead) and
+         (404 until AWS schedules a stop/terminate, ~2 minutes ahead),
+         /latest/meta-data/events/maintenance/scheduled (on-demand too: an active
+         instance-stop, instance-retirement, instance-reboot or system-reboot, from `NotBefore`
+         on; a risk when first seen, terminal AWS_SCHEDULED_LEAD_S before it) and
          /latest/meta-data/events/recommendations/rebalance (elevated risk, no deadline).
   gcp    GET /computeMetadata/v1/instance/preempted?wait_for_change=true with
          `Metadata-Flavor: Google`: "TRUE" once the VM is preempted (~30 s before it stops);
@@ -15,7 +18,9 @@ nothing extra.
          instance/upcoming-maintenance?alt=json: a scheduled window (no deadline yet, a risk).
   azure  GET /metadata/scheduledevents with `Metadata: true`: a `Preempt` (>= 30 s ahead),
          `Terminate`, `Reboot` or `Redeploy` event for this VM; acknowledged once the state is
-         saved with POST {"StartRequests": [{"EventId": ...}]}.
+         saved with POST {"StartRequests": [{"EventId": ...}]}. The first call of a VM may
+         take up to two minutes (it enables the service): it may wait that long, on the
+         watcher's thread, never the training thread's.
   local  SIGTERM (the local target stops a job with SIGTERM, then SIGKILL after a grace period).
 """
 
@@ -35,7 +40,20 @@ AWS_ENDPOINT = "http://169.254.169.254"
 GCP_ENDPOINT = "http://metadata.google.internal"
 AZURE_ENDPOINT = "http://169.254.169.254"
 AZURE_API_VERSION = "2020-07-01"
+# "Scheduled Events is enabled for your service the first time you make a request for events.
+# You should expect a delayed response in your first call of up to two minutes" (Azure, Scheduled
+# Events for Linux VMs, "Enabling and disabling Scheduled Events").
+AZURE_FIRST_CALL_TIMEOUT_S = 130.0
 AWS_TOKEN_TTL_S = 21600  # six hours, the IMDSv2 maximum
+# EC2 scheduled events after which this instance stops running the job: stopped (EBS-backed) or
+# terminated (instance store) by a stop or a retirement, or rebooted — user data does not run
+# again on a reboot, so the job does not resume there ("Scheduled events for Amazon EC2
+# instances", docs.aws.amazon.com/AWSEC2/latest/UserGuide/monitoring-instances-status-check_sched
+# .html). `system-maintenance` only affects the network or power for a while: a risk.
+AWS_SCHEDULED_CODES = ("instance-stop", "instance-retirement", "instance-reboot", "system-reboot")
+# A scheduled event turns terminal this long before its NotBefore: time for a save of a job
+# larger than a spot notice's two minutes allow (the event itself is days or weeks ahead).
+AWS_SCHEDULED_LEAD_S = 600.0
 # GCE: the maintenance-event value "changes 60 seconds before a maintenance event starts"; for a
 # VM with GPUs, host maintenance terminates it (Compute Engine, "Query metadata server for
 # maintenance event notices", cloud.google.com/compute/docs/metadata/getting-live-migration-notice).
@@ -48,7 +66,7 @@ AZURE_TERMINAL_EVENTS = ("Preempt", "Terminate", "Reboot", "Redeploy")
 # The kinds after which the machine goes away: save, write the marker, exit.
 TERMINAL_KINDS = frozenset(
     {"terminate", "stop", "hibernate", "preempted", GCP_TERMINATE, *AZURE_TERMINAL_EVENTS,
-     "sigterm"}
+     *AWS_SCHEDULED_CODES, "sigterm"}
 )  # fmt: skip
 # Seconds from a notice to the machine going away where the notice names no time: GCE stops a
 # preempted VM ~30 s later, Azure's NotBefore is >= 30 s ahead, the local target sends SIGKILL
@@ -61,7 +79,9 @@ class Notice:
     """A preemption (or rebalance) notice as one source reported it."""
 
     cloud: str  # aws | gcp | azure | local
-    # aws: terminate | stop | hibernate | rebalance; gcp: preempted | TERMINATE_ON_HOST_MAINTENANCE
+    # aws: terminate | stop | hibernate | rebalance | instance-stop | instance-retirement |
+    # instance-reboot | system-reboot | scheduled-event (one of those, or system-maintenance,
+    # further ahead: a risk); gcp: preempted | TERMINATE_ON_HOST_MAINTENANCE
     # | upcoming-maintenance | MIGRATE_ON_HOST_MAINTENANCE; azure: Preempt | Terminate | Reboot |
     # Redeploy; local: sigterm
     kind: str
@@ -123,6 +143,16 @@ def _parse_iso(value: str) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def _parse_http_date(value: str) -> datetime | None:
+    """An RFC 2822 date ("21 Jan 2019 09:00:43 GMT", "Mon, 19 Sep 2016 18:29:47 GMT"), in UTC;
+    month names are read the same in every locale."""
+    try:
+        parsed = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 def _request(
     url: str,
     *,
@@ -145,15 +175,20 @@ def _request(
 
 
 class AwsNotices:
-    """EC2 spot instance-action and rebalance recommendation through IMDSv2."""
+    """EC2 spot instance-action, scheduled events and rebalance recommendation through IMDSv2."""
 
     cloud = "aws"
 
-    def __init__(self, endpoint: str = AWS_ENDPOINT, *, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self, endpoint: str = AWS_ENDPOINT, *, timeout_s: float = 2.0,
+        scheduled_lead_s: float = AWS_SCHEDULED_LEAD_S,
+    ) -> None:  # fmt: skip
         self.endpoint = endpoint.rstrip("/")
         self.timeout_s = timeout_s
+        self.scheduled_lead_s = scheduled_lead_s
         self._token: str | None = None
         self._rebalance_seen: str | None = None
+        self._scheduled_seen: set[str] = set()  # events already reported as a risk (EventId)
 
     def _fetch_token(self) -> str:
         status, body, _ = _request(
@@ -191,6 +226,9 @@ class AwsNotices:
                 deadline=_parse_iso(str(action.get("time", ""))),
                 detail=action,
             )
+        scheduled = self._scheduled()
+        if scheduled is not None:
+            return scheduled
         status, body = self._get("events/recommendations/rebalance")
         if status == 200:
             recommendation = json.loads(body)
@@ -200,6 +238,42 @@ class AwsNotices:
                 return Notice(cloud="aws", kind="rebalance", notice_time=_now(),
                               detail=recommendation)
         return None
+
+    def _scheduled(self) -> Notice | None:
+        """The active scheduled event that ends this instance's job soonest: terminal from
+        `scheduled_lead_s` before its NotBefore, a risk (reported once) before that.
+
+        The category holds a JSON list of the instance's active events, each {"NotBefore",
+        "Code", "Description", "EventId", "NotAfter", "State"} with times as "21 Jan 2019
+        09:00:43 GMT"; completed and canceled ones move to events/maintenance/history (EC2,
+        "Instance metadata categories" and "View scheduled events").
+        """
+        status, body = self._get("events/maintenance/scheduled")
+        if status != 200:
+            return None
+        try:
+            events = json.loads(body or b"[]")
+        except ValueError:
+            return None
+        now = _now()
+        found: list[tuple[datetime, dict[str, Any]]] = []
+        for event in events if isinstance(events, list) else []:
+            if not isinstance(event, dict) or str(event.get("State", "active")) != "active":
+                continue
+            found.append((_parse_http_date(str(event.get("NotBefore", ""))) or now, event))
+        if not found:
+            return None
+        ending = [(at, e) for at, e in found if e.get("Code") in AWS_SCHEDULED_CODES]
+        at, event = min(ending or found, key=lambda pair: pair[0])
+        code = str(event.get("Code") or "")
+        if code in AWS_SCHEDULED_CODES and (at - now).total_seconds() <= self.scheduled_lead_s:
+            return Notice(cloud="aws", kind=code, notice_time=now, deadline=at, detail=event)
+        event_id = str(event.get("EventId") or code)
+        if event_id in self._scheduled_seen:
+            return None
+        self._scheduled_seen.add(event_id)
+        return Notice(cloud="aws", kind="scheduled-event", notice_time=now, deadline=at,
+                      detail=event)  # fmt: skip
 
     def acknowledge(self, notice: Notice) -> None:
         return None  # EC2 has no acknowledgement: the instance stops at action["time"]
@@ -291,9 +365,14 @@ class AzureNotices:
 
     cloud = "azure"
 
-    def __init__(self, endpoint: str = AZURE_ENDPOINT, *, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self, endpoint: str = AZURE_ENDPOINT, *, timeout_s: float = 2.0,
+        first_call_timeout_s: float = AZURE_FIRST_CALL_TIMEOUT_S,
+    ) -> None:  # fmt: skip
         self.endpoint = endpoint.rstrip("/")
         self.timeout_s = timeout_s
+        self.first_call_timeout_s = first_call_timeout_s
+        self._answered = False  # the service answered once: it is enabled, calls are quick
         self._vm_name: str | None = None
         self._looked_up_name = False
 
@@ -314,11 +393,15 @@ class AzureNotices:
         return self._vm_name
 
     def poll(self) -> Notice | None:
+        # Until the service has answered once, a call may take up to two minutes while it is
+        # enabled: wait that long (the watcher's thread polls; training never waits on it).
+        timeout_s = self.timeout_s if self._answered else self.first_call_timeout_s
         status, body, _ = _request(
-            self._events_url, headers={"Metadata": "true"}, timeout_s=self.timeout_s
+            self._events_url, headers={"Metadata": "true"}, timeout_s=timeout_s
         )
         if status != 200:
             raise MetadataUnavailable(f"Azure Scheduled Events answered HTTP {status}")
+        self._answered = True
         document = json.loads(body)
         vm = self._this_vm()
         for event in document.get("Events", []):
@@ -328,12 +411,7 @@ class AzureNotices:
             resources = event.get("Resources") or []
             if vm and resources and vm not in resources:
                 continue  # an event for another VM of the same scale set
-            deadline = None
-            if event.get("NotBefore"):
-                try:
-                    deadline = parsedate_to_datetime(str(event["NotBefore"]))
-                except (TypeError, ValueError):
-                    deadline = None
+            deadline = _parse_http_date(str(event.get("NotBefore") or ""))
             return Notice(
                 cloud="azure",
                 kind=kind,

@@ -60,6 +60,15 @@ def status_table(statuses: Sequence[Any], now: datetime) -> None:
             )
         if s.problem:
             console.print(f"[red]{s.job}[/]: {safe(s.problem, limit=TEXT_CHARS)}")
+        if s.torn_down:
+            t = s.torn_down
+            when = f"at {str(t['at'])[:16].replace('T', ' ')} UTC" if t.get("at") else "now"
+            kept = f"; checkpoints kept at {safe(t['checkpoints'])}" if t.get("checkpoints") else ""
+            console.print(
+                f"[red]{s.job}[/] crashed ({safe(str(t.get('why') or ''), limit=TEXT_CHARS)}): "
+                f"route watch tore its placement down {when} so nothing bills{kept} — fix the "
+                f"job, then `route deploy` it again (`route destroy {s.job}` forgets it)"
+            )
 
 
 def history(data: dict[str, Any]) -> None:

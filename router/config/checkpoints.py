@@ -29,6 +29,9 @@ and what each cloud node says when the job ends there (components/node_exit.py):
 
   <url>/exit-<node>.json    {"format": "spotroute-exit/1", "node", "status",
                             "interruption_marker", "placement", "job", "time"}
+                            (a local node adds "group", its group id)
+  <url>/boot-<node>.json    {"format": "spotroute-boot/1", "node", "placement", "job", "time"}:
+                            the node's start-up script ran (again) at that time
 
 Every URL the checkpoints use works here, through fsspec: file:// (or a plain path), s3:// (s3fs),
 gs:// (gcsfs), az:// / abfs:// and the Azure stack's https://<account>.blob.core.windows.net/...
@@ -59,6 +62,7 @@ REQUEST_NAME = "save-request.json"
 RESUMED_NAME = "resumed.json"
 FINISHED_NAME = "finished.json"
 EXIT_PREFIX = "exit-"  # exit-<node>.json
+BOOT_PREFIX = "boot-"  # boot-<node>.json
 EXPIRED_NAME = "handover-expired.json"
 ABANDONED_NAME = "handover-abandoned.json"
 COMPLETE_NAME = "handover-complete.json"
@@ -389,9 +393,21 @@ def finished(where: CheckpointStore | Path | str) -> dict[str, Any] | None:
 
 def node_exits(where: CheckpointStore | Path | str) -> list[dict[str, Any]]:
     """Every node's exit record under the root (router.core.node_exit reads them)."""
+    return node_records(where)[0]
+
+
+def node_records(
+    where: CheckpointStore | Path | str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every node's exit records and boot records under the root, from one listing."""
     store = _store(where)
-    names = sorted(n for n in store.names() if n.startswith(EXIT_PREFIX) and n.endswith(".json"))
-    return [r for n in names if (r := store.read_json(n)) is not None]
+    names = sorted(n for n in store.names() if n.endswith(".json"))
+    found: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+    for name in names:
+        kind = 0 if name.startswith(EXIT_PREFIX) else 1 if name.startswith(BOOT_PREFIX) else None
+        if kind is not None and (record := store.read_json(name)) is not None:
+            found[kind].append(record)
+    return found
 def complete_handover(
     where: CheckpointStore | Path | str, request_id: str, placement: str, at: datetime
 ) -> None:

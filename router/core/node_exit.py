@@ -22,6 +22,12 @@ of the placement's own run:
 A placement crashed when one of its nodes crashed and the cloud did not itself say it took a
 node back (EC2 `Server.SpotInstanceTermination`, GCE `compute.instances.preempted`, an Azure
 Spot VM deallocated by eviction: router/nodes/) — a reclaim can kill a job in odd ways.
+
+An exit counts only while the node has not booted again since: each boot the script writes
+`boot-<node>.json`, and a VM that restarts and resumes the job by itself (GCE host maintenance of
+an on-demand VM: automatic restart, the start-up script runs at every boot) leaves a boot newer
+than its exit — that exit is over, the node runs the job again. A local node's exit names its
+group (its launch directory), which tells its placement apart from any other without a clock.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ Outcome = Literal["exited", "preempted", "killed", "unformed", "crashed"]
 EXIT_PREEMPTED = 75
 KILLED_STATUSES = (137, 143)  # 128 + SIGKILL, 128 + SIGTERM (docker, bash)
 EXIT_FORMAT = "spotroute-exit/1"
+BOOT_FORMAT = "spotroute-boot/1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +55,7 @@ class NodeExit:
     marker: bool  # the library saved on a notice and exited
     placement: str  # the stack that ran it
     at: datetime | None
+    group: str = ""  # the group it belonged to, where the node says (the local target)
 
     @property
     def outcome(self) -> Outcome:
@@ -80,16 +88,47 @@ def parse_exit(record: Mapping[str, Any]) -> NodeExit | None:
         return None
     marker = record.get("interruption_marker") is True
     return NodeExit(str(record.get("node") or "?"), status, marker,
-                    str(record.get("placement") or ""), at)  # fmt: skip
+                    str(record.get("placement") or ""), at,
+                    str(record.get("group") or ""))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class NodeBoot:
+    """One node's word that its start-up script ran (again): it runs the job from then on."""
+
+    node: str
+    placement: str
+    at: datetime
+
+
+def parse_boot(record: Mapping[str, Any]) -> NodeBoot | None:
+    """A boot record the nodes wrote, or None for anything else."""
+    if record.get("format") != BOOT_FORMAT:
+        return None
+    try:
+        at = datetime.fromisoformat(str(record["time"]).replace("Z", "+00:00"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return NodeBoot(str(record.get("node") or "?"), str(record.get("placement") or ""), at)
 
 
 def exits_of(
-    records: Iterable[Mapping[str, Any]], placement: str, since: datetime
+    records: Iterable[Mapping[str, Any]],
+    placement: str,
+    since: datetime,
+    *,
+    group: str = "",
+    boots: Iterable[Mapping[str, Any]] = (),
 ) -> list[NodeExit]:
-    """This placement's exits since it was deployed (a redeploy of the same stack starts over)."""
+    """This placement's exits: of its group where the node names one, else since it was deployed
+    (a redeploy of the same stack starts over); minus those a newer boot of the node superseded."""
     found = [e for r in records if (e := parse_exit(r)) is not None]
-    return [e for e in found
-            if e.placement in ("", placement) and e.at is not None and e.at >= since]  # fmt: skip
+    mine = [e for e in found
+            if (e.group == group if e.group and group else
+                e.placement in ("", placement) and e.at is not None and e.at >= since)]  # fmt: skip
+    booted = [b for r in boots if (b := parse_boot(r)) and b.placement in ("", placement)]
+    return [e for e in mine if not any(b.node == e.node and e.at is not None and b.at > e.at
+                                       for b in booted)]  # fmt: skip
 
 
 def crash_of(exits: Iterable[NodeExit], reclaimed_by_cloud: bool) -> str | None:

@@ -1,5 +1,7 @@
 """`route status`: every job in the backend (or one), with its placement, the price then and
 now, how long it has been up and what it cost so far, its latest decision and who holds its lock.
+A crashed job `route watch` tore down (router/flows/teardown.py) is listed too, with no stack:
+`crashed`, when and why, what it cost until the teardown, where its checkpoints are.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from router.flows.jobs import (
     recover,
 )
 from router.flows.live_placement import placement_key
+from router.flows.teardown import Teardown, crashed_teardowns
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class JobStatus:
     last_decision: dict[str, Any] | None = None  # route watch/migrate/preempt's latest, if any
     locked_by: str | None = None  # who holds the backend's lock on the stack, and since when
     problem: str | None = None  # why part of the job's record could not be read
+    torn_down: dict[str, Any] | None = None  # crashed: {at, why, checkpoints} of the teardown
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +64,7 @@ class JobStatus:
             "last_decision": self.last_decision,
             "locked_by": self.locked_by,
             "problem": self.problem,
+            "torn_down": self.torn_down,
         }
 
 
@@ -76,7 +81,8 @@ def job_status(
     if engine.repair_backend():
         (notify or (lambda _line: None))("repaired a state file a killed engine left half-written")
     stacks = [s for s in engine.list_stacks() if job is None or job_of_stack(s.name) == job]
-    if job is not None and not stacks:
+    torn = [t for t in crashed_teardowns(engine.records()) if job is None or t.job == job]
+    if job is not None and not stacks and not torn:
         raise OperationFailed(
             f"no deployed job '{job}' on backend {engine.backend.url} — see `route status`"
         )
@@ -123,7 +129,27 @@ def job_status(
         if locked_by:
             status = replace(status, state="locked", locked_by=locked_by)
         statuses.append(status)
-    return statuses
+    listed = {s.job for s in statuses}
+    statuses += [_torn_down(engine, t, now) for t in torn if t.job not in listed]
+    return sorted(statuses, key=lambda s: s.job)
+
+
+def _torn_down(engine: Engine, t: Teardown, now: datetime) -> JobStatus:
+    """A crashed job whose placement route watch tore down (or is tearing down: `at` null):
+    what it was, until when it billed."""
+    p = t.placement
+    up_since = datetime.fromisoformat(p["deployed_at"]) if p.get("deployed_at") else None
+    price = float(p["price_per_hour"]) if p.get("price_per_hour") is not None else None
+    nodes = int(p.get("node_count") or 1)
+    ended = datetime.fromisoformat(t.done_at) if t.done_at else now
+    hours = (ended - up_since).total_seconds() / 3600 if up_since else None
+    cost = price * nodes * hours if price is not None and hours is not None else None
+    return JobStatus(
+        t.job, "crashed", p.get("cloud"), p.get("region"), p.get("zone"), p.get("instance_type"),
+        p.get("market"), nodes, price, None, up_since, cost, 0,
+        last_decision=_last_decision(engine, t.job),
+        torn_down={"at": t.done_at, "why": t.why, "checkpoints": t.checkpoints or None},
+    )  # fmt: skip
 
 
 def _one_status(

@@ -33,6 +33,7 @@ from router.engine.automation import (
 )
 from router.engine.processes import guarded_python, signal_hook, sweep_orphans
 from router.engine.records import RecordStore
+from router.flows import teardown
 from router.flows.live_placement import (
     exclusive_of_moves,
     live_placement,
@@ -453,9 +454,13 @@ def destroy_job(
     reason: str = "destroyed",
     engine: Engine | None = None,
     hold_lease: bool = False,
+    forget: bool = True,
 ) -> int:
     """Tear down every stack of the job (its placements) and forget it; resources deleted, the
     checkpoint buckets kept. `reason` is what `route report` says ended the placement.
+
+    forget: also drop the record of a teardown `route watch` made (a crashed job `route status`
+    still lists); route watch's own teardown keeps it (router/flows/teardown.py).
 
     hold_lease: a user's `route destroy` holds the job's lease, as a deploy does, so it is
     refused (nothing destroyed) while a move or a watch pass acts on the job, and a move
@@ -471,6 +476,10 @@ def destroy_job(
         records = engine.records()
         placed = read_placement(records, job)
         if not stacks and placed is None:
+            torn = teardown.read(records, job) if forget else None
+            if torn is not None and torn.reason == teardown.CRASHED:
+                teardown.forget(records, job)  # a crashed job route watch tore down: forgotten
+                return 0
             engine.stack(job, create=False)  # the one-line "no deployed job" error
         # No stack but a live record: a destroy killed between the two converges here.
         deleted = 0
@@ -487,6 +496,8 @@ def destroy_job(
             )
         record_ended(records, placed, datetime.now(UTC), reason)  # the spend, for route report
         records.delete(placement_key(job))
+        if forget:
+            teardown.forget(records, job)
         return deleted
 
 

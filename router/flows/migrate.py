@@ -301,22 +301,21 @@ class Mover:
             ran = waits.wait_nodes_running(place, budget, stack=journal.to_stack)
         except waits.PhaseTimedOut as exc:
             raise StepFailed(exc.message) from None
-        # Nodes the cloud could not be asked about: their phase's budget goes to the restore.
-        extra_s = 0.0 if ran.observed else budget.real_nodes_s()
-        deadline = time.monotonic() + budget.real_restore_s() + extra_s
-        while True:
-            said = ckpt.resumed(directory)
-            if (
-                said is not None
-                and _written_by_new_job(said, journal)
-                and (want is None or int(said.get("step", -1)) >= int(want))
-            ):
-                break
-            if not _group_alive(outputs):
-                raise StepFailed(f"the job on {journal.to_stack} exited before it resumed")
-            if time.monotonic() > deadline:
-                raise StepFailed(waits.restore_timed_out(budget, journal.to_stack, extra_s).message)
-            time.sleep(_poll_s(directory))
+        # While it restores: its exit records and nodes say at once if the job ended there.
+        begun = journal.steps["new-stack-up"]
+        since = datetime.fromisoformat(begun.first_begun_at or begun.begun_at)
+        end = waits.EndWatch(place, journal.to_stack, since.replace(microsecond=0))
+        try:
+            said = waits.wait_resumed(
+                directory,
+                lambda said: _written_by_new_job(said, journal)
+                and (want is None or int(said.get("step", -1)) >= int(want)),
+                budget, end, poll_s=_poll_s(directory), alive=lambda: _group_alive(outputs),
+                # Nodes the cloud could not be asked about: their budget goes to the restore.
+                extra_s=0.0 if ran.observed else budget.real_nodes_s(),
+            )  # fmt: skip
+        except (waits.JobEnded, waits.PhaseTimedOut) as exc:
+            raise StepFailed(exc.message) from None
         self._switch_record(journal, up)
         complete_probation(journal, _now())  # the new job is the job; the old one may stop
         return {

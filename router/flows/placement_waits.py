@@ -3,16 +3,21 @@
 `pulumi up` returns while the nodes still provision, so the wait for the job's resume record
 starts when the node poller (router/nodes/) says every node runs, each phase with its own budget
 (router/core/startup_budget.py, figures in router/data/node_startup.csv, docs/migration.md). A
-rollback names the phase that ran out.
+rollback names the phase that ran out. While it waits for the resume, the placement's node exit
+records (router/flows/node_exits.py) and its node poller are read too: a job that already ended
+there fails the wait at once, naming why, instead of both placements billing until the budget
+runs out.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from router.config import checkpoints as ckpt
 from router.config.project import Project
 from router.core.errors import OperationFailed, RouteError
 from router.core.job.model import Job
@@ -26,6 +31,10 @@ CLOUD_POLL_S = 10.0  # a cloud's describe calls: a few a minute, well inside API
 
 class PhaseTimedOut(OperationFailed):
     """A phase of a new placement's start-up ran past its budget (or its nodes were lost)."""
+
+
+class JobEnded(OperationFailed):
+    """The job on a new placement ended (its nodes exited or were lost) before it resumed."""
 
 
 def budget_for(job: Job, org: OrgConfig, cloud: str, project: Project) -> StartupBudget:
@@ -125,3 +134,72 @@ def recorded_budget(up: dict[str, Any]) -> StartupBudget:
     if up.get("budget"):
         return StartupBudget.from_json(up["budget"])
     return StartupBudget("", 0.0, 0.0, (), nodes_basis="the default", restore_basis="the default")
+
+
+@dataclass
+class EndWatch:
+    """Whether the job on a new placement already ended there: its nodes' exit records since
+    `since` and the cloud's node poller, each read at most every `every_s` (a listing and a
+    cloud call, not one per resume poll)."""
+
+    placement: dict[str, Any]  # {cloud, region, outputs}
+    stack: str
+    since: datetime
+    poll: Callable[[dict[str, Any]], NodeState | None] | None = None
+    every_s: float | None = None  # default: the local target's poll, else a cloud's
+    _next: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.every_s is None:
+            local = self.placement.get("cloud") == "local"
+            self.every_s = LOCAL_POLL_S if local else CLOUD_POLL_S
+
+    def ended(self, *, now: bool = False) -> str | None:
+        """Why the job is over there (one line), or None while it may still resume; `now`
+        reads at once, whenever the last read was."""
+        from router.flows.node_exits import placement_exits
+        from router.nodes.sources import poll_placement
+
+        if not now and time.monotonic() < self._next:
+            return None
+        self._next = time.monotonic() + (self.every_s or 0.0)
+        outputs = self.placement.get("outputs") or {}
+        exits = placement_exits(outputs, self.stack, self.since)
+        if exits:
+            more = f" (+{len(exits) - 1} more node(s))" if len(exits) > 1 else ""
+            return exits[0].describe() + more
+        try:
+            state = (self.poll or poll_placement)(self.placement)
+        except RouteError:  # no credentials, denied: the exit records and the budget still tell
+            return None
+        if state is not None and (state.gone or any(n.status == LOST for n in state.nodes)):
+            return state.reason
+        return None
+
+
+def wait_resumed(
+    directory: ckpt.CheckpointStore,
+    accept: Callable[[dict[str, Any]], bool],
+    budget: StartupBudget,
+    end: EndWatch,
+    *,
+    extra_s: float = 0.0,
+    poll_s: float = LOCAL_POLL_S,
+    alive: Callable[[], bool] = lambda: True,
+) -> dict[str, Any]:
+    """The job's resume record on the new placement once `accept` takes it; JobEnded as soon as
+    the job ended there (`alive()` false, an exit record, a node lost), PhaseTimedOut past the
+    restore budget (+ `extra_s`)."""
+    deadline = time.monotonic() + budget.real_restore_s() + extra_s
+    while True:
+        said = ckpt.resumed(directory)
+        if said is not None and accept(said):
+            return said
+        gone = not alive()
+        why = end.ended(now=gone)
+        if gone or why is not None:
+            raise JobEnded(f"the job on {end.stack} exited before it resumed"
+                           + (f": {why}" if why else ""))  # fmt: skip
+        if time.monotonic() > deadline:
+            raise restore_timed_out(budget, end.stack, extra_s)
+        time.sleep(poll_s)

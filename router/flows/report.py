@@ -7,8 +7,10 @@ sees the same spend:
 
 - `placements/<job>`: the job's live placement (written by `route deploy`, router/flows/jobs.py
   record_placement, and by `route migrate`), counted from `deployed_at` until now;
-- `ended/<job>/<started_at>`: a placement that is over (`route destroy`, or a re-placement onto
-  new instances), written by `record_ended` before the live record is removed or replaced;
+- `ended/<job>/<started_at>`: a placement that is over (`route destroy`, a re-placement onto
+  new instances, or `route watch` tearing down a finished or crashed job's placement), written by
+  `record_ended` before the live record is removed or replaced; a crashed one is counted until
+  its teardown and named in the report's notes (when, and why from router/flows/teardown.py);
 - `jobs/<job>/journals/<id>` (and an open `jobs/<job>/journal`): each move's steps; both
   placements are paid from the new stack's up until the old stack is down, so a move adds that
   overlap to the recorded spans (handover_segments), in the cost but not in the baseline.
@@ -488,6 +490,7 @@ def report(
     if project is not None:
         quotes.extend(local_market_on_demand(project, now))
     result = summarise(segments, now=now, days=days, on_demand=on_demand_lookup(quotes))
+    result = replace(result, notes=result.notes + crash_notes(segments, store, result.since))
     if not segments:
         return SpendReport(
             result.since,
@@ -500,6 +503,24 @@ def report(
             (f"no placements recorded in {store.where} — deploy a job first",),
         )
     return result
+
+
+def crash_notes(
+    segments: Sequence[Segment], store: RecordStore, since: datetime
+) -> tuple[str, ...]:
+    """One line per crashed placement route watch tore down in the window: when, and why."""
+    from router.flows.teardown import crashed_teardowns
+
+    ended = [s for s in segments if s.reason == "crashed" and s.ended_at and s.ended_at > since]
+    whys = {(t.job, t.stack): t.why for t in crashed_teardowns(store)} if ended else {}
+    return tuple(
+        f"{s.job} crashed on {s.cloud} {s.region}"
+        + (f" ({whys[s.job, s.stack]})" if (s.job, s.stack) in whys else "")
+        + f": route watch tore its placement down at {s.ended_at:%Y-%m-%d %H:%M} UTC — "
+        "counted until then"
+        for s in sorted(ended, key=lambda s: (s.job, s.started_at))
+        if s.ended_at is not None
+    )
 
 
 def local_market_on_demand(project: Project, now: datetime) -> list[Quote]:

@@ -4,9 +4,10 @@ Observe: the job's placement record and stack outputs, whether its process/insta
 the checkpoint files (newest complete checkpoint, interruption marker, finished record) and
 today's prices (the planner's ranked placements, minus zones blocked by launch failures).
 Decide: router.core.decide.decide — the same function the backtest replays. Act: migrate
-(move / switch-market), re-place after an interruption, or stay; a finished job's stacks are
-destroyed (its checkpoints kept), so nothing of it bills; every decision is recorded with its
-numbers in the state backend, shown by `route status JOB --history`.
+(move / switch-market), re-place after an interruption, or stay; a finished or crashed job's
+stacks are destroyed (its checkpoints kept), so nothing of it bills — recorded before it acts,
+finished by the next pass if the watcher dies meanwhile (router/flows/teardown.py); every
+decision is recorded with its numbers in the state backend, shown by `route status JOB --history`.
 
 One job's failure is recorded and never stops the others. Jobs are observed and decided
 concurrently (a thread pool of `concurrency`); engine actions run one at a time per watcher
@@ -32,6 +33,7 @@ from router.config import checkpoints as ckpt
 from router.config.project import Project
 from router.core.decide import decide
 from router.core.decision_model import (
+    CRASHED,
     MOVE,
     REPLACE,
     SWITCH_MARKET,
@@ -48,8 +50,11 @@ from router.core.errors import RouteError
 from router.core.journal import job_of_stack
 from router.core.node_exit import all_exited
 from router.engine.job_records import holder_id
+from router.engine.processes import sweep_orphans
+from router.flows import teardown
 from router.flows.jobs import clear_stale_locks
 from router.flows.migrate import LeaseLost, Mover, _group_alive
+from router.flows.node_exits import exits_and_crash
 from router.flows.watch_events import PassReport, price_ages
 
 DEFAULT_INTERVAL_S = 60.0
@@ -128,12 +133,17 @@ class Watcher:
         """Every job with a stack in the backend or an open journal."""
         names = {job_of_stack(s.name) for s in self.mover.engine.list_stacks()}
         names |= {j for j in self.mover.records.jobs() if self.mover.records.open_journal(j)}
+        names |= set(teardown.open_teardowns(self.mover.records.store))  # a watcher died in one
         return sorted(names)
 
     def once(self, jobs: Sequence[str] | None = None) -> list[JobReport]:
         """One pass over the jobs (all, or the ones named), at most `concurrency` at a time."""
         began, started = _now(), time.monotonic()
         try:
+            # As `route status` does: what a killed route left (engine processes still writing, a
+            # half-written state file) is settled before the backend is listed.
+            sweep_orphans(self.mover.engine.home)
+            self.mover.engine.repair_backend()
             self._evidence = _evidence(self.mover.records.store, began)
             names = list(jobs) if jobs is not None else self.jobs()
             with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
@@ -196,7 +206,11 @@ class Watcher:
         ran = False
         try:
             journal = records.open_journal(job)
-            if journal is not None:
+            pending = teardown.read(records.store, job)
+            if pending is not None and not pending.done:  # begun by a watcher that died
+                report = self._tear_down(job, pending)
+                ran = True
+            elif journal is not None:
                 engine_started = time.monotonic()
                 with self._engine_lock:
                     journal = self.mover.run(journal)
@@ -225,14 +239,16 @@ class Watcher:
         record = read_placement(self.mover.engine.records(), job)
         if record is None:
             last = records.last_decision(job)
-            if last is not None and last.get("action") == "finished":
-                # Torn down by an earlier pass: still finished, nothing left to watch or bill.
-                return JobReport(job, "finished", str(last.get("reason") or "finished"))
+            if last is not None and last.get("action") in ("finished", CRASHED):
+                # Torn down by an earlier pass: still so, nothing left to watch or bill.
+                return JobReport(job, str(last["action"]), str(last.get("reason") or ""))
             return JobReport(job, "skipped", "no placement recorded (deployed elsewhere?)")
         observed = observe(self.project, record, now, self.nodes,
                            evidence=self._evidence, interval_s=self.interval_s)  # fmt: skip
         if observed.finished:
-            return self._tear_down_finished(job, record, observed.finished_step)
+            why = f"finished at step {observed.finished_step}"
+            pending = teardown.begin(records.store, record, teardown.FINISHED, why, now)
+            return self._tear_down(job, pending)
         state = records.read_state(job)
         history = _history(state)
         rules = observed.rules
@@ -271,6 +287,12 @@ class Watcher:
         if decision.commit_on_demand and not state.get("committed_on_demand"):
             state["committed_on_demand"] = True
             records.write_state(job, state)
+        if decision.action == CRASHED:  # not re-placed; and where it is, nothing may bill
+            records.append_decision(job, {**entry, "acted": True})
+            why = str(observed.current.crashed)
+            report = self._tear_down(job, teardown.begin(records.store, record, CRASHED, why, now))
+            report.decision, report.decide_s = decision.to_json(), decide_s
+            return report
         report = JobReport(job, decision.action, decision.reason, decision.to_json(),
                            decide_s=decide_s)  # fmt: skip
         report.price_ages_s = price_ages(observed.candidates)
@@ -306,26 +328,38 @@ class Watcher:
         return report
 
 
-    def _tear_down_finished(
-        self, job: str, record: dict[str, Any], step: int | None
-    ) -> JobReport:
-        """A finished job's placement stops billing: destroy its stacks (network, NAT gateway,
-        public address, nodes, identity), keep its checkpoints, record it as a decision."""
+    def _tear_down(self, job: str, pending: teardown.Teardown) -> JobReport:
+        """Destroy the placement a recorded teardown names (network, NAT gateway, public address,
+        nodes, identity), keep its checkpoints, record it done (router/flows/teardown.py); run
+        again after a kill, it converges on whatever is left."""
         from router.flows.jobs import destroy_job
+        from router.flows.live_placement import read_placement
+        from router.flows.migrate import kill_point
 
-        kept = str((record.get("outputs") or {}).get("checkpointUrl") or "")
+        engine, records = self.mover.engine, self.mover.records
         started = time.monotonic()
-        with self._engine_lock:
-            deleted = destroy_job(job, project=self.project, reason="finished",
-                                  engine=self.mover.engine)  # fmt: skip
-        reason = (f"finished at step {step}: destroyed its placement ({deleted} resources) so "
-                  "nothing bills" + (f"; checkpoints kept at {kept}" if kept else ""))  # fmt: skip
-        self.mover.records.append_decision(
-            job, {"at": _now().isoformat(), "by": "route watch", "action": "finished",
-                  "reason": reason, "acted": True, "checkpoints": kept or None,
-                  "stack": record.get("stack") or job}
-        )  # fmt: skip
-        return JobReport(job, "finished", reason, engine_s=time.monotonic() - started)
+        kill_point("after:teardown-recorded")
+        deleted = 0
+        left = any(job_of_stack(s.name) == job for s in engine.list_stacks())
+        if left or read_placement(engine.records(), job) is not None:
+            with self._engine_lock:
+                deleted = destroy_job(job, project=self.project, reason=pending.reason,
+                                      engine=engine, forget=False)  # fmt: skip
+        kill_point("after:teardown-destroyed")
+        done = teardown.finish(records.store, pending, deleted, _now())
+        kept = f"; checkpoints kept at {done.checkpoints}" if done.checkpoints else ""
+        gone = f"destroyed its placement ({deleted} resources) so nothing bills{kept}"
+        entry = {"at": done.done_at, "by": "route watch", "acted": True,
+                 "checkpoints": done.checkpoints or None, "stack": done.stack}  # fmt: skip
+        if done.reason == teardown.FINISHED:
+            reason = f"{done.why}: {gone}"
+            records.append_decision(job, {**entry, "action": "finished", "reason": reason})
+            teardown.forget(records.store, job)  # nothing to show: the decision says it all
+        else:  # the crash was the decision; this is what came of it
+            reason = f"crashed: {done.why} — {gone}; fix the job, then `route deploy` it again"
+            records.append_decision(job, {**entry, "action": "outcome", "reason": reason})
+        action = teardown.FINISHED if done.reason == teardown.FINISHED else CRASHED
+        return JobReport(job, action, reason, engine_s=time.monotonic() - started)
 
 
 def _now() -> datetime:
@@ -407,7 +441,7 @@ def observe(
     if seen_nodes is not None and seen_nodes.get("interrupted"):
         alive = False  # the cloud reclaimed a node: an interruption, like the library's marker
     deployed_at = datetime.fromisoformat(record["deployed_at"])
-    exits, crashed = _exits_and_crash(record, deployed_at, seen_nodes)
+    exits, crashed = exits_and_crash(record, deployed_at, seen_nodes)
     if crashed is None:
         _block_if_unformed(record, exits, now)
     if exits:
@@ -465,25 +499,6 @@ def observe(
         candidates, nodes=seen_nodes, checkpoint_error=storage_error,
         exits=[e.describe() for e in exits],
     )  # fmt: skip
-
-
-def _exits_and_crash(
-    record: dict[str, Any], deployed_at: datetime, seen_nodes: dict[str, Any] | None
-) -> tuple[list[Any], str | None]:
-    """This placement's node exit records (router.core.node_exit) and, if they show one, the
-    crash; storage that cannot be read is no exit (the cloud's own signals still speak)."""
-    from router.core.node_exit import crash_of, exits_of
-
-    url = str((record.get("outputs") or {}).get("checkpointUrl", ""))
-    if not url:
-        return [], None
-    try:
-        raw = ckpt.node_exits(ckpt.checkpoint_store(url))
-    except ckpt.CheckpointStorageError:
-        return [], None
-    exits = exits_of(raw, str(record.get("stack") or record.get("job") or ""), deployed_at)
-    reclaimed = any(n.get("reclaimed") for n in (seen_nodes or {}).get("nodes") or [])
-    return exits, crash_of(exits, reclaimed)
 
 
 def _block_if_unformed(record: dict[str, Any], exits: list[Any], now: datetime) -> None:

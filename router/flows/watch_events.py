@@ -19,7 +19,9 @@ from datetime import datetime
 from typing import IO, Any, Protocol
 
 # A job's state after a pass (the gauge `spotroute_watch_jobs{state}`), every one always set.
-JOB_STATES = ("running", "moving", "interrupted", "waiting", "finished", "skipped", "error")
+JOB_STATES = (
+    "running", "moving", "interrupted", "waiting", "finished", "crashed", "skipped", "error",
+)  # fmt: skip
 
 # Why a job got its action (`reason` of the decision metrics and `reason_code` in the log).
 REASON_CODES = (
@@ -32,6 +34,7 @@ REASON_CODES = (
     "not-placed",  # replace: the job had no placement
     "no-capacity",  # wait: nothing to run on now
     "finished",  # the job wrote finished.json
+    "crashed",  # the job failed by itself (its nodes' exit records): placement torn down
     "journal-open",  # recovered: a migration a killed router left open was finished
     "lease-held",  # skipped: another watcher holds the job's lease
     "lease-lost",  # skipped: the lease ran out while acting
@@ -80,6 +83,8 @@ def reason_code(action: str, reason: str, numbers: Mapping[str, Any] | None) -> 
         return "error"
     if action == "finished" or reason == "finished":
         return "finished"
+    if action == "crashed":
+        return "crashed"
     if action == "recovered":
         return "journal-open"
     if action == "skipped":
@@ -106,7 +111,7 @@ def reason_code(action: str, reason: str, numbers: Mapping[str, Any] | None) -> 
 
 def job_state(action: str, outcome: str | None, reason: str = "") -> str:
     """Where the job stands after its action this pass: one of JOB_STATES."""
-    if action in ("finished", "skipped", "error"):
+    if action in ("finished", "crashed", "skipped", "error"):
         return action
     if action == "wait":
         return "waiting"

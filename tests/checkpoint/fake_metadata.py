@@ -3,7 +3,11 @@
 Paths, headers, tokens and JSON shapes follow each provider's documentation:
   AWS   PUT /latest/api/token (X-aws-ec2-metadata-token-ttl-seconds) → token; GET
         /latest/meta-data/spot/instance-action and …/events/recommendations/rebalance
-        with X-aws-ec2-metadata-token, 404 until set, 401 with a bad or expired token.
+        with X-aws-ec2-metadata-token, 404 until set, 401 with a bad or expired token;
+        …/events/maintenance/scheduled: the active scheduled events as a JSON list of
+        {"NotBefore", "Code", "Description", "EventId", "NotAfter", "State"}, times as
+        "21 Jan 2019 09:00:43 GMT" (EC2 User Guide, "Scheduled events for Amazon EC2
+        instances", View scheduled events — instance metadata), `[]` with none.
   GCP   GET /computeMetadata/v1/instance/preempted with Metadata-Flavor: Google (403 without),
         "TRUE"/"FALSE", ETag; wait_for_change=true&last_etag=…&timeout_sec=… blocks for a change.
         …/instance/maintenance-event: NONE | MIGRATE_ON_HOST_MAINTENANCE |
@@ -14,7 +18,8 @@ Paths, headers, tokens and JSON shapes follow each provider's documentation:
         notifications have been received yet, try again later"}` (cloud.google.com/compute/docs/
         instances/monitor-plan-host-maintenance-event).
   Azure GET /metadata/scheduledevents?api-version=… with Metadata: true → {"DocumentIncarnation",
-        "Events": [...]}; POST {"StartRequests": [{"EventId": …}]} acknowledges;
+        "Events": [...]}, the first answer after up to two minutes (`azure_first_call_s`:
+        the call that enables the service); POST {"StartRequests": [{"EventId": …}]} acknowledges;
         GET /metadata/instance/compute/name?…&format=text → the VM's name.
 """
 
@@ -36,6 +41,7 @@ class MetadataState:
         self.token_requests = 0
         self.aws_action: dict[str, Any] | None = None
         self.aws_rebalance: dict[str, Any] | None = None
+        self.aws_scheduled: list[dict[str, Any]] = []
         self.gcp_preempted = False
         self.gcp_etag = 1
         self.gcp_maintenance = "NONE"
@@ -44,6 +50,9 @@ class MetadataState:
         self.azure_incarnation = 1
         self.azure_vm_name = "job-vm_0"
         self.azure_acks: list[str] = []
+        self.azure_first_call_s = 0.0  # how long the first Scheduled Events call takes
+        self.azure_enabled = False
+        self.azure_first_answered = threading.Event()
         self.requests: list[tuple[str, str]] = []
 
     def preempt_aws(self, action: str = "terminate") -> None:
@@ -54,6 +63,24 @@ class MetadataState:
     def rebalance_aws(self) -> None:
         with self.lock:
             self.aws_rebalance = {"noticeTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    def schedule_aws(self, code: str = "system-reboot", not_before_s: float = 7 * 86400,
+                     state: str = "active") -> str:
+        """An EC2 scheduled event `not_before_s` from now, its window 30 minutes long."""
+        fmt = "%d %b %Y %H:%M:%S GMT"
+        event_id = f"instance-event-{secrets.token_hex(8)}"
+        with self.lock:
+            self.aws_scheduled.append({
+                "NotBefore": time.strftime(fmt, time.gmtime(time.time() + not_before_s)),
+                "Code": code,
+                "Description": {"system-reboot": "scheduled reboot",
+                                "instance-retirement": "The instance is running on degraded "
+                                "hardware"}.get(code, code),
+                "EventId": event_id,
+                "NotAfter": time.strftime(fmt, time.gmtime(time.time() + not_before_s + 1800)),
+                "State": state,
+            })  # fmt: skip
+        return event_id
 
     def preempt_gcp(self) -> None:
         with self.lock:
@@ -138,7 +165,8 @@ class _Handler(BaseHTTPRequestHandler):
             item = url.path.removeprefix("/latest/meta-data/")
             with state.lock:
                 value = {"spot/instance-action": state.aws_action,
-                         "events/recommendations/rebalance": state.aws_rebalance}.get(item)
+                         "events/recommendations/rebalance": state.aws_rebalance,
+                         "events/maintenance/scheduled": list(state.aws_scheduled)}.get(item)
             if value is None:
                 return self._send(404, "Not Found")
             return self._send(200, json.dumps(value))
@@ -180,6 +208,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(400, json.dumps({"error": "Bad request. api-version was not "
                                                    "specified in the request"}),
                                   content_type="application/json")
+            with state.lock:
+                first, state.azure_enabled = not state.azure_enabled, True
+            if first and state.azure_first_call_s:
+                time.sleep(state.azure_first_call_s)  # enabling the service for this VM
+            state.azure_first_answered.set()
             with state.lock:
                 document = {"DocumentIncarnation": state.azure_incarnation,
                             "Events": list(state.azure_events)}

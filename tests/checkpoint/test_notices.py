@@ -69,6 +69,89 @@ def test_aws_rebalance_recommendation_is_reported_once_and_not_terminal(
     assert source.poll() is None
 
 
+def test_aws_scheduled_events_are_a_risk_ahead_and_terminal_before_not_before(
+    metadata: FakeMetadataServer,
+) -> None:
+    # IMDS `events/maintenance/scheduled` lists the instance's active scheduled events — an
+    # on-demand instance gets them too — as [{"NotBefore": "21 Jan 2019 09:00:43 GMT", "Code":
+    # "system-reboot", "Description", "EventId", "NotAfter", "State": "active"}]; the codes that
+    # end the instance's run are instance-stop, instance-retirement, instance-reboot and
+    # system-reboot; system-maintenance only affects network or power for a while (EC2 User
+    # Guide, "Scheduled events for Amazon EC2 instances": types of scheduled events; View
+    # scheduled events — instance metadata).
+    source = AwsNotices(metadata.endpoint)
+    assert source.poll() is None  # `[]`: nothing scheduled
+    metadata.state.schedule_aws("system-maintenance", not_before_s=3600)
+    metadata.state.schedule_aws("instance-stop", not_before_s=300, state="canceled")
+    week = metadata.state.schedule_aws("system-reboot", not_before_s=7 * 86400)
+    risk = source.poll()
+    assert risk is not None and (risk.kind, risk.terminal) == ("scheduled-event", False)
+    assert risk.detail["EventId"] == week and risk.detail["Code"] == "system-reboot"
+    assert risk.deadline is not None
+    assert abs((risk.deadline - risk.notice_time).total_seconds() - 7 * 86400) < 5
+    assert source.poll() is None, "each scheduled event is reported once while it is far off"
+
+    metadata.state.schedule_aws("instance-retirement", not_before_s=240)
+    notice = source.poll()
+    assert notice is not None and (notice.kind, notice.terminal) == ("instance-retirement", True)
+    assert notice.deadline is not None
+    left = notice.seconds_left(datetime.now(UTC))
+    assert left is not None and 230 < left <= 240, "the save must finish before NotBefore"
+    assert ("GET", "/latest/meta-data/events/maintenance/scheduled") in metadata.state.requests
+
+
+def test_an_aws_scheduled_event_turns_terminal_its_lead_before_not_before(
+    metadata: FakeMetadataServer,
+) -> None:
+    source = AwsNotices(metadata.endpoint, scheduled_lead_s=600)
+    metadata.state.schedule_aws("instance-stop", not_before_s=900)
+    first = source.poll()
+    assert first is not None and not first.terminal
+    later = AwsNotices(metadata.endpoint, scheduled_lead_s=1200)  # 900 s left is inside it
+    notice = later.poll()
+    assert notice is not None and notice.kind == "instance-stop" and notice.terminal
+
+
+def test_azure_waits_for_the_first_scheduled_events_call_that_enables_the_service(
+    metadata: FakeMetadataServer,
+) -> None:
+    # "Scheduled Events is enabled for your service the first time you make a request for
+    # events. You should expect a delayed response in your first call of up to two minutes"
+    # (Azure, "Scheduled Events for Linux VMs", Enabling and disabling Scheduled Events,
+    # https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events). Here the first
+    # answer takes 3 s, longer than the 2 s every later call is given.
+    metadata.state.azure_first_call_s = 3.0
+    event_id = metadata.state.preempt_azure(not_before_s=60)
+    source = AzureNotices(metadata.endpoint)
+    started = time.monotonic()
+    notice = source.poll()
+    assert time.monotonic() - started >= 3.0
+    assert notice is not None and notice.detail["EventId"] == event_id
+    assert source.timeout_s == 2.0 and source._answered  # later calls: the short timeout
+
+
+def test_a_slow_first_azure_call_never_stalls_training(
+    metadata: FakeMetadataServer, local_store: Store
+) -> None:
+    metadata.state.azure_first_call_s = 8.0
+    metadata.state.preempt_azure(not_before_s=60)
+    ckpt = Checkpointer(local_store.url, interval_s=None, every_steps=1000, handle_sigterm=False,
+                        notice_sources=[AzureNotices(metadata.endpoint)], job_id="train-2")
+    ckpt.watcher.poll_interval_s = 0.05
+    answered: list[bool] = []  # per step: had the first call answered yet?
+
+    def on_step(step: int) -> None:
+        answered.append(metadata.state.azure_first_answered.is_set())
+        time.sleep(0.05)
+
+    with pytest.raises(SystemExit) as exited:
+        run(ckpt, seed=23, steps=100000, width=8, on_step=on_step)
+    assert exited.value.code == EXIT_PREEMPTED  # the eviction was seen, once the call answered
+    assert answered.count(False) >= 3, "training went on while the first call was waiting"
+    assert metadata.state.azure_first_answered.is_set()
+    assert len(metadata.state.azure_acks) == 1
+
+
 def test_gcp_long_polls_preempted_until_it_turns_true(metadata: FakeMetadataServer) -> None:
     # `instance/preempted` reads FALSE, then TRUE once Compute Engine preempts the Spot VM
     # (Compute Engine, "Create and use Spot VMs", section "Detect preemption",
@@ -205,7 +288,7 @@ def test_sigterm_is_a_local_notice() -> None:
 @pytest.mark.parametrize(
     ("cloud", "kind"),
     [("aws", "terminate"), ("gcp", "preempted"), ("azure", "Preempt"),
-     ("gcp", "TERMINATE_ON_HOST_MAINTENANCE"), ("azure", "Redeploy")],
+     ("gcp", "TERMINATE_ON_HOST_MAINTENANCE"), ("azure", "Redeploy"), ("aws", "instance-stop")],
 )  # fmt: skip
 def test_a_notice_mid_run_saves_writes_the_marker_and_exits_75(
     cloud: str, kind: str, metadata: FakeMetadataServer, local_store: Store
@@ -215,7 +298,10 @@ def test_a_notice_mid_run_saves_writes_the_marker_and_exits_75(
     preempt = {"terminate": metadata.state.preempt_aws, "preempted": metadata.state.preempt_gcp,
                "Preempt": metadata.state.preempt_azure,
                "TERMINATE_ON_HOST_MAINTENANCE": metadata.state.maintain_gcp,
-               "Redeploy": lambda: metadata.state.preempt_azure(event_type="Redeploy")}[kind]
+               "Redeploy": lambda: metadata.state.preempt_azure(event_type="Redeploy"),
+               # An on-demand instance's scheduled stop (EC2 scheduled events): saved before
+               # its NotBefore, a minute ahead here.
+               "instance-stop": lambda: metadata.state.schedule_aws("instance-stop", 60)}[kind]
     ckpt = Checkpointer(local_store.url, interval_s=None, every_steps=5, handle_sigterm=False,
                         notice_sources=[sources[cloud]], job_id="train-1")
     ckpt.watcher.poll_interval_s = 0.05

@@ -86,6 +86,32 @@ def test_a_job_that_crashes_leaves_its_status_and_no_marker(tmp_path: Path) -> N
     assert "shutdown -h +5" in (tmp_path / "calls").read_text(), "the node still powers off"
 
 
+def test_every_boot_records_the_node_before_its_job_runs(tmp_path: Path) -> None:
+    # GCE runs a VM's start-up script at every boot ("Startup scripts … run … every time the VM
+    # boots", https://cloud.google.com/compute/docs/instances/startup-scripts/linux), so an
+    # on-demand VM restarted after host maintenance resumes the job; its boot record says so.
+    bin_dir = fake_node(tmp_path, docker=(
+        f'[ -s {tmp_path}/uploads/boot-node-a1.json ] || exit 9\nexit 0\n'))  # fmt: skip
+
+    code, output = run(tmp_path, bin_dir, script("llm.2"))
+
+    assert code == 0, output
+    boot = json.loads((tmp_path / "uploads" / "boot-node-a1.json").read_text())
+    assert (boot["format"], boot["node"], boot["placement"], boot["job"]) == (
+        "spotroute-boot/1", "node-a1", "llm.2", "llm")
+    assert boot["time"] <= record(tmp_path)["time"]
+    calls = (tmp_path / "aws-args").read_text().splitlines()
+    assert calls[0].split()[-1] == "s3://ckpt/llm/boot-node-a1.json"
+
+
+def test_a_boot_record_that_cannot_be_written_never_stops_the_job(tmp_path: Path) -> None:
+    bin_dir = fake_node(tmp_path, docker="exit 0\n", aws_fails=True)
+
+    code, output = run(tmp_path, bin_dir, script())
+
+    assert code == 0 and "could not write the boot record to S3" in output
+
+
 def test_torchrun_reporting_a_saved_workers_75_as_1_is_told_by_the_librarys_marker(
     tmp_path: Path,
 ) -> None:

@@ -148,6 +148,47 @@ def test_a_stop_reaches_the_job_not_the_script_so_the_node_records_the_jobs_stat
     assert "job exited with status 75" in Path(created.outs["log_path"]).read_text()
 
 
+def test_a_job_that_fails_by_itself_leaves_the_exit_record_a_cloud_node_would(
+    home: Path, tmp_path: Path, groups: list[str]
+) -> None:
+    from datetime import timedelta
+
+    from router.config.checkpoints import node_exits
+    from router.core.node_exit import crash_of, exits_of
+
+    checkpoints = tmp_path / "ckpt"
+    created = LocalProcessProvider().create(_props(checkpoints, ["/bin/sh", "-c", "exit 3"]))
+    groups.append(created.id)
+    assert _wait_for(lambda: _records(created.id)[0].phase == EXITED)
+    [path] = checkpoints.glob("exit-*.json")
+    record = json.loads(path.read_text())
+    assert (record["format"], record["node"], record["status"], record["group"]) == (
+        "spotroute-exit/1", "node-0", 3, created.id)
+    assert (record["interruption_marker"], record["placement"]) == (False, "quick")
+    # What route watch reads: this group's node crashed — even though it exited before the
+    # placement was recorded (its deployed_at is later than the exit).
+    later = datetime.now(UTC) + timedelta(minutes=1)
+    exits = exits_of(node_exits(checkpoints), "quick", later, group=created.id)
+    assert crash_of(exits, reclaimed_by_cloud=False) == (
+        "node node-0 exited with status 3 (no interruption marker)")
+
+
+def test_a_local_job_that_saved_on_a_notice_says_so_in_its_exit_record(
+    home: Path, tmp_path: Path, groups: list[str]
+) -> None:
+    # What router.checkpoint does on a notice: the marker in SPOTROUTE_NODE_DIR, then exit 75.
+    saves = ["/bin/sh", "-c", "trap 'echo {} > \"$SPOTROUTE_NODE_DIR/interruption.json\"; exit 1'"
+             " TERM; while true; do sleep 0.1; done"]  # fmt: skip
+    created = LocalProcessProvider().create(_props(tmp_path / "ckpt", saves))
+    groups.append(created.id)
+    assert _wait_for(lambda: _records(created.id)[0].phase == "running")
+    time.sleep(0.3)  # the shell has set its trap
+    stop_group(created.id, grace_s=5.0)
+    [path] = (tmp_path / "ckpt").glob("exit-*.json")
+    record = json.loads(path.read_text())
+    assert (record["status"], record["interruption_marker"]) == (1, True)
+
+
 def test_a_job_that_ignores_sigterm_is_killed_after_the_grace(
     home: Path, tmp_path: Path, groups: list[str]
 ) -> None:

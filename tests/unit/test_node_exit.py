@@ -73,3 +73,35 @@ def test_a_group_that_did_not_form_is_no_crash_but_says_so() -> None:
     # A node that crashed by itself is a crash, whatever its peers said.
     mixed = exits_of([rec(1, node="a"), rec(EXIT_GROUP_NOT_FORMED, node="b")], "llm", DEPLOYED)
     assert crash_of(mixed, reclaimed_by_cloud=False) is not None
+
+
+def boot(node: str = "ip-10-42-0-5", *, at: datetime, placement: str = "llm") -> dict[str, object]:
+    """A boot record as the start-up script writes it at every boot (components/node_exit.py)."""
+    return {"format": "spotroute-boot/1", "node": node, "job": "llm", "placement": placement,
+            "time": at.strftime("%Y-%m-%dT%H:%M:%SZ")}  # fmt: skip
+
+
+def test_a_node_that_booted_again_after_its_exit_runs_the_job_again() -> None:
+    # GCE host maintenance of an on-demand GPU VM: the job saved on TERMINATE_ON_HOST_MAINTENANCE
+    # and exited (marker), the VM stopped; with automaticRestart it boots again and its start-up
+    # script — run at every boot — resumes the job (cloud.google.com/compute/docs/instances/
+    # setting-vm-host-options; cloud.google.com/compute/docs/instances/startup-scripts/linux).
+    went = DEPLOYED + timedelta(hours=1)
+    exits = [rec(1, True, at=went)]
+    assert exits_of(exits, "llm", DEPLOYED) != []
+    back = [boot(at=DEPLOYED), boot(at=went + timedelta(minutes=4))]
+    assert exits_of(exits, "llm", DEPLOYED, boots=back) == []
+    # A boot of another node, of another placement, or before the exit supersedes nothing.
+    for other in (boot("ip-10-42-0-6", at=went + timedelta(minutes=4)),
+                  boot(at=went + timedelta(minutes=4), placement="llm.2"),
+                  boot(at=went)):  # fmt: skip
+        assert len(exits_of(exits, "llm", DEPLOYED, boots=[other])) == 1, other
+
+
+def test_a_local_nodes_exit_counts_for_its_own_group_whenever_it_was_written() -> None:
+    # A job failing at once on the local target exits before `pulumi up` returns and the
+    # placement's deployed_at is recorded: its group, not the clock, says whose exit it is.
+    early = {**rec(1, node="node-0", at=DEPLOYED - timedelta(seconds=2)), "group": "local-group:g1"}
+    older = {**rec(1, node="node-0", at=DEPLOYED + timedelta(minutes=1)), "group": "local-group:g0"}
+    found = exits_of([early, older], "llm", DEPLOYED, group="local-group:g1")
+    assert [(e.node, e.group) for e in found] == [("node-0", "local-group:g1")]

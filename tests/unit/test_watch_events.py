@@ -85,6 +85,8 @@ def test_every_kind_of_decision_gets_its_reason_code(
         ("skipped", "no placement recorded (deployed elsewhere?)", "no-record"),
         ("skipped", "job j: the lease was taken over by host:3:4:cd", "lease-lost"),
         ("finished", "finished at step 9", "finished"),
+        ("crashed", "crashed: node i-1 exited with status 1 (no interruption marker) — destroyed "
+         "its placement (14 resources) so nothing bills", "crashed"),
         ("error", "job j: its job file /x.yaml is gone — redeploy it", "error"),
     ],
 )
@@ -105,6 +107,7 @@ def test_reports_that_are_not_decisions_get_a_code_too(action: str, reason: str,
         ("recovered", "done", "finished the open journal of a migrate", "running"),
         ("wait", None, "", "waiting"),
         ("finished", None, "", "finished"),
+        ("crashed", None, "", "crashed"),  # not running: torn down, never re-placed
         ("skipped", None, "", "skipped"),
         ("error", None, "", "error"),
     ],

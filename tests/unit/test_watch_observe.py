@@ -260,6 +260,27 @@ def test_a_group_that_did_not_form_is_re_placed_elsewhere_and_its_zone_blocked(
     assert len(read_blocks(spotroute_home())) == 1
 
 
+def test_a_vm_that_booted_again_after_host_maintenance_is_not_re_placed(project: Project) -> None:
+    now = datetime.now(UTC)
+    record = {**_cloud_record(project, now), "cloud": "gcp", "region": "us-central1",
+              "zone": "us-central1-a", "instance_type": "g2-standard-4", "market": "on-demand"}
+    # Host maintenance of an on-demand GPU VM: the job saved on TERMINATE_ON_HOST_MAINTENANCE and
+    # exited (marker); with automaticRestart the VM boots again and the start-up script — run at
+    # every boot — resumes the job (cloud.google.com/compute/docs/instances/
+    # setting-vm-host-options; …/instances/startup-scripts/linux): its boot record follows.
+    _exit(project, "sr-dl-vm0", 1, True, now - timedelta(minutes=10))
+    assert observe(project, record, now, lambda r: None).current.interrupted
+
+    (project.root / "ckpt" / "boot-sr-dl-vm0.json").write_text(json.dumps({
+        "format": "spotroute-boot/1", "node": "sr-dl-vm0", "job": "dl", "placement": "dl",
+        "time": (now - timedelta(minutes=6)).strftime("%Y-%m-%dT%H:%M:%SZ")}))  # fmt: skip
+    seen = observe(project, record, now, lambda r: None)
+
+    assert not seen.current.interrupted and seen.exits == []
+    d = decide(seen.rules, seen.progress, seen.current, seen.candidates, History(), now)
+    assert d.action != "replace", "a second copy of a job that runs again"
+
+
 def test_an_exit_before_this_deployment_is_not_this_ones(project: Project) -> None:
     now = datetime.now(UTC)
     record = _cloud_record(project, now)  # deployed an hour ago
