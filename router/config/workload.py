@@ -20,6 +20,7 @@ from router.core.backtest_model import Workload, WorkloadJob
 from router.core.catalog import Catalog
 from router.core.durations import parse_duration_s
 from router.core.errors import BadInput
+from router.core.globs import glob_problem
 from router.core.gpus import UnknownGpu
 from router.core.job.model import SPOT_WAIT_DEFAULT_S
 from router.core.offers import INTERRUPTION_BUCKETS
@@ -132,8 +133,10 @@ def _traces(w: _Where, data: object) -> tuple[tuple[Path, ...], tuple[str, ...]]
 
     prices = tuple(here / f for f in files("prices"))
     availability = []
-    for spec in files("availability"):
+    for i, spec in enumerate(files("availability")):
         selector, eq, file = spec.rpartition("=")
+        if (why := glob_problem(selector)) is not None:  # a typo, not a selector of nothing
+            raise w.fail(f"traces.availability[{i}]", f"the selector's {why}")
         availability.append(f"{selector}{eq}{here / file}")
     return prices, tuple(availability)
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from router.contract.clouds import CLOUDS, Cloud, PublicCloud
 from router.core.durations import parse_duration_s
 from router.core.errors import BadInput
+from router.core.globs import check_globs
 
 ORG_CONFIG_FILE = "spotroute.yaml"
 DEFAULT_MAX_QUOTE_AGE_S = 86_400.0  # a day: spot prices move slowly, interruption data daily
@@ -49,6 +50,12 @@ class RegionRules(_Section):
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
 
+    @field_validator("allow", "deny")
+    @classmethod
+    def _well_formed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        check_globs(value)  # '[' never closed is a typo, not a pattern that matches nothing
+        return value
+
 
 class Reservation(_Section):
     """Capacity the organisation already pays for; its marginal cost is 0 unless stated."""
@@ -74,6 +81,12 @@ class Discount(_Section):
     family: str = Field(default="*", min_length=1)  # instance-type glob: "p4*", "a2-*"
     market: Literal["spot", "on-demand", "reserved"] | None = None  # None = every market
     percent: float
+
+    @field_validator("family")
+    @classmethod
+    def _family_glob(cls, value: str) -> str:
+        check_globs([value])
+        return value
 
     @field_validator("percent")
     @classmethod

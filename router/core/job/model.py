@@ -26,6 +26,7 @@ from router.contract.stack_config import (
     RESERVED_ENV,
 )
 from router.core.durations import DURATION_PATTERN, parse_duration_s
+from router.core.globs import glob_problem
 from router.core.gpus import UnknownGpu, canonical_gpu, describe_gpu_field
 from router.core.job.data import Data, cloud_of_url
 from router.core.job.validation import Strict, duration_s, not_bool, problem, text_values
@@ -98,6 +99,14 @@ class RegionFilter(Strict):
     @classmethod
     def _one_glob(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _well_formed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:  # '[' never closed is a typo, not a pattern that matches nothing
+            if (why := glob_problem(pattern)) is not None:
+                raise problem(why)
+        return value
 
 
 class Resources(Strict):
