@@ -305,6 +305,11 @@ def _user_keys(model: type[BaseModel]) -> list[str]:
     return [str(f.validation_alias or name) for name, f in model.model_fields.items()]
 
 
+# The durations of job.yaml, whose bounds are in seconds once read ("1h" → 3600).
+_SECONDS_FIELDS = frozenset(
+    {"interval", "restore_overhead", "save_time", "cooldown", "spot_wait", "nodes_timeout",
+     "restore_timeout"}
+)  # fmt: skip
 _REQUIRED_EXAMPLES = {
     "name": "name: my-job",
     "resources": "resources: {accelerators: A100-80GB:8}",
@@ -350,7 +355,7 @@ def _describe(err: Any, loc: tuple[str | int, ...], typed: object) -> str:
             "less_than": ("less than", ctx.get("lt"), "a number below {}"),
             "less_than_equal": ("at most", ctx.get("le"), "{} or less"),
         }[kind]
-        bound = _number(bound)
+        bound = _number(bound) + (" s" if field in _SECONDS_FIELDS else "")
         return f"must be {op} {bound}, got {shown} — use {fix.format(bound)}"
     if kind in ("int_parsing", "int_type", "int_from_float"):
         return f"expected a whole number, got {shown} — write e.g. 8"
