@@ -558,8 +558,8 @@ def migrate_job(
     if mover.records.acquire(job, holder, mover.lease_ttl_s, now) is None:
         lease = mover.records.current(job)
         raise OperationFailed(
-            f"job {job} is being handled by another router (lease held by "
-            f"{lease.holder if lease else '?'}) — try again when it is done"
+            f"job {job} is held by {lease.describe() if lease else 'another router'} — try "
+            "again when it is done"
         )
     try:
         open_journal = mover.records.open_journal(job)
@@ -594,6 +594,8 @@ def migrate_job(
 
 def _stopped_at_a_step(journal: Journal) -> Journal:
     if journal.outcome == "open":  # stop_requested (Ctrl-C): the journal waits at a step
-        raise Interrupted(f"job {journal.job}: interrupted before {journal.next_step()} — the "
-                          f"move stays journaled; `route migrate {journal.job}` finishes it")
+        raise Interrupted(
+            f"job {journal.job}: interrupted before {journal.next_step()} — the "
+            f"move stays journaled; `route migrate {journal.job}` finishes it"
+        )
     return journal
