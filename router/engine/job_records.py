@@ -139,14 +139,14 @@ class JobRecords:
                 and not holder_dead(held.holder)
             ):
                 return None
-            renewal = held is not None and held.holder == holder
+            since = held.since if held is not None and held.holder == holder else None
             lease = Lease(
                 job,
                 holder,
                 now + timedelta(seconds=ttl_s),
                 held.last_run_at if held else None,
                 current_user(),
-                held.since if renewal and held.since else now,
+                since or now,  # a renewal keeps when the holder took it
             )
             if self.store.put_if(key, lease.to_json(), version) is not None:
                 return lease
