@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from policies.rules import resource_types as rt
@@ -12,7 +12,9 @@ from policies.rules.model import (
     as_list,
     as_number,
     money,
+    present,
     prop_at,
+    shown,
 )
 from policies.rules.spot import (
     spot_market,
@@ -28,20 +30,45 @@ class PriceCap:
     per_instance: float | None
     total: float | None
     uncapped: bool = False  # spot that may pay up to the on-demand price (no max price set)
+    unreadable: tuple[str, ...] = ()  # "field 'value'" of each price or count not a number
+
+
+@dataclass
+class _Numbers:
+    """Reads a resource's prices and counts, noting each value given but not a number."""
+
+    unreadable: list[str] = field(default_factory=list)
+
+    def __call__(self, value: Any, name: str) -> float | None:
+        number = as_number(value)
+        if number is None and present(value):
+            self.unreadable.append(f"{name} {shown(value)}")
+        return number
 
 
 def price_cap(resource_type: str, props: Mapping[str, Any]) -> PriceCap | None:
     """The declared price cap of a GPU group resource; None if the type carries no price."""
+    read = _Numbers()
+    cap = _price_cap(resource_type, props, read)
+    if read.unreadable:
+        return PriceCap(None, None, unreadable=tuple(read.unreadable))
+    return cap
+
+
+def _price_cap(resource_type: str, props: Mapping[str, Any], number: _Numbers) -> PriceCap | None:
     spot = spot_market(resource_type, props)
     if resource_type == rt.AWS_FLEET:
         caps = [
-            as_number(prop_at(override, "maxPrice"))
+            number(prop_at(override, "maxPrice"), "maxPrice")
             for config in as_list(props.get("launchTemplateConfigs"))
             for override in as_list(prop_at(config, "overrides"))
         ]
         options = props.get("spotOptions" if spot else "onDemandOptions")
-        total = as_number(prop_at(options, "maxTotalPrice"))
-        count = as_number(prop_at(props, "targetCapacitySpecification", "totalTargetCapacity"))
+        total = number(prop_at(options, "maxTotalPrice"), "maxTotalPrice")
+        count = number(
+            prop_at(props, "targetCapacitySpecification", "totalTargetCapacity"),
+            "totalTargetCapacity",
+        )
         known = [c for c in caps if c is not None]
         per_instance = max(known) if known and None not in caps else None
         if per_instance is None and total is not None and count:
@@ -52,24 +79,25 @@ def price_cap(resource_type: str, props: Mapping[str, Any]) -> PriceCap | None:
     if resource_type in (rt.AWS_LAUNCH_TEMPLATE, rt.AWS_INSTANCE):
         if not spot:
             return None
-        cap = as_number(prop_at(props, "instanceMarketOptions", "spotOptions", "maxPrice"))
+        cap = number(prop_at(props, "instanceMarketOptions", "spotOptions", "maxPrice"), "maxPrice")
         return PriceCap(cap, cap, uncapped=cap is None)
     if resource_type == rt.AWS_SPOT_INSTANCE_REQUEST:
-        cap = as_number(props.get("spotPrice"))
+        cap = number(props.get("spotPrice"), "spotPrice")
         return PriceCap(cap, cap, uncapped=cap is None)
     if resource_type == rt.AWS_SPOT_FLEET_REQUEST:
-        cap = as_number(props.get("spotPrice"))
-        count = as_number(props.get("targetCapacity"))
+        cap = number(props.get("spotPrice"), "spotPrice")
+        count = number(props.get("targetCapacity"), "targetCapacity")
         return PriceCap(
             cap, cap * count if cap is not None and count else None, uncapped=cap is None
         )
     if resource_type == rt.AWS_AUTOSCALING_GROUP:
         if not spot:
             return None
-        cap = as_number(
-            prop_at(props, "mixedInstancesPolicy", "instancesDistribution", "spotMaxPrice")
+        cap = number(
+            prop_at(props, "mixedInstancesPolicy", "instancesDistribution", "spotMaxPrice"),
+            "spotMaxPrice",
         )
-        count = as_number(props.get("maxSize"))
+        count = number(props.get("maxSize"), "maxSize")
         return PriceCap(
             cap, cap * count if cap is not None and count else None, uncapped=cap is None
         )
@@ -77,21 +105,25 @@ def price_cap(resource_type: str, props: Mapping[str, Any]) -> PriceCap | None:
         if not spot:
             return None
         profile = props.get("virtualMachineProfile") if resource_type == rt.AZURE_VMSS else props
-        cap = as_number(prop_at(profile, "billingProfile", "maxPrice"))
+        cap = number(prop_at(profile, "billingProfile", "maxPrice"), "billingProfile.maxPrice")
         if cap is not None and cap < 0:  # -1: pay up to the pay-as-you-go price
             cap = None
         count = (
-            as_number(prop_at(props, "sku", "capacity")) if resource_type == rt.AZURE_VMSS else 1.0
+            number(prop_at(props, "sku", "capacity"), "sku.capacity")
+            if resource_type == rt.AZURE_VMSS
+            else 1.0
         )
         return PriceCap(
             cap, cap * count if cap is not None and count else None, uncapped=cap is None
         )
     if resource_type == rt.LOCAL_PROCESS:
-        cap = as_number(props.get("max_price_per_hour"))
+        cap = number(props.get("max_price_per_hour"), "max_price_per_hour")
         return PriceCap(cap, cap) if cap is not None else None
     if resource_type in rt.GCP_INSTANCE_LIKE:
         # GCP Spot VMs have no bid; the group's cap is only visible if the component records it.
-        cap = as_number(prop_at(props, "metadata", rt.MAX_PRICE_METADATA_KEY))
+        cap = number(
+            prop_at(props, "metadata", rt.MAX_PRICE_METADATA_KEY), rt.MAX_PRICE_METADATA_KEY
+        )
         return PriceCap(cap, None) if cap is not None else None
     return None
 
@@ -100,13 +132,23 @@ def budget_violations(
     resource_type: str, props: Mapping[str, Any], settings: Settings
 ) -> list[str]:
     """A GPU group's declared price cap stays within the configured budget (USD per hour)."""
-    budget = as_number(settings.get("max_price_per_hour"))
-    total_budget = as_number(settings.get("max_total_price_per_hour"))
-    if budget is None and total_budget is None:
+    read = _Numbers()
+    budget = read(settings.get("max_price_per_hour"), "policy config max_price_per_hour")
+    total_budget = read(
+        settings.get("max_total_price_per_hour"), "policy config max_total_price_per_hour"
+    )
+    if budget is None and total_budget is None and not read.unreadable:
         return []
     cap = price_cap(resource_type, props)
     if cap is None:
         return []
+    unreadable = read.unreadable + list(cap.unreadable)
+    if unreadable:
+        return [
+            f"cannot read {what}, so it is refused — write the price in USD per instance-hour "
+            "and counts as whole numbers"
+            for what in unreadable
+        ]
     if cap.uncapped:
         return [
             "spot request sets no max price, so it may pay up to the on-demand price — set "

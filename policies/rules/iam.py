@@ -10,6 +10,7 @@ from policies.rules.model import (
     Settings,
     as_list,
     as_strings,
+    cannot_read,
     policy_document,
     prop_at,
     statement_label,
@@ -21,6 +22,7 @@ from policies.rules.resource_types import (
     AWS_ROLE,
     AZURE_PRIVILEGED_ROLES,
     AZURE_ROLE_ASSIGNMENT,
+    IAM_EFFECTS,
 )
 
 # --- no-iam-wildcards ----------------------------------------------------------------------------
@@ -129,6 +131,14 @@ def _wildcard_statement_problems(
     *,
     boundary: bool = False,
 ) -> list[str]:
+    if statement.get("Effect") not in IAM_EFFECTS:
+        return [
+            cannot_read(
+                f"{label} Effect",
+                statement.get("Effect"),
+                "write Effect: Allow or Deny (IAM reads them case-sensitively)",
+            )
+        ]
     if statement.get("Effect") != "Allow":
         return []
     if "NotAction" in statement:

@@ -83,6 +83,23 @@ def as_number(value: Any) -> float | None:
     return None
 
 
+def present(value: Any) -> bool:
+    """A value was given (not absent, empty or unknown until `up`): a rule must read it."""
+    return value is not None and value is not UNKNOWN and value != ""
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """A resource's value inside a one-line message: repr, one line, cut at `limit`."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cannot_read(what: str, value: Any, fix: str) -> str:
+    """The violation of a value a rule cannot read. Rules fail closed: a value they cannot
+    read might be the very thing they refuse, so it is refused, naming the value."""
+    return f"cannot read {what} {shown(value)}, so it is refused — {fix}"
+
+
 def money(amount: float) -> str:
     return f"${amount:.4f}".rstrip("0").rstrip(".")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,6 +13,7 @@ from policies.rules.model import (
     as_list,
     as_number,
     as_strings,
+    cannot_read,
     is_true,
     prop_at,
 )
@@ -53,6 +55,37 @@ _NOT_INTERNET = {
 # Checkov's NSG checks (CKV_AZURE_9/10) count a bare 0.0.0.0 as the internet too. Refused as
 # ambiguous either way: a rule meant for one host names that host.
 _UNSPECIFIED = {"0.0.0.0": "0.0.0.0/0", "::": "::/0"}
+
+
+# Azure accepts a service tag where an address goes ("VirtualNetwork", "AzureLoadBalancer",
+# "Storage.EastUS": https://learn.microsoft.com/en-us/azure/virtual-network/service-tags-overview);
+# the ones that mean the internet are AZURE_INTERNET_SOURCES. Other clouds take addresses only.
+_SERVICE_TAG = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z0-9]+)*")
+_CIDR_FIX = "write it as a CIDR such as 10.0.0.0/16 (no leading zeros), or remove the rule"
+
+
+def _readable(text: str, *, service_tags: bool) -> bool:
+    """Whether a source is something this rule can judge: an address or CIDR Python's
+    ipaddress reads, an internet alias, or (Azure) a service tag."""
+    if text.lower() in AZURE_INTERNET_SOURCES or text in _UNSPECIFIED or text.startswith("0/"):
+        return True
+    if service_tags and _SERVICE_TAG.fullmatch(text):
+        return True
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _unreadable(sources: list[str], where: str, *, service_tags: bool = False) -> list[str]:
+    """A violation per source the rule cannot read: `000.000.000.000/0` may well be the internet
+    to the cloud, so it fails closed instead of passing unjudged."""
+    return [
+        cannot_read(f"{where} source", source, _CIDR_FIX)
+        for source in sources
+        if not _readable(source.strip(), service_tags=service_tags)
+    ]
 
 
 def _is_internet(source: str) -> bool:
@@ -138,11 +171,13 @@ def internet_ingress_violations(
             )
             for source in _wide_sources(sources):
                 problems.append(f"ingress ({_ports(rule)}) is open to {source} — {fix}")
+            problems += _unreadable(sources, f"ingress ({_ports(rule)})")
     elif resource_type == AWS_SECURITY_GROUP_RULE:
         if props.get("type") == "ingress":
             sources = as_strings(props.get("cidrBlocks")) + as_strings(props.get("ipv6CidrBlocks"))
             for source in _wide_sources(sources):
                 problems.append(f"ingress rule ({_ports(props)}) is open to {source} — {fix}")
+            problems += _unreadable(sources, f"ingress rule ({_ports(props)})")
     elif resource_type == AWS_INGRESS_RULE:
         rule = {
             "protocol": props.get("ipProtocol"),
@@ -152,6 +187,7 @@ def internet_ingress_violations(
         sources = as_strings(props.get("cidrIpv4")) + as_strings(props.get("cidrIpv6"))
         for source in _wide_sources(sources):
             problems.append(f"ingress rule ({_ports(rule)}) is open to {source} — {fix}")
+        problems += _unreadable(sources, f"ingress rule ({_ports(rule)})")
     elif resource_type in AWS_NETWORK_ACLS or resource_type == AWS_NETWORK_ACL_RULE:
         problems.extend(_network_acl_violations(resource_type, props))
     elif resource_type == GCP_FIREWALL:
@@ -176,10 +212,14 @@ def internet_ingress_violations(
                     )
                 for source in _wide_sources(sources):
                     problems.append(f"allow rule is open to {source} — {fix}")
+                problems += _unreadable(sources, "allow rule")
     elif resource_type in GCP_FIREWALL_POLICY_RULES:
-        if str(props.get("direction", "")).upper() == "INGRESS" and props.get("action") == "allow":
-            for source in _wide_sources(as_strings(prop_at(props, "match", "srcIpRanges"))):
+        ingress = str(props.get("direction", "")).upper() == "INGRESS"
+        if ingress and str(props.get("action", "")).lower() == "allow":
+            sources = as_strings(prop_at(props, "match", "srcIpRanges"))
+            for source in _wide_sources(sources):
                 problems.append(f"allow rule is open to {source} — {fix}")
+            problems += _unreadable(sources, "allow rule")
     elif resource_type in (AZURE_NSG, AZURE_SECURITY_RULE):
         rules = as_list(props.get("securityRules")) if resource_type == AZURE_NSG else [props]
         for rule in rules:
@@ -196,6 +236,7 @@ def internet_ingress_violations(
                     problems.append(
                         f"security rule {name!r} allows inbound from {source!r} — {fix}"
                     )
+                problems += _unreadable(sources, f"security rule {name!r}", service_tags=True)
     return problems
 
 
@@ -233,15 +274,24 @@ def _network_acl_violations(resource_type: str, props: Mapping[str, Any]) -> lis
                 f"ports {EPHEMERAL_LOW_PORT}-65535 from the internet (security groups filter the "
                 "rest), or restrict the source"
             )
+        problems += _unreadable(sources, name)
     return problems
 
 
+# ICMP and ICMPv6 carry no ports (the EC2 API's protocol numbers 1 and 58, or their names).
+_PORTLESS_PROTOCOLS = ("icmp", "1", "icmpv6", "58")
+
+
 def _reaches_server_ports(rule: Mapping[str, Any]) -> bool:
-    """All protocols, or TCP/UDP ports below the ephemeral range (ICMP etc. are not ports)."""
+    """All protocols, TCP/UDP ports below the ephemeral range, or a protocol the rule cannot
+    tell is port-free: only ICMP and ICMPv6 are let through (a protocol it cannot read fails
+    closed, as SCTP's ports would)."""
+    if rule.get("protocol") is UNKNOWN:
+        return False  # judged again during `up`, with the final value
     protocol = str(rule.get("protocol", "-1")).lower().removesuffix(".0")
-    if protocol in _ALL_PROTOCOLS:
-        return True
-    if protocol not in _PORT_PROTOCOLS:
+    if protocol in _PORTLESS_PROTOCOLS:
         return False
+    if protocol in _ALL_PROTOCOLS or protocol not in _PORT_PROTOCOLS:
+        return True
     low = as_number(rule.get("fromPort"))
     return low is None or low < EPHEMERAL_LOW_PORT

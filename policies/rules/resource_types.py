@@ -142,7 +142,22 @@ AZURE_PRIVILEGED_ROLES: Mapping[str, str] = {
     "b24988ac-6180-42a0-ab88-20f7382dd24c": "Contributor",
     "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9": "User Access Administrator",
 }
+# Every S3 canned ACL ("Canned ACL", https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+# acl-overview.html#canned-acl): one outside this list is a value the rule cannot read.
+AWS_CANNED_ACLS = (
+    "private",
+    "public-read",
+    "public-read-write",
+    "aws-exec-read",
+    "authenticated-read",
+    "bucket-owner-read",
+    "bucket-owner-full-control",
+    "log-delivery-write",
+)
 AWS_PUBLIC_CANNED_ACLS = ("public-read", "public-read-write", "authenticated-read")
+# IAM's Effect: "Valid values for Effect are Allow and Deny. The Effect value is case sensitive."
+# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_effect.html)
+IAM_EFFECTS = ("Allow", "Deny")
 AWS_PUBLIC_GRANTEE_URIS = (
     "http://acs.amazonaws.com/groups/global/AllUsers",
     "http://acs.amazonaws.com/groups/global/AuthenticatedUsers",

@@ -13,22 +13,43 @@ from policies.rules.model import (
     UNKNOWN,
     Settings,
     as_number,
+    cannot_read,
     is_true,
+    present,
     prop_at,
 )
 
 # --- spot-requires-checkpointing -----------------------------------------------------------------
 
 
+def unreadable_market(resource_type: str, props: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """(field, value) of a market setting given but not a number: `spot_market` reads it as
+    spot (fails closed), and the spot rule names it."""
+    where: tuple[str, ...]
+    if resource_type == rt.AWS_FLEET:
+        where, name = ("targetCapacitySpecification", "spotTargetCapacity"), "spotTargetCapacity"
+    elif resource_type == rt.AWS_AUTOSCALING_GROUP:
+        name = "onDemandPercentageAboveBaseCapacity"
+        where = ("mixedInstancesPolicy", "instancesDistribution", name)
+    else:
+        return None
+    value = prop_at(props, *where)
+    if present(value) and as_number(value) is None:
+        return name, value
+    return None
+
+
 def spot_market(resource_type: str, props: Mapping[str, Any]) -> bool:
-    """True when this resource requests spot (or preemptible) capacity."""
+    """True when this resource requests spot (or preemptible) capacity; a market setting it
+    cannot read counts as spot (the stricter rules apply)."""
     if resource_type in (rt.AWS_SPOT_INSTANCE_REQUEST, rt.AWS_SPOT_FLEET_REQUEST):
+        return True
+    if unreadable_market(resource_type, props) is not None:
         return True
     if resource_type == rt.AWS_FLEET:
         spec = props.get("targetCapacitySpecification")
-        return bool(prop_at(spec, "defaultTargetCapacityType") == "spot") or (
-            (as_number(prop_at(spec, "spotTargetCapacity")) or 0) > 0
-        )
+        default = str(prop_at(spec, "defaultTargetCapacityType") or "").lower()
+        return default == "spot" or ((as_number(prop_at(spec, "spotTargetCapacity")) or 0) > 0)
     if resource_type in (rt.AWS_LAUNCH_TEMPLATE, rt.AWS_INSTANCE):
         return bool(prop_at(props, "instanceMarketOptions", "marketType") == "spot")
     if resource_type == rt.AWS_AUTOSCALING_GROUP:
@@ -67,6 +88,15 @@ def spot_checkpointing_violations(
             return []
         if isinstance(labels, Mapping) and is_true(labels.get(marker)):
             return []
+    unread = unreadable_market(resource_type, props)
+    if unread is not None:
+        return [
+            cannot_read(
+                unread[0],
+                unread[1],
+                f"write a number, or declare checkpointing (label {marker}=true) as spot needs",
+            )
+        ]
     return [
         f"requests spot capacity but does not declare checkpointing (label {marker}=true) — set "
         "spotroute:checkpointing: true (job.yaml checkpoint:) or use market on-demand"

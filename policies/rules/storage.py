@@ -13,9 +13,11 @@ from policies.rules.model import (
     StackResource,
     as_list,
     as_strings,
+    cannot_read,
     is_false,
     is_true,
     policy_document,
+    present,
     prop_at,
     statement_label,
     statements,
@@ -24,6 +26,7 @@ from policies.rules.resource_types import (
     AWS_BUCKET_ACLS,
     AWS_BUCKET_POLICY,
     AWS_BUCKETS,
+    AWS_CANNED_ACLS,
     AWS_ENCRYPTION,
     AWS_PUBLIC_ACCESS_BLOCK,
     AWS_PUBLIC_CANNED_ACLS,
@@ -38,6 +41,7 @@ from policies.rules.resource_types import (
     GCP_BUCKET_IAM,
     GCP_PUBLIC_MEMBERS,
     GCP_PUBLIC_PREDEFINED_ACLS,
+    IAM_EFFECTS,
     TLS_VERSIONS,
 )
 
@@ -59,7 +63,11 @@ def _public_bucket_policy(value: Any) -> list[str]:
         return ["bucket policy is not a JSON policy document — pass valid JSON (json.dumps)"]
     problems = []
     for index, statement in enumerate(statements(document)):
-        if statement.get("Effect") != "Allow" or not _anyone(statement.get("Principal")):
+        effect = statement.get("Effect")
+        if effect not in IAM_EFFECTS:
+            problems.append(_unreadable_effect(statement, index))
+            continue
+        if effect != "Allow" or not _anyone(statement.get("Principal")):
             continue
         if not statement.get("Condition"):
             problems.append(
@@ -69,10 +77,20 @@ def _public_bucket_policy(value: Any) -> list[str]:
     return problems
 
 
+def _unreadable_effect(statement: Mapping[str, Any], index: int) -> str:
+    return cannot_read(
+        f"{statement_label(statement, index)} Effect",
+        statement.get("Effect"),
+        "write Effect: Allow or Deny (IAM reads them case-sensitively)",
+    )
+
+
 def _public_aws_acl(acl: Any, grants: Any) -> list[str]:
     problems = []
     if isinstance(acl, str) and acl in AWS_PUBLIC_CANNED_ACLS:
         problems.append(f"ACL {acl!r} makes objects readable by others — use acl 'private' or none")
+    elif present(acl) and acl not in AWS_CANNED_ACLS:
+        problems.append(cannot_read("ACL", acl, "use acl 'private' or none"))
     for grant in as_list(grants):
         uri = prop_at(grant, "uri") or prop_at(grant, "grantee", "uri")
         if isinstance(uri, str) and uri in AWS_PUBLIC_GRANTEE_URIS:
@@ -193,8 +211,11 @@ def storage_protection_violations(
         return []
     if resource_type in AWS_BUCKETS:
         problems = []
-        if is_false(prop_at(props, "versioning", "enabled")):
+        versioning = prop_at(props, "versioning", "enabled")
+        if is_false(versioning):
             problems.append("bucket disables versioning — remove versioning.enabled: false")
+        elif present(versioning) and not is_true(versioning):
+            problems.append(cannot_read("versioning.enabled", versioning, "write true"))
         inline_sse = props.get("serverSideEncryptionConfiguration")
         if isinstance(inline_sse, Mapping) and not _has_encryption_rule(
             [prop_at(inline_sse, "rule"), *as_list(prop_at(inline_sse, "rules"))]
@@ -212,8 +233,11 @@ def storage_protection_violations(
     if resource_type == AZURE_STORAGE_ACCOUNT:
         # Azure Storage encrypts at rest with Microsoft-managed keys and cannot turn it off.
         problems = []
-        if is_false(props.get("enableHttpsTrafficOnly")):
+        https_only = props.get("enableHttpsTrafficOnly")
+        if is_false(https_only):
             problems.append("enableHttpsTrafficOnly is false — set enableHttpsTrafficOnly: true")
+        elif present(https_only) and not is_true(https_only):
+            problems.append(cannot_read("enableHttpsTrafficOnly", https_only, "write true"))
 
         tls = props.get("minimumTlsVersion")
         minimum = str(settings.get("min_tls_version", "TLS1_2"))

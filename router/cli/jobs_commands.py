@@ -395,7 +395,7 @@ def migrate(ctx: click.Context, job: str, to: str | None, yes: bool, as_json: bo
             job,
             project=project,
             to=_target(to),
-            holder=holder_id(secrets.token_hex(4)),
+            holder=holder_id(f"migrate-{secrets.token_hex(4)}"),
             confirm=confirm,
             on_step=on_step,
             stop_requested=lambda: bool(stopping),

@@ -23,6 +23,18 @@ def split_csv(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
+def region_globs(values: tuple[str, ...], flag: str = "--regions") -> tuple[str, ...]:
+    """`--regions 'us-*,eu*'` → ("us-*", "eu*"); a malformed glob is bad input naming the flag."""
+    from router.core.errors import BadInput
+    from router.core.globs import glob_problem
+
+    globs = split_csv(values)
+    for pattern in globs:
+        if (why := glob_problem(pattern)) is not None:
+            raise BadInput(f"{flag}: {why}")
+    return globs
+
+
 def ctx_project(ctx: click.Context, required: bool = False) -> Any:
     from router.config.project import find_project, require_project
 

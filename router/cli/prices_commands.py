@@ -64,7 +64,7 @@ def prices(
         gpu_count=count,
         market=market,
         clouds=split_csv(clouds),
-        regions=split_csv(regions),
+        regions=options.region_globs(regions),
         project=ctx_project(ctx),
         now=options.now(),
     )
@@ -120,8 +120,9 @@ def prices_refresh(
     from router.flows import prices as pricing
 
     now = options.now()
+    globs = options.region_globs(regions)
     outcomes = pricing.refresh_prices(
-        clouds=split_csv(clouds), regions=split_csv(regions), gpu=gpu, timeout_s=timeout_s, now=now
+        clouds=split_csv(clouds), regions=globs, gpu=gpu, timeout_s=timeout_s, now=now
     )
     quota_outcomes = {}
     if with_quotas:
@@ -130,9 +131,7 @@ def prices_refresh(
         asked = tuple(o.cloud for o in outcomes)
         quota_outcomes = {
             q.cloud: q
-            for q in refresh_quotas(
-                clouds=asked, regions=split_csv(regions), timeout_s=timeout_s, now=now
-            )
+            for q in refresh_quotas(clouds=asked, regions=globs, timeout_s=timeout_s, now=now)
         }
     if as_json:
         rows = []
@@ -173,7 +172,8 @@ def quotas(
     from router.cli import render, render_quotas
     from router.flows.quotas import quota_table
 
-    table = quota_table(clouds=split_csv(clouds), regions=split_csv(regions), now=options.now())
+    globs = options.region_globs(regions)
+    table = quota_table(clouds=split_csv(clouds), regions=globs, now=options.now())
     if as_json:
         render.print_json(render_quotas.quotas_json(table))
     else:
@@ -201,8 +201,9 @@ def quotas_refresh(
     from router.cli import render, render_quotas
     from router.flows.quotas import refresh_quotas
 
+    globs = options.region_globs(regions)
     outcomes = refresh_quotas(
-        clouds=split_csv(clouds), regions=split_csv(regions), timeout_s=timeout_s, now=options.now()
+        clouds=split_csv(clouds), regions=globs, timeout_s=timeout_s, now=options.now()
     )
     if as_json:
         render.print_json([render_quotas.refresh_json(o) for o in outcomes])

@@ -63,6 +63,16 @@ def warning(line: str) -> None:
     _console(stderr=True).print(f"[yellow]warning[/]: {safe(line, limit=TEXT_CHARS)}")
 
 
+def reason_text(action: object, reason: object) -> str:
+    """A decision's reason for a line that shows its action already: decide() starts most
+    reasons with the action ("stay: …", "stay on …"), which would then read twice."""
+    text = str(reason or "")
+    for lead in (f"{action}: ", f"{action} "):
+        if action and text.startswith(lead):
+            return text[len(lead) :]
+    return text
+
+
 def money(usd: float) -> str:
     return f"${usd:,.2f}"
 
@@ -533,4 +543,3 @@ def plan_table(report: PlanReport, *, explain: bool, top: int | None = None) -> 
                 safe(r.reason, limit=TEXT_CHARS),
             )
         console.print(table)
-

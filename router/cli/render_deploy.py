@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from router.cli.render import TEXT_CHARS, _console, age, money, safe
+from router.cli.render import TEXT_CHARS, _console, age, money, reason_text, safe
 
 if TYPE_CHECKING:
     from router.config.project import Project
@@ -197,9 +197,8 @@ def watch_report(report: Any) -> None:
         report.action, "green"
     )
     tail = f" [{report.outcome}]" if report.outcome else ""
-    console.print(
-        f"{report.job}: [{color}]{report.action}[/]{tail} — {report.reason}", highlight=False
-    )
+    reason = reason_text(report.action, report.reason)
+    console.print(f"{report.job}: [{color}]{report.action}[/]{tail} — {reason}", highlight=False)
 
 
 # --- plan --write -------------------------------------------------------------------------------

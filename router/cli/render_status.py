@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from router.cli.render import TEXT_CHARS, _console, age, money, safe
+from router.cli.render import TEXT_CHARS, _console, age, money, reason_text, safe
 
 
 def _decision_cell(d: dict[str, Any] | None) -> str:
     if not d:
         return "-"
-    reason = str(d.get("reason") or "")
+    reason = reason_text(d.get("action"), d.get("reason"))
     return f"{d.get('action')}: {reason[:70]}{'…' if len(reason) > 70 else ''}"
 
 
@@ -84,8 +84,9 @@ def history(data: dict[str, Any]) -> None:
             table.add_column(name)
         for d in decisions:
             at = str(d.get("at", ""))[:19].replace("T", " ")
+            action = d.get("action", "")
             table.add_row(
-                at, str(d.get("by", "")), str(d.get("action", "")), str(d.get("reason", ""))
+                at, str(d.get("by", "")), str(action), reason_text(action, d.get("reason"))
             )
         console.print(table)
     for j in data.get("journals") or []:

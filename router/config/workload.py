@@ -6,6 +6,8 @@ Errors are one line: `<file>: <field.path>: <problem> — <fix>`.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,12 +22,40 @@ from router.core.backtest_model import Workload, WorkloadJob
 from router.core.catalog import Catalog
 from router.core.durations import parse_duration_s
 from router.core.errors import BadInput
+from router.core.globs import glob_problem
 from router.core.gpus import UnknownGpu
 from router.core.job.model import SPOT_WAIT_DEFAULT_S
 from router.core.offers import INTERRUPTION_BUCKETS
 from router.core.synthetic import CloudOffer, JobMix, MarketModel, Shape, synthetic_workload
 
 PRICE_GAP_S = 7 * 86400.0  # default `price_gap`: a week without a row and a pool is gone
+# The sane range of each workload number, by field name (docs/backtest.md): (low, high, whether
+# low itself is allowed). Beyond them a replay never ends or fills the memory (median_hours
+# 1e-320 adds no GPU-hours per generated job; days 1e308 steps for ever).
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "days": (0.0, 366.0, False),
+    "on_demand": (0.001, 10_000.0, True),  # USD per hour, as job.yaml's prices
+    "spot_fraction": (0.001, 10.0, True),
+    "zone_spread": (0.0, 1.0, True),
+    "diurnal_amplitude": (0.0, 1.0, True),
+    "noise": (0.0, 1.0, True),
+    "provider_spread": (0.0, 10.0, True),
+    "region_spread": (0.0, 10.0, True),
+    "weight": (0.0, 1e6, False),
+    "median_hours": (0.25, 8_760.0, True),  # jobs are drawn in quarter hours
+    "max_hours": (0.25, 8_760.0, True),
+    "checkpoint_gb": (0.0, 1e9, True),
+    "data_gb": (0.0, 1e9, True),
+    "size_gb": (0.0, 1e9, True),
+    "gpu_hours_per_day": (0.0, 100_000.0, False),
+    "deadline_share": (0.0, 1.0, True),
+    "deadline_slack": (0.0, 100.0, True),
+    "min_savings_pct": (0.0, 100.0, True),
+    "arrivals_until_day": (0.0, 366.0, True),
+}
+MAX_STEPS = 1_000_000  # days ÷ step
+MAX_GENERATED_JOBS = 100_000
+MAX_NODES = 64  # as job.yaml's node_count and GPUs per instance
 
 
 @dataclass(frozen=True)
@@ -71,6 +101,9 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
     start = _time(w, "start", data.get("start"))
     days = _number(w, "days", data.get("days", 30), positive=True)
     step_s = _duration(w, "step", data.get("step", "1h"))
+    if days * 86400 / step_s > MAX_STEPS:
+        raise w.fail("step", f"{days:g} days in steps of {step_s:g} s is more than "
+                     f"{MAX_STEPS:,} steps — use a longer step or fewer days")  # fmt: skip
     home = str(data.get("home_cloud", "aws"))
     handover_s = _duration(w, "handover", data.get("handover", "5m"), allow_zero=True)
     block_s = _duration(w, "zone_block", data.get("zone_block", "1h"), allow_zero=True)
@@ -132,8 +165,10 @@ def _traces(w: _Where, data: object) -> tuple[tuple[Path, ...], tuple[str, ...]]
 
     prices = tuple(here / f for f in files("prices"))
     availability = []
-    for spec in files("availability"):
+    for i, spec in enumerate(files("availability")):
         selector, eq, file = spec.rpartition("=")
+        if (why := glob_problem(selector)) is not None:  # a typo, not a selector of nothing
+            raise w.fail(f"traces.availability[{i}]", f"the selector's {why}")
         availability.append(f"{selector}{eq}{here / file}")
     return prices, tuple(availability)
 
@@ -180,7 +215,20 @@ def _number(w: _Where, where: str, value: object, *, positive: bool = False) -> 
         raise w.fail(where, f"{value!r} is not a number")
     if value < 0 or (positive and value == 0):
         raise w.fail(where, f"{value!r} must be {'above' if positive else 'at least'} 0")
-    return float(value)
+    low, high, low_ok = RANGES.get(re.sub(r"\[\d+\]$", "", where).rsplit(".", 1)[-1],
+                                   (0.0, 1e12, True))  # fmt: skip
+    number = float(value) if abs(value) < 1e300 else math.inf
+    if not math.isfinite(number) or number > high or number < low or (number == low and not low_ok):
+        bound = f"from {low:g}" if low_ok else f"above {low:g}"
+        raise w.fail(where, f"{value!r} is out of range — give a number {bound} to {high:g}")
+    return number
+
+
+def _whole(w: _Where, where: str, value: object, low: int, high: int) -> int:
+    """A whole number in [low, high] (zones, nodes, a seed)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise w.fail(where, f"{value!r} is not a whole number from {low} to {high:,}")
+    return value
 
 
 def _duration(w: _Where, where: str, value: object, *, allow_zero: bool = False) -> float:
@@ -190,6 +238,8 @@ def _duration(w: _Where, where: str, value: object, *, allow_zero: bool = False)
         raise w.fail(where, str(err)) from None
     if seconds < 0 or (seconds == 0 and not allow_zero):
         raise w.fail(where, "must be a positive duration, e.g. 30m or 2h")
+    if 0 < seconds < 1:  # a denormal step or outage period would make a replay endless
+        raise w.fail(where, "is less than a second — give e.g. 30m or 2h (or 0 where allowed)")
     return seconds
 
 
@@ -213,7 +263,7 @@ def _gpus(w: _Where, where: str, value: object) -> tuple[str, int]:
         raise w.fail(where, str(err)) from None
     if count and not count.strip().isdigit():
         raise w.fail(where, f"count {count!r} is not a whole number")
-    return name, int(count) if count else 1
+    return name, _whole(w, where, int(count) if count else 1, 1, MAX_NODES)
 
 
 def _pair(
@@ -277,7 +327,7 @@ def _market(w: _Where, data: object, catalog: Catalog) -> tuple[MarketModel, int
                     _number(w, f"{oat}.on_demand", o.get("on_demand"), positive=True),
                     fraction,
                     tuple(str(r) for r in regions),
-                    int(o.get("zones", 3)),
+                    _whole(w, f"{oat}.zones", o.get("zones", 3), 1, 26),
                     buckets,
                     hw.vcpus,
                     hw.memory_gb,
@@ -305,7 +355,7 @@ def _market(w: _Where, data: object, catalog: Catalog) -> tuple[MarketModel, int
         region_outage_h=_duration(w, "market.region_outage", data.get("region_outage", "4h"))
         / 3600,
     )
-    return model, int(data.get("seed", 0))
+    return model, _whole(w, "market.seed", data.get("seed", 0), 0, 2**63 - 1)
 
 
 def _generate(
@@ -331,7 +381,10 @@ def _generate(
                 gpu,
                 count,
                 weight=_number(w, f"{at}.weight", m.get("weight", 1.0), positive=True),
-                node_counts=tuple(int(n) for n in (nodes if isinstance(nodes, list) else [nodes])),
+                node_counts=tuple(
+                    _whole(w, f"{at}.nodes", n, 1, MAX_NODES)
+                    for n in (nodes if isinstance(nodes, list) else [nodes])
+                ),
                 median_hours=_number(
                     w, f"{at}.median_hours", m.get("median_hours", 6), positive=True
                 ),
@@ -343,15 +396,23 @@ def _generate(
     if not mix:
         raise w.fail("jobs.generate.mix", "empty — list the kinds of jobs (gpus, weight, …)")
     g = "jobs.generate"
+    per_day = _number(w, f"{g}.gpu_hours_per_day", data.get("gpu_hours_per_day"), positive=True)
+    # Jobs are drawn until their GPU-hours reach per_day × days, each at least its shape's
+    # smallest draw: more than MAX_GENERATED_JOBS of them would take the replay's memory.
+    smallest = min(m.gpu_count * min(m.node_counts) * min(m.max_hours, max(1.0, m.median_hours))
+                   for m in mix)  # fmt: skip
+    if (jobs := per_day * days / smallest) > MAX_GENERATED_JOBS:
+        raise w.fail(f"{g}.gpu_hours_per_day", f"{per_day:g} GPU-hours a day for {days:g} days "
+                     f"makes about {jobs:,.0f} jobs — at most {MAX_GENERATED_JOBS:,}: fewer "
+                     "GPU-hours, fewer days or longer jobs")  # fmt: skip
+    until = data.get("arrivals_until_day")
     return synthetic_workload(
         name=name,
         start=start,
         days=days,
-        gpu_hours_per_day=_number(
-            w, f"{g}.gpu_hours_per_day", data.get("gpu_hours_per_day"), positive=True
-        ),
+        gpu_hours_per_day=per_day,
         mix=tuple(mix),
-        seed=int(data.get("seed", 0)),
+        seed=_whole(w, f"{g}.seed", data.get("seed", 0), 0, 2**63 - 1),
         home_cloud=home,
         data_region=str(data.get("data_region", "us-east-1")),
         deadline_share=_number(w, f"{g}.deadline_share", data.get("deadline_share", 0.3)),
@@ -365,7 +426,7 @@ def _generate(
         min_savings_pct=_number(w, f"{g}.min_savings_pct", data.get("min_savings_pct", 20)),
         cooldown_s=_duration(w, f"{g}.cooldown", data.get("cooldown", "1h"), allow_zero=True),
         spot_wait_s=_spot_wait(w, f"{g}.spot_wait", data.get("spot_wait")),
-        arrivals_until_day=data.get("arrivals_until_day"),
+        arrivals_until_day=None if until is None else _number(w, f"{g}.arrivals_until_day", until),
     )
 
 
@@ -411,7 +472,7 @@ def _job(w: _Where, at: str, data: object, start: datetime) -> WorkloadJob:
         duration_h=_duration(w, f"{at}.duration", data.get("duration")) / 3600,
         gpu=gpu,
         gpu_count=count,
-        node_count=int(data.get("nodes", 1)),
+        node_count=_whole(w, f"{at}.nodes", data.get("nodes", 1), 1, MAX_NODES),
         checkpoint_interval_s=_duration(
             w, f"{at}.checkpoint.interval", ckpt.get("interval", "30m")
         ),

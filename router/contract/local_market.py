@@ -34,6 +34,9 @@ from typing import Any
 ENV_VAR = "SPOTROUTE_LOCAL_MARKET"
 MARKETS = ("spot", "on-demand")
 COLUMNS = ("at", "region", "market", "price_per_hour", "capacity")
+# The most a row may charge, USD per hour: the top of job.yaml's max_price_per_hour range
+# (router.core.job.model).
+MAX_PRICE_PER_HOUR = 10_000.0
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _REGION = re.compile(r"local(-[a-z0-9]+)*")
@@ -238,9 +241,10 @@ def _row(cell: dict[str, str], where: str) -> MarketRow:
         price = float(cell["price_per_hour"])
     except ValueError:
         price = math.nan
-    if not math.isfinite(price) or price < 0:
+    if not math.isfinite(price) or not 0 <= price <= MAX_PRICE_PER_HOUR:
         raise MarketError(
-            f"{where}: price_per_hour: {cell['price_per_hour']!r} — use USD per hour, ≥ 0"
+            f"{where}: price_per_hour: {cell['price_per_hour']!r} — use USD per hour, from 0 to "
+            f"{MAX_PRICE_PER_HOUR:,.0f}"
         )
     text = cell["capacity"]
     if not text.isdigit():

@@ -203,14 +203,16 @@ def maybe_move(
         else (f"the {horizon:.2f} h of work it keeps before it is lost (of {work_left:.2f} h)")
     )
     compared = (
-        f"{place_text(target)} saves ${saving:,.2f} (${mine_h:,.2f} here − ${rem:,.2f} there − "
+        f"{place_text(target)} {saving_text(saving)} (${mine_h:,.2f} here − ${rem:,.2f} there − "
         f"${move:,.2f} to move) over {over}"
     )
     if saving < threshold or saving <= 0:
+        # A move that would lose money is not "under" the threshold: it is no saving at all.
+        under = f", under {rules.min_savings_pct:g} % (${threshold:,.2f})" if saving > 0 else ""
         return Decision(
             STAY,
             target,
-            f"stay: {compared}, under {rules.min_savings_pct:g} % (${threshold:,.2f})",
+            f"stay: {compared}{under}",
             numbers,
             considered=considered,
         )
@@ -226,6 +228,14 @@ def maybe_move(
         )
     action = SWITCH_MARKET if target.market != here.market else MOVE
     return Decision(action, target, f"{action}: {compared}", numbers, considered=considered)
+
+
+def saving_text(saving_usd: float) -> str:
+    """ "saves $2.50", or "would cost $1.30 more" when the move would lose money (a negative
+    saving printed as "saves $-1.30" reads as a saving)."""
+    if saving_usd <= -0.005:  # at least a cent, as printed
+        return f"would cost ${-saving_usd:,.2f} more"
+    return f"saves ${max(saving_usd, 0.0):,.2f}"
 
 
 def hours_text(seconds: float) -> str:

@@ -15,11 +15,18 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from router.contract.clouds import CLOUDS, Cloud, PublicCloud
-from router.core.durations import parse_duration_s
+from router.core.durations import MAX_DURATION_S, parse_duration_s
 from router.core.errors import BadInput
+from router.core.globs import check_globs
+from router.core.job.model import MAX_PRICE_PER_HOUR, MIN_PRICE_PER_HOUR
 
 ORG_CONFIG_FILE = "spotroute.yaml"
 DEFAULT_MAX_QUOTE_AGE_S = 86_400.0  # a day: spot prices move slowly, interruption data daily
+# The sane ranges of spotroute.yaml's numbers (docs/org-config.md); prices as job.yaml's.
+MAX_RESERVED_INSTANCES = 100_000
+MIN_JOB_COST, MAX_JOB_COST = 0.01, 1e9  # USD
+MAX_GPUS_PER_REGION = 1_000_000
+MIN_TIME_SCALE, MAX_TIME_SCALE = 0.001, 3_600.0  # simulated seconds per real second
 SECRET_KEY_GLOBS = ("*secret*", "*password*", "*passwd*", "*key*", "*token*")
 KNOWN_CREDENTIAL_HINTS = (
     "aws_profile",
@@ -49,6 +56,12 @@ class RegionRules(_Section):
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
 
+    @field_validator("allow", "deny")
+    @classmethod
+    def _well_formed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        check_globs(value)  # '[' never closed is a typo, not a pattern that matches nothing
+        return value
+
 
 class Reservation(_Section):
     """Capacity the organisation already pays for; its marginal cost is 0 unless stated."""
@@ -57,9 +70,11 @@ class Reservation(_Section):
     region: str = Field(min_length=1)
     zone: str | None = None
     instance_type: str = Field(min_length=1)
-    count: int = Field(ge=1)
-    price_per_hour: float = Field(ge=0)  # effective USD per instance-hour, already paid
-    marginal_price_per_hour: float | None = Field(default=None, ge=0)  # USD per instance-hour
+    count: int = Field(ge=1, le=MAX_RESERVED_INSTANCES)
+    # effective USD per instance-hour, already paid
+    price_per_hour: float = Field(ge=0, le=MAX_PRICE_PER_HOUR)
+    # USD per instance-hour
+    marginal_price_per_hour: float | None = Field(default=None, ge=0, le=MAX_PRICE_PER_HOUR)
 
     @property
     def marginal_cost_per_hour(self) -> float:
@@ -73,7 +88,14 @@ class Discount(_Section):
     cloud: PublicCloud
     family: str = Field(default="*", min_length=1)  # instance-type glob: "p4*", "a2-*"
     market: Literal["spot", "on-demand", "reserved"] | None = None  # None = every market
-    percent: float
+    # 0-100, checked below with its own message (the schema says so too)
+    percent: float = Field(json_schema_extra={"minimum": 0, "maximum": 100})
+
+    @field_validator("family")
+    @classmethod
+    def _family_glob(cls, value: str) -> str:
+        check_globs([value])
+        return value
 
     @field_validator("percent")
     @classmethod
@@ -102,8 +124,10 @@ class Discount(_Section):
 class Budgets(_Section):
     """Ceilings every plan respects: USD per instance-hour and USD per job."""
 
-    max_price_per_hour: float | None = Field(default=None, gt=0)
-    max_job_cost: float | None = Field(default=None, gt=0)
+    max_price_per_hour: float | None = Field(
+        default=None, ge=MIN_PRICE_PER_HOUR, le=MAX_PRICE_PER_HOUR
+    )
+    max_job_cost: float | None = Field(default=None, ge=MIN_JOB_COST, le=MAX_JOB_COST)
 
 
 def _seconds(value: Any) -> Any:
@@ -130,16 +154,24 @@ class LocalMarketSettings(_Section):
     # (router/data/node_startup.csv); None = a plain process that starts at once.
     profile: PublicCloud | None = None
     # Simulated seconds per real second, for the trace, the nodes and the router's waits.
-    time_scale: float = Field(default=1.0, gt=0, le=3600)
-    quota: dict[str, int] = Field(default_factory=dict)  # region → GPUs that may run at once
-    boot: dict[str, float] = Field(default_factory=dict)  # region → boot time (a slow region)
+    time_scale: float = Field(default=1.0, ge=MIN_TIME_SCALE, le=MAX_TIME_SCALE)
+    # region → GPUs that may run at once
+    quota: dict[str, int] = Field(default_factory=dict, json_schema_extra={
+        "additionalProperties": {"type": "integer", "minimum": 0, "maximum": MAX_GPUS_PER_REGION}
+    })  # fmt: skip
+    # region → boot time (a slow region), seconds
+    boot: dict[str, float] = Field(default_factory=dict, json_schema_extra={
+        "additionalProperties": {"type": "number", "minimum": 0, "maximum": MAX_DURATION_S}
+    })  # fmt: skip
 
     @field_validator("quota")
     @classmethod
     def _quota(cls, value: dict[str, int]) -> dict[str, int]:
         for region, gpus in value.items():
-            if gpus < 0:
-                raise ValueError(f"{region}: {gpus} — use a number of GPUs ≥ 0")
+            if not 0 <= gpus <= MAX_GPUS_PER_REGION:
+                raise ValueError(
+                    f"{region}: {gpus} — use a number of GPUs from 0 to {MAX_GPUS_PER_REGION:,}"
+                )
         return value
 
     @field_validator("boot", mode="before")
@@ -153,8 +185,8 @@ class LocalMarketSettings(_Section):
     @classmethod
     def _boot_finite(cls, value: dict[str, float]) -> dict[str, float]:
         for region, seconds in value.items():
-            if not math.isfinite(seconds) or seconds < 0:
-                raise ValueError(f"{region}: use a duration ≥ 0, e.g. 2m")
+            if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DURATION_S:
+                raise ValueError(f"{region}: use a duration from 0 to ten years, e.g. 2m")
         return value
 
 
@@ -163,8 +195,10 @@ class StartupSettings(_Section):
 
     # Each phase may take this many times the cloud's expected figure (node_startup.csv).
     budget_factor: float = Field(default=2.0, ge=1, le=100)
-    nodes_timeout: float | None = Field(default=None, gt=0)  # fixed: `up` → nodes running
-    restore_timeout: float | None = Field(default=None, gt=0)  # fixed: nodes running → resumed
+    # fixed: `up` → nodes running
+    nodes_timeout: float | None = Field(default=None, ge=1, le=MAX_DURATION_S)
+    # fixed: nodes running → resumed
+    restore_timeout: float | None = Field(default=None, ge=1, le=MAX_DURATION_S)
 
     @field_validator("nodes_timeout", "restore_timeout", mode="before")
     @classmethod
@@ -184,7 +218,7 @@ class OrgConfig(_Section):
     # Pulumi secrets provider for new stacks: awskms://, gcpkms://, azurekeyvault://,
     # hashivault:// (teammates then share cloud permissions, not a passphrase); None = passphrase.
     secrets_provider: str | None = None
-    max_quote_age_s: float = Field(default=DEFAULT_MAX_QUOTE_AGE_S, gt=0)
+    max_quote_age_s: float = Field(default=DEFAULT_MAX_QUOTE_AGE_S, ge=1, le=MAX_DURATION_S)
     # Plans refuse quotes older than max_quote_age_s (as `--require-fresh` does).
     require_fresh: bool = False
     # Deploys to a cloud on stale prices without `--allow-stale` (default: refused).

@@ -29,44 +29,68 @@ from pathlib import Path
 from typing import Any
 
 from router.core.journal import Journal
+from router.engine.lock_holders import current_user
 from router.engine.records import RecordStore, decision_history, record_decision
 
 LEASE_TTL_S = 300.0  # a lease not renewed for this long belongs to a stopped router
 CAS_TRIES = 5  # lost compare-and-sets before giving up a lease for this pass
 
 
+# The commands that take a job's lease, named by the nonce of their holder id ("deploy-1a2b").
+LEASE_COMMANDS = ("deploy", "destroy", "migrate", "watch")
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     job: str
-    holder: str  # "<host>:<pid>:<start ticks>:<nonce>"; "" when released
+    holder: str  # "<host>:<pid>:<start ticks>:<command>-<nonce>"; "" when released
     expires_at: datetime
     last_run_at: datetime | None = None  # when a watcher last finished handling the job
+    user: str = ""  # the holder's login name ("" in leases older routers wrote)
+    since: datetime | None = None  # when the holder took it (renewals keep it)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "holder": self.holder,
             "expires_at": self.expires_at.isoformat(),
             "last_run_at": self.last_run_at.isoformat() if self.last_run_at else None,
+            "user": self.user,
+            "since": self.since.isoformat() if self.since else None,
         }
+
+    def describe(self) -> str:
+        """Who holds the lease, as recorded: "`route deploy` (alice@build-7, pid 4242) since
+        2026-12-01 11:07:02 UTC"; "a router on build-7 (pid 4242)" for an older holder."""
+        host, _, rest = self.holder.partition(":")
+        pid, _, rest = rest.partition(":")
+        command = rest.partition(":")[2].partition("-")[0]
+        who = f"{self.user}@{host}" if self.user else host or "?"
+        # The command that holds it (not advice to run one, which test_advice_commands checks).
+        what = "`route " + command + "`" if command in LEASE_COMMANDS else "a router"
+        when = f" since {self.since:%Y-%m-%d %H:%M:%S} UTC" if self.since else ""
+        return f"{what} ({who}, pid {pid or '?'}){when}"
 
     @classmethod
     def from_json(cls, job: str, data: dict[str, Any] | None) -> Lease | None:
         if data is None:
             return None
         try:
-            last = data.get("last_run_at")
+            last, since = data.get("last_run_at"), data.get("since")
             return cls(
                 job,
                 str(data["holder"]),
                 datetime.fromisoformat(str(data["expires_at"])),
                 datetime.fromisoformat(str(last)) if last else None,
+                str(data.get("user") or "")[:64],
+                datetime.fromisoformat(str(since)).astimezone(UTC) if since else None,
             )
         except (KeyError, TypeError, ValueError):
             return None
 
 
 def holder_id(nonce: str) -> str:
-    """This process as a lease holder: host, pid and start time (PID reuse), plus a nonce."""
+    """This process as a lease holder: host, pid and start time (PID reuse), plus a nonce that
+    starts with the command taking it (`deploy-1a2b`: see LEASE_COMMANDS, Lease.describe)."""
     pid = os.getpid()
     return f"{socket.gethostname()}:{pid}:{_start_ticks(pid) or 0}:{nonce}"
 
@@ -116,8 +140,14 @@ class JobRecords:
                 and not holder_dead(held.holder)
             ):
                 return None
+            since = held.since if held is not None and held.holder == holder else None
             lease = Lease(
-                job, holder, now + timedelta(seconds=ttl_s), held.last_run_at if held else None
+                job,
+                holder,
+                now + timedelta(seconds=ttl_s),
+                held.last_run_at if held else None,
+                current_user(),
+                since or now,  # a renewal keeps when the holder took it
             )
             if self.store.put_if(key, lease.to_json(), version) is not None:
                 return lease

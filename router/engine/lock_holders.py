@@ -10,13 +10,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+def current_user() -> str:
+    """The login name of this process's user: from the environment (LOGNAME, USER, …) or, where
+    none is set (a service, a container, `sudo -i`), the account database; its uid at worst."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no such variable and no passwd entry for this uid
+        return f"uid {os.getuid()}"
+
+
 def holder_name() -> str:
     """`alice@build-7 (pid 4242) since 2026-12-01 11:07:02 UTC`: who takes a lock, and when."""
     since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    return (
-        f"{os.environ.get('USER', 'unknown')}@{socket.gethostname()} (pid {os.getpid()}) "
-        f"since {since}"
-    )
+    return f"{current_user()}@{socket.gethostname()} (pid {os.getpid()}) since {since}"
 
 
 def named_holder(read: Callable[[], object]) -> str:

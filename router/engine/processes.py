@@ -70,6 +70,11 @@ def guarded_python(home: Path, python: str) -> Path:
     return _write_executable(home / "engine-bin" / "python", script)
 
 
+# Tests only: a file whose path this names makes the next engine command start with a Ctrl-C
+# (SIGINT to the process group, as a terminal sends it), once: the wrapper removes the file.
+ENGINE_SIGINT_ENV = "SPOTROUTE_TEST_SIGINT_ENGINE"
+
+
 def pulumi_wrapper(home: Path, pulumi: Path) -> Path:
     """`<home>/engine/bin/pulumi`: the CLI, sent SIGINT (clean cancel) when route dies.
 
@@ -82,6 +87,10 @@ def pulumi_wrapper(home: Path, pulumi: Path) -> Path:
         "#!/bin/sh\n"
         "# Written by spotroute (router.engine.processes): the Pulumi CLI, told to cancel\n"
         "# cleanly (SIGINT) if the route command that started it dies.\n"
+        f'if [ -n "${{{ENGINE_SIGINT_ENV}:-}}" ] && rm -- "${ENGINE_SIGINT_ENV}" 2>/dev/null\n'
+        "then\n"
+        "  kill -INT 0  # tests only (ENGINE_SIGINT_ENV): Ctrl-C as this command starts\n"
+        "fi\n"
         f'exec {runner}{shlex.quote(str(pulumi))} "$@"\n'
     )
     return _write_executable(home / "engine" / "bin" / "pulumi", script).parent.parent

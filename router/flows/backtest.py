@@ -37,6 +37,7 @@ from router.core.backtest_model import BacktestResult, Pool, Trace, trace_from_p
 from router.core.backtest_policies import policy_set
 from router.core.catalog import Catalog
 from router.core.errors import BadInput
+from router.core.globs import glob_problem
 from router.core.synthetic import synthetic_trace
 
 
@@ -339,6 +340,8 @@ def _step_flags(
 
 def _apply_availability(trace: Trace, spec: str) -> Trace:
     selector, _, file = spec.rpartition("=")
+    if (why := glob_problem(selector)) is not None:
+        raise BadInput(f"--availability {spec}: the selector's {why}")
     path = Path(file)
     cbl: Availability = read_availability(path)
     chosen = [

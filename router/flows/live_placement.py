@@ -11,9 +11,11 @@ holds the job's lease, the one `route migrate` and `route watch` hold while they
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from router.config.project import Project
@@ -31,6 +33,8 @@ SITE_KEYS: tuple[str, ...] = ("cloud", "region", "zone", "instance_type", "marke
 # alone would replace the running process. Kept, a restarted process finds the hand-over complete
 # and a checkpoint past that step, so they change nothing then.
 MOVE_ENV: tuple[str, ...] = ("SPOTROUTE_HANDOVER_ID", "SPOTROUTE_RESTORE_STEP")
+# A lease refused while nobody holds it (given back in between) is asked for again, up to 2 s.
+LEASE_TRIES, LEASE_RETRY_S = 20, 0.1
 
 
 @dataclass(frozen=True)
@@ -82,17 +86,26 @@ def exclusive_of_moves(records: RecordStore, job: str, *, doing: str = "deploy")
     naming the holder, while a move or a watcher holds it. `doing`: the user's command (deploy,
     destroy), named in the refusal."""
     jobs = JobRecords(records)
-    with holding_lease(jobs, job, holder_id(f"{doing}-{secrets.token_hex(4)}")) as lease:
-        if lease is None:
-            live_placement(records, job, doing=doing)  # a move's journal open: its line says so
-            held = jobs.current(job)
-            host, _, rest = (held.holder if held else "?").partition(":")
-            pid = rest.partition(":")[0] or "?"
+    holder = holder_id(f"{doing}-{secrets.token_hex(4)}")
+    for _ in range(LEASE_TRIES):
+        with holding_lease(jobs, job, holder) as lease:
+            if lease is not None:
+                yield
+                return
+        live_placement(records, job, doing=doing)  # a move's journal open: its line says so
+        held = jobs.current(job)
+        if held is not None and held.holder and held.expires_at > datetime.now(UTC):
             raise OperationFailed(
-                f"job {job} is being moved or watched by a router on {host} (pid {pid}) — "
-                f"{doing} when it is done (`route status` shows the job's move, if any)"
+                f"job {job} is held by {held.describe()} — {doing} when it is done "
+                "(`route status` shows the job's move, if any)"
             )
-        yield
+        # Refused, yet nobody holds it now: its holder gave it back in between. Ask again, as a
+        # refused lock waits for its holder's name (router.engine.lock_holders).
+        time.sleep(LEASE_RETRY_S)
+    raise OperationFailed(
+        f"job {job}: its lease kept changing hands for {LEASE_TRIES * LEASE_RETRY_S:.0f} s — "
+        f"{doing} again in a moment"
+    )
 
 
 def local_records(project: Project) -> RecordStore | None:

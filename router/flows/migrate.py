@@ -13,15 +13,14 @@ the old placement still exists). Invariants:
     checkpoint directory keeps every file; the checkpoint library prunes, keeping the newest).
 
 SPOTROUTE_KILL_AT=<before|after>:<step> makes the router SIGKILL itself at that point (the
-kill-point matrix of tests/engine/test_migration_kill_matrix.py).
+kill-point matrix of tests/engine/test_migration_kill_matrix.py); a Ctrl-C stops a move at a
+step, its journal open, whatever the step was doing (router.flows.move_stops).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from typing import Any
 
 from router.config import checkpoints as ckpt
 from router.config.project import Project
-from router.core.errors import Interrupted, OperationFailed
+from router.core.errors import OperationFailed
 from router.core.journal import (
     STEPS,
     Journal,
@@ -39,13 +38,21 @@ from router.core.journal import (
     describe_step,
     next_stack_name,
     place_text,
+    same_place,
+    same_zone,
 )
 from router.core.placement import Placement
 from router.engine.automation import Engine
 from router.engine.job_records import LEASE_TTL_S, JobRecords
 from router.flows.handover_bounds import complete_probation, job_gave_up, probation_env
+from router.flows.move_stops import (
+    KILL_ENV,
+    interrupt_point,
+    kill_point,
+    stopped_at_a_step,
+    stopping_at,
+)
 
-KILL_ENV = "SPOTROUTE_KILL_AT"
 CHECKPOINT_TIMEOUT_S = 120.0  # the job must answer a save request within this
 POLL_S = 0.1
 RESTORE_STEP_ENV = "SPOTROUTE_RESTORE_STEP"  # the library's restore waits for this step
@@ -58,14 +65,6 @@ class StepFailed(OperationFailed):
 
 class LeaseLost(OperationFailed):
     """Another watcher holds the job's lease; this one stops without touching the journal."""
-
-
-def kill_point(name: str) -> None:
-    """SIGKILL here when SPOTROUTE_KILL_AT names this point; `<point>:INT`: a Ctrl-C (tests)."""
-    if (wanted := os.environ.get(KILL_ENV)) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif wanted == f"{name}:INT":  # as a terminal sends it: to the whole process group
-        os.killpg(os.getpgrp(), signal.SIGINT)
 
 
 def _now() -> datetime:
@@ -124,11 +123,13 @@ class Mover:
 
     def run(self, journal: Journal) -> Journal:
         """Run the journal to its end: done, or rolled back when a step fails before the point
-        of no return. Stops between steps (journal left open) if stop_requested()."""
+        of no return. Stops between steps (journal left open) if stop_requested(); a step that
+        fails once a stop was asked is Interrupted, its journal open (router.flows.move_stops)."""
         while journal.outcome == "open":
             self._renew(journal.job)
             if journal.rolling_back:
-                return self._rollback(journal)
+                with self._stopping_at(journal):
+                    return self._rollback(journal)
             step = journal.next_step()
             if step is None:
                 break
@@ -143,7 +144,8 @@ class Mover:
                 continue
             started = time.monotonic()
             try:
-                journal = self._step(journal, step)
+                with self._stopping_at(journal):
+                    journal = self._step(journal, step)
             except StepFailed as exc:
                 if not journal.can_roll_back():
                     raise
@@ -154,12 +156,18 @@ class Mover:
             self.timings[step] = self.timings.get(step, 0.0) + time.monotonic() - started
         return journal
 
+    def _stopping_at(self, journal: Journal) -> contextlib.AbstractContextManager[None]:
+        return stopping_at(
+            journal, self.stop_requested, self.records.open_journal, passes=(LeaseLost,)
+        )
+
     def _step(self, journal: Journal, step: str) -> Journal:
         kill_point(f"before:{step}")
         journal = journal.begin(step, _now())
         self.records.write_journal(journal)
         try:
-            data = getattr(self, "_" + step.replace("-", "_"))(journal)
+            with interrupt_point(step):
+                data = getattr(self, "_" + step.replace("-", "_"))(journal)
         except ckpt.CheckpointStorageError as exc:  # refused a read or write: a failed step
             raise StepFailed(exc.message) from None
         kill_point(f"after:{step}")
@@ -221,7 +229,7 @@ class Mover:
         report = plan_job(job_file, project=self.project, now=_now())
         ranked = list(report.result.placements)
         wanted = journal.target
-        same = [p for p in ranked if _same_place(placement_record(p), wanted)]
+        same = [p for p in ranked if same_place(placement_record(p), wanted)]
         if journal.kind == "migrate":
             candidates = same
             if not candidates:
@@ -229,7 +237,7 @@ class Mover:
         else:
             lost = journal.data("intent").get("lost") or {}
             candidates = same + [
-                p for p in ranked if p not in same and not _same_zone(placement_record(p), lost)
+                p for p in ranked if p not in same and not same_zone(placement_record(p), lost)
             ]
         job = report.job
         step = journal.data("checkpoint-complete").get("step")
@@ -491,19 +499,6 @@ def _group_alive(outputs: dict[str, Any]) -> bool:
     return group_alive(group)
 
 
-def _same_place(p: dict[str, Any], q: dict[str, Any]) -> bool:
-    keys = ("cloud", "region", "zone", "instance_type", "market")
-    return all(p.get(k) == q.get(k) for k in keys)
-
-
-def _same_zone(p: dict[str, Any], q: dict[str, Any]) -> bool:
-    return (p.get("cloud"), p.get("region"), p.get("zone") or p.get("region")) == (
-        q.get("cloud"),
-        q.get("region"),
-        q.get("zone") or q.get("region"),
-    )
-
-
 __all__ = ["KILL_ENV", "STEPS", "LeaseLost", "Mover", "StepFailed", "kill_point"]
 
 
@@ -536,7 +531,7 @@ def choose_target(
         )
     report = plan_job(job_file, project=project, now=now)
     here = {k: record.get(k) for k in ("cloud", "region", "zone", "instance_type", "market")}
-    others = [p for p in report.result.placements if not _same_place(placement_record(p), here)]
+    others = [p for p in report.result.placements if not same_place(placement_record(p), here)]
     candidates = candidates_within(report.job, others, to, job_file)
     return candidates[0], record
 
@@ -557,13 +552,13 @@ def migrate_job(
     if mover.records.acquire(job, holder, mover.lease_ttl_s, now) is None:
         lease = mover.records.current(job)
         raise OperationFailed(
-            f"job {job} is being handled by another router (lease held by "
-            f"{lease.holder if lease else '?'}) — try again when it is done"
+            f"job {job} is held by {lease.describe() if lease else 'another router'} — try "
+            "again when it is done"
         )
     try:
         open_journal = mover.records.open_journal(job)
         if open_journal is not None:  # a killed router's move: finish it first
-            journal = _stopped_at_a_step(mover.run(open_journal))
+            journal = stopped_at_a_step(mover.run(open_journal))
             return MigrationOutcome(journal, dict(mover.timings))
         target, record = choose_target(job, project=project, to=to, now=now)
         if not confirm(target, record):
@@ -586,13 +581,7 @@ def migrate_job(
                 "outcome": journal.outcome,
             },
         )
-        return MigrationOutcome(_stopped_at_a_step(journal), dict(mover.timings))
+        return MigrationOutcome(stopped_at_a_step(journal), dict(mover.timings))
     finally:
         mover.records.release(job, holder, _now())
 
-
-def _stopped_at_a_step(journal: Journal) -> Journal:
-    if journal.outcome == "open":  # stop_requested (Ctrl-C): the journal waits at a step
-        raise Interrupted(f"job {journal.job}: interrupted before {journal.next_step()} — the "
-                          f"move stays journaled; `route migrate {journal.job}` finishes it")
-    return journal

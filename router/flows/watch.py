@@ -112,7 +112,7 @@ class Watcher:
     nodes: NodePoll | None = None  # the clouds' node pollers (default: router.nodes)
     interval_s: float = DEFAULT_INTERVAL_S
     concurrency: int = DEFAULT_CONCURRENCY
-    holder: str = field(default_factory=lambda: holder_id(secrets.token_hex(4)))
+    holder: str = field(default_factory=lambda: holder_id(f"watch-{secrets.token_hex(4)}"))
     stop_requested: Callable[[], bool] = field(default=lambda: False)
     on_report: Callable[[JobReport], None] | None = None
     on_step: Callable[[Any, str, str], None] | None = None
@@ -202,7 +202,7 @@ class Watcher:
         lease = records.acquire(job, self.holder, self.mover.lease_ttl_s, now)
         if lease is None:
             held = records.current(job)
-            return JobReport(job, "skipped", f"lease held by {held.holder if held else '?'}")
+            return JobReport(job, "skipped", f"lease held by {held.describe() if held else '?'}")
         ran = False
         try:
             journal = records.open_journal(job)

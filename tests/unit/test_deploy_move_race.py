@@ -8,6 +8,8 @@ which is where a deploy would start changing the stack.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +22,8 @@ from router.config.project import Project
 from router.core.errors import OperationFailed
 from router.core.placement import placement_site
 from router.engine.automation import Engine
-from router.engine.job_records import JobRecords
+from router.engine.job_records import JobRecords, holder_id
+from router.engine.lock_holders import current_user
 from router.engine.records import FileRecords
 from router.flows import jobs
 from router.flows.live_placement import placement_key
@@ -70,7 +73,8 @@ def _deploy(proposal: Proposal, project: Project) -> None:
 
 
 def _migrate(project: Project, confirm: Any) -> Any:
-    return migrate_job(JOB, project=project, to=None, holder="migrate-test", confirm=confirm)
+    holder = holder_id("migrate-test")
+    return migrate_job(JOB, project=project, to=None, holder=holder, confirm=confirm)
 
 
 def test_a_deploy_while_a_move_holds_the_job_is_refused_before_the_engine(
@@ -91,7 +95,8 @@ def test_a_deploy_while_a_move_holds_the_job_is_refused_before_the_engine(
         assert deciding.wait(WAIT_S), "the migrate never reached its confirmation"
         with pytest.raises(OperationFailed) as err:
             _deploy(placed, project)
-        assert f"job {JOB} is being moved or watched by a router on " in err.value.message
+        me = f"{current_user()}@{socket.gethostname()}, pid {os.getpid()}"
+        assert f"job {JOB} is held by `route migrate` ({me}) since " in err.value.message
         assert "\n" not in err.value.message
     finally:
         answer.set()
@@ -120,7 +125,8 @@ def test_a_move_while_a_deploy_runs_is_refused_and_the_lease_is_free_after(
         confirmed: list[bool] = []
         with pytest.raises(OperationFailed) as err:
             _migrate(project, lambda _t, _r: confirmed.append(True) or False)
-        assert f"job {JOB} is being handled by another router" in err.value.message
+        me = f"{current_user()}@{socket.gethostname()}, pid {os.getpid()}"
+        assert f"job {JOB} is held by `route deploy` ({me}) since " in err.value.message
         assert confirmed == []  # refused before it chose (or could start) anything
     finally:
         leave.set()
@@ -213,7 +219,8 @@ def test_a_deploy_during_a_journaled_move_names_the_move_and_its_fix(
     records.store.delete(f"jobs/{JOB}/journal")  # the journal closed; the lease not yet given
     with pytest.raises(OperationFailed) as err:  # its router still holds the job
         _deploy(placed, project)
-    assert "is being moved or watched by a router on build-7 (pid 4242)" in err.value.message
+    # a holder id without its command (an older router's): "a router", named as recorded
+    assert f"is held by a router ({current_user()}@build-7, pid 4242) since " in err.value.message
 
 
 def test_a_destroy_while_a_move_holds_the_job_is_refused_and_destroys_nothing(
@@ -233,10 +240,8 @@ def test_a_destroy_while_a_move_holds_the_job_is_refused_and_destroys_nothing(
     monkeypatch.setattr(jobs, "clear_stale_locks", lambda *_a, **_k: touched.append("locks"))
     with pytest.raises(OperationFailed) as err:
         jobs.destroy_job(JOB, project=project, hold_lease=True)
-    assert (
-        "is being moved or watched by a router on build-7 (pid 4242) — destroy when it is done"
-        in err.value.message
-    )
+    assert f"is held by a router ({current_user()}@build-7, pid 4242) since " in err.value.message
+    assert " UTC — destroy when it is done" in err.value.message
     assert "\n" not in err.value.message
     assert touched == [] and store.get(placement_key(JOB)) is not None
     journal = Journal(
@@ -271,6 +276,6 @@ def test_route_destroy_during_a_move_is_one_line_and_destroys_nothing(
     monkeypatch.setattr(Engine, "list_stacks", lambda _s: pytest.fail("reached the engine"))
     run = route(monkeypatch, capsys, "destroy", JOB, "--yes")
     assert run.code == 1, run
-    assert "being moved or watched by a router on build-7 (pid 4242)" in run.err
+    assert f"is held by a router ({current_user()}@build-7, pid 4242) since " in run.err
     assert "destroy when it is done" in run.err and len(run.err.strip().splitlines()) == 1
     assert store.get(placement_key(JOB)) is not None

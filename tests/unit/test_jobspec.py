@@ -177,7 +177,7 @@ def test_bad_duration_names_the_field_the_user_typed_and_the_formats(
 
 def test_zero_interval_is_refused_showing_what_was_typed(tmp_path: Path) -> None:
     line = only_problem(tmp_path, "checkpoint:\n  interval: 0s\n")
-    assert "checkpoint.interval: must be more than 0, got '0s'" in line
+    assert "checkpoint.interval: must be at least 1 s, got '0s' — use 1 s or more" in line
 
 
 def test_model_field_name_in_yaml_is_unknown_and_points_to_the_yaml_name(tmp_path: Path) -> None:
@@ -369,7 +369,7 @@ def test_several_data_sets_with_passes_access_and_replicas(tmp_path: Path) -> No
         (
             "data: [{url: 's3://b/x', region: r, size_gb: 1}, {url: 's3://c', region: r,"
             " size_gb: 1, passes: 0}]\n",
-            "data[1].passes: must be more than 0, got 0 — use a number above 0",
+            "data[1].passes: must be at least 0.01, got 0 — use 0.01 or more",
         ),
         (
             "data: {url: 's3://b/x', region: r, size_gb: 1, passes: yes}\n",
@@ -390,7 +390,7 @@ def test_several_data_sets_with_passes_access_and_replicas(tmp_path: Path) -> No
         ),
         (
             "data: {url: 's3://b/x', region: r, size_gb: 1, copy_gbps: 0}\n",
-            "data.copy_gbps: must be more than 0, got 0",
+            "data.copy_gbps: must be at least 0.001, got 0",
         ),
     ],
 )

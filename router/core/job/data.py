@@ -44,6 +44,11 @@ def cloud_of_url(url: str) -> str | None:
 
 
 DEFAULT_COPY_GBPS = 1.0  # sustained cross-cloud copy rate, gigabits per second (docs/job-spec.md)
+# The sane ranges (docs/job-spec.md): staging hours = size ÷ rate and egress = size × passes must
+# stay finite — a denormal rate (1.0e-320) made the staging time inf hours.
+MAX_SIZE_GB = 1e9  # an exabyte
+MIN_PASSES, MAX_PASSES = 0.01, 10_000.0
+MIN_COPY_GBPS, MAX_COPY_GBPS = 0.001, 10_000.0  # 1 Mbit/s to 10 Tbit/s
 
 
 class DataLocation(Strict):
@@ -85,7 +90,7 @@ class Data(DataLocation):
     """One training data set: where it is, how big, and how the job reads it."""
 
     size_gb: float = Field(
-        ge=0, le=1e9, description="data size in GB (priced as egress when moved)"
+        ge=0, le=MAX_SIZE_GB, description="data size in GB (priced as egress when moved)"
     )
     access: Literal["auto", "stream", "copy"] = Field(
         default="auto",
@@ -93,14 +98,18 @@ class Data(DataLocation):
         " GPUs first; auto = the cheaper of the two for each placement",
     )
     passes: float = Field(
-        default=1.0, gt=0, description="passes (epochs) over the data; streaming pays each one"
+        default=1.0,
+        ge=MIN_PASSES,
+        le=MAX_PASSES,
+        description="passes (epochs) over the data; streaming pays each one",
     )
     replicas: tuple[DataReplica, ...] = Field(
         default=(), description="further copies of the same data: [{url, region}, ...]"
     )
     copy_gbps: float = Field(
         default=DEFAULT_COPY_GBPS,
-        gt=0,
+        ge=MIN_COPY_GBPS,
+        le=MAX_COPY_GBPS,
         description="copy throughput in gigabits per second (staging time = size ÷ rate)",
     )
     start_while_copying: bool = Field(

@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -25,7 +25,8 @@ from router.contract.stack_config import (
     JOB_NAME_RULE,
     RESERVED_ENV,
 )
-from router.core.durations import DURATION_PATTERN, parse_duration_s
+from router.core.durations import DURATION_PATTERN, MAX_DURATION_S, parse_duration_s
+from router.core.globs import glob_problem
 from router.core.gpus import UnknownGpu, canonical_gpu, describe_gpu_field
 from router.core.job.data import Data, cloud_of_url
 from router.core.job.validation import Strict, duration_s, not_bool, problem, text_values
@@ -47,11 +48,33 @@ MAX_TAGS = 50
 ADDED_TAGS = ("spotroute-job", "managed-by", "spotroute-checkpointing", "Name")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-# What the JSON Schema says a duration may be (validation turns either into seconds).
-DurationInput = Annotated[float, Field(ge=0)] | Annotated[str, Field(pattern=DURATION_PATTERN)]
-PositiveDurationInput = (
-    Annotated[float, Field(gt=0)] | Annotated[str, Field(pattern=DURATION_PATTERN)]
-)
+# The sane range of each number a job names (docs/job-spec.md lists them all): wide enough for
+# any real job, narrow enough that every cost, time and rate derived from one stays finite
+# (`copy_gbps: 1.0e-320` made a staging time of inf hours, and `route plan --json` failed on it).
+MIN_PRICE_PER_HOUR = 0.001  # USD per instance-hour
+MAX_PRICE_PER_HOUR = 10_000.0  # ~100× the dearest GPU instance's list price (p5.48xlarge ~$98/h)
+MIN_DURATION_HOURS = 0.01  # 36 s
+MAX_DURATION_HOURS = 87_600.0  # ten years
+MAX_VCPUS = 2_048  # the largest instances have 896 (AWS u7in-32tb.224xlarge, Azure M896ixds)
+MAX_MEMORY_GB = 65_536.0  # the largest have 32 TiB
+MIN_INTERVAL_S = 1.0  # a checkpoint at most every second
+MIN_SAVE_TIME_S = 0.001
+MIN_TIMEOUT_S = 1.0
+MIN_IMAGE_GB = 0.001
+MAX_IMAGE_GB = 1_000.0
+MAX_SPOT_WAIT_S = 8_760 * 3600.0  # a year: a deadline beyond would be none at all
+
+
+def duration_input(minimum: float = 0.0, maximum: float = MAX_DURATION_S) -> Any:
+    """What the JSON Schema says a duration may be: seconds from `minimum` to `maximum` (ten
+    years), or a duration string (validation turns either into seconds)."""
+    return (
+        Annotated[float, Field(ge=minimum, le=maximum)]
+        | Annotated[str, Field(pattern=DURATION_PATTERN)]
+    )
+
+
+DurationInput = duration_input()
 GpuSpec = Annotated[str, Field(description="GPU[:count], e.g. A100-80GB:8 (count defaults to 1)")]
 
 
@@ -105,6 +128,14 @@ class RegionFilter(Strict):
     def _one_glob(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
 
+    @field_validator("allow", "deny")
+    @classmethod
+    def _well_formed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:  # '[' never closed is a typo, not a pattern that matches nothing
+            if (why := glob_problem(pattern)) is not None:
+                raise problem(why)
+        return value
+
 
 class Resources(Strict):
     """What one instance must have, and where it may run."""
@@ -112,8 +143,12 @@ class Resources(Strict):
     accelerators: tuple[AcceleratorRequest, ...] = Field(
         description="alternatives, any one fits: 'A100-80GB:8', a list of such, or {gpu, count}"
     )
-    min_vcpus: int = Field(default=0, ge=0, description="vCPUs per instance, at least")
-    min_memory_gb: float = Field(default=0.0, ge=0, description="instance memory in GB, at least")
+    min_vcpus: int = Field(
+        default=0, ge=0, le=MAX_VCPUS, description="vCPUs per instance, at least"
+    )
+    min_memory_gb: float = Field(
+        default=0.0, ge=0, le=MAX_MEMORY_GB, description="instance memory in GB, at least"
+    )
     clouds: tuple[Cloud, ...] = Field(default=PUBLIC_CLOUDS, description="clouds to consider")
     regions: RegionFilter = Field(
         default=RegionFilter(), description="{allow: [globs], deny: [globs]} or a list (= allow)"
@@ -170,7 +205,7 @@ class Checkpoint(Strict):
     """How the job saves progress; only checkpointed jobs may run on spot capacity."""
 
     interval_s: float = Field(
-        gt=0,
+        ge=MIN_INTERVAL_S,
         validation_alias="interval",
         description="how often the job saves a checkpoint: 30m, 1h, or seconds",
     )
@@ -182,7 +217,7 @@ class Checkpoint(Strict):
     )
     save_time_s: float | None = Field(
         default=None,
-        gt=0,
+        ge=MIN_SAVE_TIME_S,
         validation_alias="save_time",
         description="how long one save takes (the save_s each checkpoint's manifest records):"
         " 45s, 2m; route plan --explain suggests an interval from it",
@@ -193,7 +228,9 @@ class Checkpoint(Strict):
         " or an existing s3:// gs:// az:// file:// URL",
     )
 
-    @field_validator("interval_s", mode="before", json_schema_input_type=PositiveDurationInput)
+    @field_validator(
+        "interval_s", mode="before", json_schema_input_type=duration_input(MIN_INTERVAL_S)
+    )
     @classmethod
     def _interval(cls, value: object) -> object:
         return duration_s(value)
@@ -204,7 +241,7 @@ class Checkpoint(Strict):
         return duration_s(value)
 
     @field_validator(
-        "save_time_s", mode="before", json_schema_input_type=PositiveDurationInput | None
+        "save_time_s", mode="before", json_schema_input_type=duration_input(MIN_SAVE_TIME_S) | None
     )
     @classmethod
     def _save_time(cls, value: object) -> object:
@@ -239,8 +276,8 @@ class Run(Strict):
     image: str = Field(default="", description="container image; empty = run on the host")
     image_size_gb: float | None = Field(
         default=None,
-        gt=0,
-        le=1000,
+        ge=MIN_IMAGE_GB,
+        le=MAX_IMAGE_GB,
         description="the image's (compressed) size in GB: how long a node's `docker pull` may"
         " take when the job moves (docs/migration.md); default 10",
     )
@@ -357,7 +394,7 @@ class Migration(Strict):
     spot_wait_s: float = Field(
         default=SPOT_WAIT_DEFAULT_S,
         ge=0,
-        le=8_760 * 3600,
+        le=MAX_SPOT_WAIT_S,
         validation_alias="spot_wait",
         description="a job without a deadline may finish this much later than its work takes,"
         " waiting out spot outages instead of buying on-demand, then on-demand: 6h; 0 = never"
@@ -365,14 +402,14 @@ class Migration(Strict):
     )
     nodes_timeout_s: float | None = Field(
         default=None,
-        gt=0,
+        ge=MIN_TIMEOUT_S,
         validation_alias="nodes_timeout",
         description="how long a new placement's nodes may take to run (from `pulumi up`"
         " returning): 15m; default twice the cloud's boot time (docs/migration.md)",
     )
     restore_timeout_s: float | None = Field(
         default=None,
-        gt=0,
+        ge=MIN_TIMEOUT_S,
         validation_alias="restore_timeout",
         description="how long the job may take to restore once its nodes run: 30m; default"
         " twice image pull + secret fetch + checkpoint.restore_overhead",
@@ -382,7 +419,7 @@ class Migration(Strict):
         "nodes_timeout_s",
         "restore_timeout_s",
         mode="before",
-        json_schema_input_type=PositiveDurationInput | None,
+        json_schema_input_type=duration_input(MIN_TIMEOUT_S) | None,
     )
     @classmethod
     def _timeouts(cls, value: object) -> object:
@@ -393,11 +430,16 @@ class Migration(Strict):
     def _pct_not_bool(cls, value: object) -> object:
         return not_bool(value)
 
-    @field_validator(
-        "cooldown_s", "spot_wait_s", mode="before", json_schema_input_type=DurationInput
-    )
+    @field_validator("cooldown_s", mode="before", json_schema_input_type=DurationInput)
     @classmethod
     def _cooldown(cls, value: object) -> object:
+        return duration_s(value)
+
+    @field_validator(
+        "spot_wait_s", mode="before", json_schema_input_type=duration_input(0.0, MAX_SPOT_WAIT_S)
+    )
+    @classmethod
+    def _spot_wait(cls, value: object) -> object:
         return duration_s(value)
 
 
@@ -410,10 +452,15 @@ class Job(Strict):
         default="auto", description="auto = spot when checkpointed and cheaper, else on-demand"
     )
     max_price_per_hour: float | None = Field(
-        default=None, gt=0, description="USD per instance-hour, at most"
+        default=None,
+        ge=MIN_PRICE_PER_HOUR,
+        le=MAX_PRICE_PER_HOUR,
+        description="USD per instance-hour, at most",
     )
     duration_hours: float = Field(
-        gt=0, le=87_600, description="expected run time in hours (or 90m, 2h); at most 10 years"
+        ge=MIN_DURATION_HOURS,
+        le=MAX_DURATION_HOURS,
+        description="expected run time in hours (or 90m, 2h); at most 10 years",
     )
     deadline: datetime | None = Field(
         default=None, description="ISO 8601 with timezone, e.g. 2026-06-30T18:00:00Z"
@@ -462,7 +509,12 @@ class Job(Strict):
             return []
         return [value] if isinstance(value, Mapping | Data) else value
 
-    @field_validator("duration_hours", mode="before", json_schema_input_type=PositiveDurationInput)
+    @field_validator(
+        "duration_hours",
+        mode="before",
+        json_schema_input_type=Annotated[float, Field(ge=MIN_DURATION_HOURS, le=MAX_DURATION_HOURS)]
+        | Annotated[str, Field(pattern=DURATION_PATTERN)],
+    )
     @classmethod
     def _hours(cls, value: object) -> object:
         if isinstance(value, str) and re.search(r"[a-zA-Z]", value):

@@ -14,6 +14,7 @@ from pydantic import (
 )
 
 from router.core.errors import BadInput
+from router.core.job.credentials import credential_reason
 from router.core.job.model import (
     Job,
 )
@@ -66,28 +67,23 @@ def secret_values(job: Job, environ: Mapping[str, str], source: str) -> dict[str
     return values
 
 
-# Names that hold a credential by every common convention: AWS_SECRET_ACCESS_KEY,
-# AWS_SESSION_TOKEN, HF_TOKEN, WANDB_API_KEY, AZURE_CLIENT_SECRET, AZURE_STORAGE_KEY, DB_PASSWORD,
-# *_CONNECTION_STRING. Not *_KEY alone (SORT_KEY), *_ID (AWS_ACCESS_KEY_ID is not secret), or a
-# path to one (*_FILE, GOOGLE_APPLICATION_CREDENTIALS).
-_CREDENTIAL_NAME = re.compile(
-    r"SECRET|PASSWORD|PASSWD|PASSPHRASE|PRIVATE_?KEY|CONNECTION_STRING"
-    r"|(?:^|_)(?:TOKEN|API_?KEY|ACCESS_KEY|ACCOUNT_KEY|STORAGE_KEY|AUTH_KEY)$"
-)
-
-
 def clear_credential_warnings(job: Job, source: str) -> list[str]:
-    """One line per plain run.env entry named like a credential: it is stored in clear."""
-    return [
-        one_line(
-            source,
-            f"run.env.{name}",
-            "looks like a credential but is stored in clear in the stack file and the state"
-            f" — list it under run.secrets (e.g. secrets: [{name}]) to store it as a secret",
-        )
-        for name in job.run.plain_env
-        if _CREDENTIAL_NAME.search(name.upper()) and not name.upper().endswith("_FILE")
-    ]
+    """One line per plain run.env entry that looks like a credential, by its name or its value
+    (router.core.job.credentials): it is stored in clear. The value is never shown."""
+    lines = []
+    for name, value in job.run.plain_env.items():
+        why = credential_reason(name, value)
+        if why is not None:
+            lines.append(
+                one_line(
+                    source,
+                    f"run.env.{name}",
+                    f"looks like a credential ({why}) but is stored in clear in the stack file"
+                    f" and the state — list it under run.secrets (e.g. secrets: [{name}]) to"
+                    " store it as a secret",
+                )
+            )
+    return lines
 
 
 def one_line(source: str, where: str, text: str) -> str:
@@ -309,6 +305,11 @@ def _user_keys(model: type[BaseModel]) -> list[str]:
     return [str(f.validation_alias or name) for name, f in model.model_fields.items()]
 
 
+# The durations of job.yaml, whose bounds are in seconds once read ("1h" → 3600).
+_SECONDS_FIELDS = frozenset(
+    {"interval", "restore_overhead", "save_time", "cooldown", "spot_wait", "nodes_timeout",
+     "restore_timeout"}
+)  # fmt: skip
 _REQUIRED_EXAMPLES = {
     "name": "name: my-job",
     "resources": "resources: {accelerators: A100-80GB:8}",
@@ -354,7 +355,7 @@ def _describe(err: Any, loc: tuple[str | int, ...], typed: object) -> str:
             "less_than": ("less than", ctx.get("lt"), "a number below {}"),
             "less_than_equal": ("at most", ctx.get("le"), "{} or less"),
         }[kind]
-        bound = _number(bound)
+        bound = _number(bound) + (" s" if field in _SECONDS_FIELDS else "")
         return f"must be {op} {bound}, got {shown} — use {fix.format(bound)}"
     if kind in ("int_parsing", "int_type", "int_from_float"):
         return f"expected a whole number, got {shown} — write e.g. 8"
