@@ -60,7 +60,8 @@ from router.core.job.model import Job
 from router.core.job.problems import parse_job
 from router.core.offers import Offer
 from router.core.org import OrgConfig
-from router.core.placement import Placement
+from router.core.placement import Placement, PlanResult
+from router.core.plan_explain import no_fit_reason
 from router.core.planner import plan
 from router.core.storage_prices import StoragePrices
 
@@ -274,6 +275,19 @@ def feasible_pools(
     return sorted(set(out))
 
 
+def unplaceable_reason(
+    job: WorkloadJob, trace: Trace, step: int, plan_feasible: PlanFeasible
+) -> str:
+    """Why the planner placed a job on none of the trace's pools at its arrival, in words."""
+    offers = job_offers(job, trace, step)
+    shape = f"{job.gpu}×{job.gpu_count}"
+    if not offers:
+        return f"no {shape} pool is priced at its arrival"
+    why = getattr(plan_feasible, "why_not", None)
+    said = f": {why(job, offers, max(job.arrival, trace.at(step)))}" if why is not None else ""
+    return f"none of the {len(offers)} {shape} pools priced at its arrival fits it{said}"
+
+
 def job_spec(job: WorkloadJob) -> Job:
     """The job.yaml model of a workload job, for the planner (market auto, checkpointed)."""
     data: dict[str, Any] = {
@@ -314,23 +328,43 @@ def planner_ranking(
     storage: StoragePrices | None = None,
 ) -> PlanFeasible:
     """The one place the backtest calls the planner: feasible placements of a job at a moment."""
-    specs: dict[str, Job] = {}
+    return PlannerRanking(org, egress, interruption, storage)
 
-    def rank(job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> Sequence[Placement]:
-        spec = specs.get(job.name)
+
+class PlannerRanking:
+    """The planner's feasible placements of a workload job (`why_not`: why none, in words)."""
+
+    def __init__(
+        self,
+        org: OrgConfig,
+        egress: EgressTable,
+        interruption: InterruptionModel,
+        storage: StoragePrices | None,
+    ) -> None:
+        self.org, self.egress, self.interruption, self.storage = org, egress, interruption, storage
+        self._specs: dict[str, Job] = {}
+
+    def _plan(self, job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> PlanResult:
+        spec = self._specs.get(job.name)
         if spec is None:
-            spec = specs[job.name] = job_spec(job)
+            spec = self._specs[job.name] = job_spec(job)
         return plan(
             spec,
             offers,
-            org=org,
-            egress=egress,
+            org=self.org,
+            egress=self.egress,
             now=now,
-            interruption=interruption,
-            storage=storage,
-        ).placements
+            interruption=self.interruption,
+            storage=self.storage,
+        )
 
-    return rank
+    def __call__(
+        self, job: WorkloadJob, offers: Sequence[Offer], now: datetime
+    ) -> Sequence[Placement]:
+        return self._plan(job, offers, now).placements
+
+    def why_not(self, job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> str:
+        return no_fit_reason(self._specs[job.name], self._plan(job, offers, now).rejected)
 
 
 def run_backtest(
@@ -353,18 +387,18 @@ def run_backtest(
         plan_feasible = planner_ranking(OrgConfig(), egress, interruption, storage)
     runs: dict[str, list[JobRun]] = {p.name: [] for p in chosen}
     best: list[JobRun] = []
-    unplaceable: list[str] = []
+    unplaceable: list[tuple[str, str]] = []  # (job, why it could not run)
     total = len(workload.jobs)
     matrix = price_matrix(trace) if with_optimum else None
     evidence = trace_evidence(trace)
     for n, job in enumerate(workload.jobs):
         first = first_step(job, trace)
         if first >= trace.steps:
-            unplaceable.append(job.name)
+            unplaceable.append((job.name, "arrives after the traces end"))
             continue
         pools = feasible_pools(job, trace, first, plan_feasible)
         if not pools:
-            unplaceable.append(job.name)
+            unplaceable.append((job.name, unplaceable_reason(job, trace, first, plan_feasible)))
             continue
         rules = job_rules(job, workload, egress, trace.step_s)
         notice = {c: h for c, _ in workload.notice_s if (h := workload.notice_h(c)) is not None}
@@ -390,9 +424,10 @@ def run_backtest(
         end=trace.end,
         step_s=trace.step_s,
         jobs=total,
-        unplaceable=tuple(unplaceable),
+        unplaceable=tuple(name for name, _ in unplaceable),
         policies=tuple(results),
         baseline=chosen[0].name,
         optimum=optimum if with_optimum else chosen[0].name,
         pools=trace.pools,
+        unplaceable_reasons=tuple(unplaceable),
     )
