@@ -44,7 +44,8 @@ from router.cli.options import ctx_project
     type=click.Choice(["default", "all"]),
     default="default",
     show_default=True,
-    help="all: also the published benchmark policies (greedy-deadline: Can't Be Late's greedy).",
+    help="all: also the benchmark policies (greedy-deadline: Can't Be Late's greedy) and the "
+    "peer (SkyPilot managed jobs: skypilot-eager, skypilot-failover, skypilot-eager+od).",
 )
 @click.option(
     "--chart",

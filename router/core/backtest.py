@@ -24,7 +24,8 @@ Jobs are independent (no capacity contention between them) and on-demand never r
 
 Policies (router.core.backtest_policies): single-cloud on-demand (the baseline), single-cloud
 spot with on-demand fallback, multi-cloud spot placed once, multi-cloud with recovery and
-migration, deadline-aware (+ greedy-deadline with `--policies all`).
+migration, deadline-aware (+ greedy-deadline and the SkyPilot peers, router.core.backtest_peers,
+with `--policies all`).
 Migrate and deadline-aware call router.core.decide.decide — the function `route watch` calls.
 Each spot pool's interruption rate is updated by the trace's past (trace_evidence).
 
@@ -101,7 +102,7 @@ def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = Fals
         # route watch decides every minute: a job kept waiting is asked again inside the step
         # at the moment its answer could change (its slack reaching the margin, say).
         wake = getattr(policy, "wake_h", None)
-        for _ in range(8):
+        for _ in range(getattr(policy, "wakes_per_step", 8)):
             if (
                 target is not None
                 or wake is None
@@ -408,7 +409,9 @@ def run_backtest(
             run = simulate_job(ctx, policy)
             _merge_segments(run)
             runs[policy.name].append(run)
-            if run.finished_at is not None:
+            # (a peer — SkyPilot, which knows no deadline — may finish days later: its waiting
+            # is not credited to the optimum, whose window stays spotroute's policies')
+            if run.finished_at is not None and not getattr(policy, "peer", False):
                 last = max(last, ctx.step_of(run.finished_at) + 1)
         if with_optimum:
             best.append(optimum_cost(ctx, matrix, horizon=last or None))

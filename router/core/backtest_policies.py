@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from router.core import decide as decision
 from router.core.backtest_model import JobContext, Slot
@@ -49,6 +49,7 @@ class RunState:
     started: bool = False
     overhead_h: float = 0.0
     history: History = field(default_factory=History)
+    memo: Any = None  # what a policy keeps of its own between calls (a peer's controller)
 
 
 class Policy(Protocol):
@@ -245,8 +246,11 @@ def policy_set(home_cloud: str, which: str = "default") -> tuple[Policy, ...]:
 
 
 def benchmark_policies() -> tuple[Policy, ...]:
-    """Published baselines to compare against (Can't Be Late's greedy); not what spotroute runs."""
-    return (GreedyDeadline(),)
+    """Published baselines to compare against — Can't Be Late's greedy, and the peers users would
+    run instead (SkyPilot's managed-job recovery, router.core.backtest_peers); not spotroute's."""
+    from router.core.backtest_peers import skypilot_policies
+
+    return (GreedyDeadline(), *skypilot_policies())
 
 
 def policies(home_cloud: str) -> tuple[Policy, ...]:

@@ -111,7 +111,8 @@ def backtest(
     """Replay the workload's jobs under every policy on the given (or synthetic) traces.
 
     `price_gap`: `--price-gap` (a duration or `never`), overriding the workload's `price_gap`;
-    `policies`: `--policies` — default, or all (adds the benchmark policies: greedy-deadline).
+    `policies`: `--policies` — default, or all (adds the benchmark policies: greedy-deadline and
+    the SkyPilot peers).
     """
     from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 

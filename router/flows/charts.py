@@ -23,6 +23,10 @@ COLORS = {
     "spot-once": "#9467bd",
     "migrate": "#1f77b4",
     "deadline-aware": "#2ca02c",
+    "greedy-deadline": "#8c564b",
+    "skypilot-eager": "#17becf",
+    "skypilot-failover": "#bcbd22",
+    "skypilot-eager+od": "#e377c2",
     "optimum": "#d62728",
 }
 
