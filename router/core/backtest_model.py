@@ -392,6 +392,10 @@ class JobContext:
         """When the job's part of a step begins: the arrival in its first step."""
         return self.arrived_at if step == self.first_step else self.trace.at(step)
 
+    def step_at(self, now: datetime) -> int:
+        """The step a moment is in (a step's start belongs to it)."""
+        return (now - self.trace.start) // timedelta(seconds=self.trace.step_s)
+
     def step_of(self, ended: datetime) -> int:
         """The step work that ended at `ended` ran in (a step's end belongs to that step)."""
         return -((self.trace.start - ended) // timedelta(seconds=self.trace.step_s)) - 1

@@ -91,6 +91,7 @@ class SkyPilotRecovery:
 
     wakes_per_step = 256  # retries every 60-300 s: a long step holds many
     peer = True  # its finishes do not widen the optimum's window (router.core.backtest)
+    stays_while_running = True  # a running cluster stays until preempted (backtest_replay)
 
     def __init__(self, name: str, label: str, strategy: str, *, on_demand: bool) -> None:
         self.name, self.label, self.strategy, self.on_demand = name, label, strategy, on_demand
@@ -100,6 +101,13 @@ class SkyPilotRecovery:
         if _running(state) or not isinstance(ctl, Controller) or ctl.next_try is None:
             return None
         return max(0.0, (ctl.next_try - now).total_seconds() / 3600.0)
+
+    def quiet_until(self, ctx: JobContext, state: RunState, now: datetime) -> datetime | None:
+        """Running: never of its own (it stays until preempted); waiting: its next attempt."""
+        ctl = state.memo
+        if _running(state) or not isinstance(ctl, Controller):
+            return None
+        return ctl.next_try
 
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
