@@ -2,7 +2,8 @@
 traces, and speed.
 
 Run: .venv/bin/python bench/backtest_bench.py [--part scenario|deadlines|deadline-seeds|real|
-                                                speed|optimum-speed|all]
+                                                speed|optimum-speed|replay-speed|all]
+                                               [--baseline DIR]
 
 1. scenario   examples/backtest-30d.yaml: the policy table, and the migration policy again at
               lower min_savings_pct. Goal: multi-cloud with migration ≥ 45 % below single-cloud
@@ -27,6 +28,10 @@ Run: .venv/bin/python bench/backtest_bench.py [--part scenario|deadlines|deadlin
               market and job mix, 1,000 jobs, 720 hourly steps. Each case also runs on a quarter
               and a half of its jobs: memory must stay flat in the number of jobs.
               Goals: real-88 under 10 s, hourly-1000 under 5 s.
+5. replay-speed   issue 30: real-88 and hourly-1000 with --policies all (every policy, the
+              optimum, the peers), before (--baseline DIR: a checkout of the old code) and after
+              in one run, each in its own process; goals ≥ 4× and ≥ 2×, memory flat in jobs
+              (bench/backtest_speed.py).
 """
 
 from __future__ import annotations
@@ -485,13 +490,23 @@ def optimum_jobs(
     return out
 
 
+def markdown_head(*columns: str) -> None:
+    """A markdown table's header row and rule."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
+def growing(jobs: int) -> tuple[int, int, int]:
+    """A quarter, a half and all of a case's jobs: memory must stay flat across them."""
+    return jobs // 4, jobs // 2, jobs
+
+
 def optimum_speed() -> None:
     print("## optimum speed (each run in its own process)\n")
-    print("| case | jobs | steps × pools | policies (wall / CPU) | optimum wall | optimum CPU "
-          "| peak RSS before the optimum → after | optimum $ |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    markdown_head("case", "jobs", "steps × pools", "policies (wall / CPU)", "optimum wall",
+                  "optimum CPU", "peak RSS before the optimum → after", "optimum $")  # fmt: skip
     for name, (_, jobs) in OPTIMUM_CASES.items():
-        for limit in (jobs // 4, jobs // 2, jobs):
+        for limit in growing(jobs):
             out = subprocess.run(
                 [sys.executable, __file__, "--case", name, "--jobs", str(limit)],
                 check=True, capture_output=True, text=True,
@@ -510,8 +525,10 @@ def optimum_speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    parts = ["scenario", "deadlines", "deadline-seeds", "real", "speed", "optimum-speed", "all"]
+    parts = ["scenario", "deadlines", "deadline-seeds", "real", "speed", "optimum-speed",
+             "replay-speed", "all"]  # fmt: skip
     ap.add_argument("--part", choices=parts, default="all")
+    ap.add_argument("--baseline", type=Path, help="replay-speed: a checkout of the code before")
     ap.add_argument("--case", choices=sorted(OPTIMUM_CASES), help=argparse.SUPPRESS)
     ap.add_argument("--jobs", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -533,6 +550,10 @@ def main() -> None:
         speed()
     if part in ("optimum-speed", "all"):
         optimum_speed()
+    if part in ("replay-speed", "all"):
+        from bench.backtest_speed import replay_speed
+
+        replay_speed(args.baseline)
 
 
 if __name__ == "__main__":

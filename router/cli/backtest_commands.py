@@ -33,9 +33,10 @@ from router.cli.options import ctx_project
 )
 @click.option(
     "--price-gap",
-    metavar="DURATION|never",
+    metavar="DURATION|never|cadence",
     help="A pool with no price row for this long is gone (not offered) until its next row; "
-    "overrides the workload's price_gap (default 7d). never: prices hold until the next row.",
+    "overrides the workload's price_gap. Default (cadence): a pool is gone when its file moves "
+    "on without it (later rows of the same file, cloud and market). never: prices hold.",
 )
 @click.option(
     "--policies",
@@ -43,7 +44,8 @@ from router.cli.options import ctx_project
     type=click.Choice(["default", "all"]),
     default="default",
     show_default=True,
-    help="all: also the published benchmark policies (greedy-deadline: Can't Be Late's greedy).",
+    help="all: also the benchmark policies (greedy-deadline: Can't Be Late's greedy) and the "
+    "peer (SkyPilot managed jobs: skypilot-eager, skypilot-failover, skypilot-eager+od).",
 )
 @click.option(
     "--chart",
@@ -93,10 +95,16 @@ def backtest(
         data["sources"] = list(report.sources)
         data["chart"] = str(written) if written else None
         render.print_json(data)
-        return
-    render_backtest.backtest_table(report)
-    if written is not None:
-        click.echo(f"chart: {written}")
+    else:
+        render_backtest.backtest_table(report)
+        if written is not None:
+            click.echo(f"chart: {written}")
+    missing = report.result.could_not_run()
+    if missing is not None:  # the totals are over a subset: the run did not do what was asked
+        from router.core.errors import EXIT_FAILED
+
+        click.echo(f"error: {missing}", err=True)
+        sys.exit(EXIT_FAILED)
 
 
 @click.command()

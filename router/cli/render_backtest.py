@@ -51,8 +51,13 @@ def backtest_table(report: BacktestReport) -> None:
 
     r = report.result
     hours = r.policy(r.baseline).gpu_hours
+    console = _console()
+    missing = r.could_not_run()
+    if missing is not None:  # first, before any total: they are over the jobs that ran
+        console.print(missing)
+    jobs = f"{r.jobs} jobs" if missing is None else f"{r.jobs_ran} of {r.jobs} jobs ran"
     table = Table(
-        title=f"{r.workload}: {r.jobs} jobs, {hours:,.0f} GPU-hours, "
+        title=f"{r.workload}: {jobs}, {hours:,.0f} GPU-hours, "
         f"{r.start:%Y-%m-%d} → {r.end:%Y-%m-%d} (step {r.step_s / 60:g} min)"
     )
     for name in ("policy", "total $", "$/GPU-h", "savings", "gap to opt.", "interrupts",
@@ -71,14 +76,11 @@ def backtest_table(report: BacktestReport) -> None:
             f"{p.recomputed_h:.1f}",
             late,
         )
-    console = _console()
     console.print(table)
     if not r.baseline_ran:
         console.print(baseline_note(r))
     for source in report.sources:
         console.print(f"prices: {source}")
-    if r.unplaceable:
-        console.print(f"not placeable on these traces: {', '.join(r.unplaceable)}")
 
 
 def percent(value: float | None) -> str:

@@ -151,6 +151,15 @@ def read_price_csv(path: Path, *, pools: PoolMaker | None = None) -> PriceTrace:
                     f"{where}: {len(header) + len(extra)} cells, the header names {len(header)} "
                     "— remove the extra cells (quote a value that holds a comma)"
                 )
+            short = [k.strip() for k, v in row.items() if k is not None and v is None]
+            if any(k in CSV_COLUMNS for k in short):
+                # csv leaves the missing cells None: say the row is short, not that '' is no
+                # number (a row may end before optional columns: they are empty)
+                raise BadInput(
+                    f"{where}: the row is short — {len(header) - len(short)} cells, the header "
+                    f"names {len(header)} (no {', '.join(short)}); give every column a cell "
+                    "(an empty one for an optional value)"
+                )
             yield where, {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
 
     return _price_rows(path, rows(), pools or PoolMaker())
@@ -354,6 +363,18 @@ def read_availability(path: Path) -> Availability:
             _price(p, f"{path}: prices[{i}]", "price") for i, p in enumerate(prices)
         )
     return Availability(float(gap), tuple(usable), price_series, dict(meta))
+
+
+def check_covers_a_step(cbl: Availability, path: Path, step_s: float) -> None:
+    """BadInput when an availability trace spans less than one step of the replay: every step
+    would read one aliased sample (`gap_seconds: 1e-6` in place of seconds)."""
+    span_s = cbl.gap_s * len(cbl.usable)
+    if span_s < step_s:
+        raise BadInput(
+            f"{path}: metadata.gap_seconds: {cbl.gap_s:g} s × {len(cbl.usable)} samples spans "
+            f"{span_s:g} s, less than one step of the replay ({step_s:g} s) — give the seconds "
+            "between samples (the published traces use 32-600)"
+        )
 
 
 def price_trace(

@@ -28,7 +28,9 @@ from router.core.job.model import SPOT_WAIT_DEFAULT_S
 from router.core.offers import INTERRUPTION_BUCKETS
 from router.core.synthetic import CloudOffer, JobMix, MarketModel, Shape, synthetic_workload
 
-PRICE_GAP_S = 7 * 86400.0  # default `price_gap`: a week without a row and a pool is gone
+# A window that begins more than this after the last observed price row is refused (the prices
+# would say nothing of it); an explicit `price_gap` takes its place.
+PRICES_REACH_S = 7 * 86400.0
 # The sane range of each workload number, by field name (docs/backtest.md): (low, high, whether
 # low itself is allowed). Beyond them a replay never ends or fills the memory (median_hours
 # 1e-320 adds no GPU-hours per generated job; days 1e308 steps for ever).
@@ -68,7 +70,10 @@ class WorkloadFile:
     step_s: float
     market: MarketModel | None
     market_seed: int
-    price_gap_s: float | None = PRICE_GAP_S  # a pool with no price row for this long is gone
+    # `price_gap`: None (default) — a pool is gone when its file moves on without it (the
+    # file's own cadence, router.core.trace_cadence); seconds — gone after this long without a
+    # row of it; math.inf (`never`) — prices hold until the next row.
+    price_gap_s: float | None = None
     # `traces:` — files named by the workload (relative to it), used when the command line
     # gives none: price files, and [SELECTOR=]FILE availability specs.
     prices: tuple[Path, ...] = ()
@@ -104,10 +109,15 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
     if days * 86400 / step_s > MAX_STEPS:
         raise w.fail("step", f"{days:g} days in steps of {step_s:g} s is more than "
                      f"{MAX_STEPS:,} steps — use a longer step or fewer days")  # fmt: skip
+    if days * 86400 < step_s:
+        raise w.fail("days", f"{days:g} days is shorter than one step ({step_s:g} s) — replay at "
+                     "least one step")  # fmt: skip
     home = str(data.get("home_cloud", "aws"))
     handover_s = _duration(w, "handover", data.get("handover", "5m"), allow_zero=True)
     block_s = _duration(w, "zone_block", data.get("zone_block", "1h"), allow_zero=True)
-    gap_s = price_gap(data.get("price_gap", PRICE_GAP_S), lambda why: w.fail("price_gap", why))
+    gap_s = None
+    if data.get("price_gap") is not None:
+        gap_s = price_gap(data["price_gap"], lambda why: w.fail("price_gap", why))
     catalog = catalog if catalog is not None else load_catalog()
     market, seed = None, 0
     if data.get("market") is not None:
@@ -174,15 +184,21 @@ def _traces(w: _Where, data: object) -> tuple[tuple[Path, ...], tuple[str, ...]]
 
 
 def price_gap(value: object, fail: Callable[[str], BadInput]) -> float | None:
-    """`price_gap` (workload) or `--price-gap` (CLI): seconds, or None for `never`."""
+    """`price_gap` (workload) or `--price-gap` (CLI): seconds, math.inf for `never`, None for
+    `cadence` (the default: a pool is gone when its file moves on without it)."""
     if isinstance(value, str) and value.strip().lower() == "never":
+        return math.inf
+    if isinstance(value, str) and value.strip().lower() == "cadence":
         return None
     try:
         seconds = parse_duration_s(value)
     except ValueError as err:
-        raise fail(f"{err} (or never: prices hold until the next row)") from None
+        raise fail(
+            f"{err} (or never: prices hold until the next row; or cadence, the default: a pool "
+            "is gone when its file moves on without it)"
+        ) from None
     if seconds <= 0:
-        raise fail("must be a positive duration, e.g. 7d or 12h (or never)")
+        raise fail("must be a positive duration, e.g. 7d or 12h (or never, or cadence)")
     return seconds
 
 

@@ -24,7 +24,8 @@ Jobs are independent (no capacity contention between them) and on-demand never r
 
 Policies (router.core.backtest_policies): single-cloud on-demand (the baseline), single-cloud
 spot with on-demand fallback, multi-cloud spot placed once, multi-cloud with recovery and
-migration, deadline-aware (+ greedy-deadline with `--policies all`).
+migration, deadline-aware (+ greedy-deadline and the SkyPilot peers, router.core.backtest_peers,
+with `--policies all`).
 Migrate and deadline-aware call router.core.decide.decide — the function `route watch` calls.
 Each spot pool's interruption rate is updated by the trace's past (trace_evidence).
 
@@ -35,9 +36,8 @@ feasible pools at that step's prices.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from router.core.backtest_model import (
@@ -45,22 +45,23 @@ from router.core.backtest_model import (
     JobContext,
     JobRun,
     PolicyResult,
-    Slot,
     Trace,
     Workload,
     WorkloadJob,
     first_step,
     job_rules,
 )
-from router.core.backtest_policies import Policy, RunState, policies
-from router.core.decision_model import SPOT, STAY, History, zone_key
+from router.core.backtest_policies import Policy, policies
+from router.core.backtest_replay import TraceChanges, replay_events, replay_steps
+from router.core.decision_model import SPOT
 from router.core.egress import EgressTable
 from router.core.interruption import InterruptionModel, SeriesEvidence
 from router.core.job.model import Job
 from router.core.job.problems import parse_job
 from router.core.offers import Offer
 from router.core.org import OrgConfig
-from router.core.placement import Placement
+from router.core.placement import Placement, PlanResult
+from router.core.plan_explain import no_fit_reason
 from router.core.planner import plan
 from router.core.storage_prices import StoragePrices
 
@@ -72,121 +73,22 @@ PlanFeasible = Callable[[WorkloadJob, Sequence[Offer], datetime], Sequence[Any]]
 
 
 def simulate_job(ctx: JobContext, policy: Policy, *, keep_decisions: bool = False) -> JobRun:
-    """Replay one job under one policy, step by step (see the module docstring)."""
-    job, trace, rules = ctx.job, ctx.trace, ctx.rules
-    run = JobRun(job.name, deadline=job.deadline, gpu_hours=job.gpu_hours)
-    state = RunState()
-    interval_h = job.checkpoint_interval_s / 3600.0
-    restore_h = job.restore_overhead_s / 3600.0
-    nodes = job.node_count
-    for step in range(ctx.first_step, trace.steps):
-        now = ctx.begins(step)  # the arrival, in the step the job arrives in
-        cur = state.current
-        if cur is not None and not state.interrupted and not _usable(trace, cur.pool, step):
-            # Spot capacity out — or any pool that is not offered any more (it vanished from the
-            # price series) or marked unavailable: what runs there stops.
-            state.interrupted = True
-            run.interruptions += 1
-            run.recomputed_h += state.done_h - state.checkpointed_h
-            state.done_h = state.checkpointed_h
-            if cur.market == SPOT:  # a preemption: the zone is blocked for zone_block
-                h = state.history
-                state.history = History(
-                    h.last_move_at, (*h.lost_zones, (zone_key(cur), now)), h.committed_on_demand
-                )
-        cands = ctx.candidates(step)
-        action, target, reason = policy.choose(ctx, state, cands, now)
-        end = trace.at(step + 1)
-        # route watch decides every minute: a job kept waiting is asked again inside the step
-        # at the moment its answer could change (its slack reaching the margin, say).
-        wake = getattr(policy, "wake_h", None)
-        for _ in range(8):
-            if (
-                target is not None
-                or wake is None
-                or not (state.current is None or state.interrupted)
-            ):
-                break
-            after = wake(ctx, state, now)
-            if after is None or now + timedelta(hours=after) >= end:
-                break
-            now += timedelta(hours=after)
-            action, target, reason = policy.choose(ctx, state, cands, now)
-        if keep_decisions and action != STAY:
-            run.decisions.append((step, action, reason))
-        if target is not None and (cur is None or target.pool != cur.pool or state.interrupted):
-            if cur is not None and not state.interrupted:
-                run.migrations += 1
-                handover = rules.handover_s / 3600.0 * cur.price_per_hour * nodes
-                run.cost += handover
-                run.extras.append((step, handover))
-                # route migrate asks the job to save before the new placement starts: a
-                # voluntary move keeps its work (an interruption loses what the last
-                # checkpoint does not hold).
-                state.checkpointed_h = state.done_h
-                state.history = History(
-                    now, state.history.lost_zones, state.history.committed_on_demand
-                )
-            transfer = rules.transfers
-            if cur is None:
-                moved = transfer.data_to(target.cloud, target.region)
-            elif (cur.cloud, cur.region) != (target.cloud, target.region):
-                moved = transfer.data_to(target.cloud, target.region) + transfer.checkpoint(
-                    cur.cloud, cur.region, target.cloud, target.region
-                )
-            else:
-                moved = 0.0
-            run.cost += moved
-            run.egress_cost += moved
-            if moved:
-                run.extras.append((step, moved))
-            state.overhead_h = restore_h if state.started else 0.0
-            state.current, state.since, state.interrupted = target, now, False
-            state.started = True
-        if state.current is None or state.interrupted:
-            continue  # waiting: nothing runs, nothing is paid
-        # Run this step at this step's price (the slot may carry an older step's price).
-        cur = state.current
-        price = trace.prices[cur.pool][step]
-        span_h = (end - now).total_seconds() / 3600.0  # the rest of the step from `now`
-        overhead = min(state.overhead_h, span_h)
-        state.overhead_h -= overhead
-        work = span_h - overhead
-        left = job.duration_h - state.done_h
-        used = overhead + min(work, left)
-        paid = price * nodes * used
-        run.cost += paid
-        run.segments.append((step, step + 1, cur.pool, paid))
-        if work >= left - 1e-12:
-            state.done_h = job.duration_h
-            run.finished_at = now + timedelta(hours=used)
-            break
-        state.done_h += work
-        # What a preemption at the end of this step keeps: the last periodic checkpoint, the
-        # save of a move, or on spot the save the checkpoint library makes on the cloud's
-        # notice (all the work but that of the notice window).
-        kept = math.floor(state.done_h / interval_h + 1e-9) * interval_h
-        notice_h = ctx.notice_h.get(cur.cloud) if cur.market == SPOT else None
-        if notice_h is not None:
-            kept = max(kept, state.done_h - notice_h)
-        state.checkpointed_h = max(state.checkpointed_h, kept)
-        if cur.price_per_hour != price:
-            state.current = Slot(
-                cur.cloud,
-                cur.region,
-                cur.zone,
-                cur.instance_type,
-                cur.market,
-                price,
-                cur.interruptions_per_hour,
-                cur.pool,
-            )
-    return run
+    """Replay one job under one policy, every step asked (the reference; module docstring)."""
+    return replay_steps(ctx, policy, keep_decisions=keep_decisions)
 
 
-def _usable(trace: Trace, pool: int, step: int) -> bool:
-    price = trace.prices[pool][step]
-    return trace.available[pool][step] and price == price  # nan: not offered
+def simulate_job_events(
+    ctx: JobContext,
+    policy: Policy,
+    changes: TraceChanges | None = None,
+    *,
+    keep_decisions: bool = False,
+) -> JobRun:
+    """The same replay, the policy asked only where something it reads may change
+    (router.core.backtest_replay): what run_backtest runs."""
+    changes = changes or TraceChanges(ctx.trace)
+    steps = changes.of([i for i, _ in ctx.pools])
+    return replay_events(ctx, policy, steps, keep_decisions=keep_decisions)
 
 
 def _merge_segments(run: JobRun) -> None:
@@ -274,6 +176,19 @@ def feasible_pools(
     return sorted(set(out))
 
 
+def unplaceable_reason(
+    job: WorkloadJob, trace: Trace, step: int, plan_feasible: PlanFeasible
+) -> str:
+    """Why the planner placed a job on none of the trace's pools at its arrival, in words."""
+    offers = job_offers(job, trace, step)
+    shape = f"{job.gpu}×{job.gpu_count}"
+    if not offers:
+        return f"no {shape} pool is priced at its arrival"
+    why = getattr(plan_feasible, "why_not", None)
+    said = f": {why(job, offers, max(job.arrival, trace.at(step)))}" if why is not None else ""
+    return f"none of the {len(offers)} {shape} pools priced at its arrival fits it{said}"
+
+
 def job_spec(job: WorkloadJob) -> Job:
     """The job.yaml model of a workload job, for the planner (market auto, checkpointed)."""
     data: dict[str, Any] = {
@@ -314,23 +229,43 @@ def planner_ranking(
     storage: StoragePrices | None = None,
 ) -> PlanFeasible:
     """The one place the backtest calls the planner: feasible placements of a job at a moment."""
-    specs: dict[str, Job] = {}
+    return PlannerRanking(org, egress, interruption, storage)
 
-    def rank(job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> Sequence[Placement]:
-        spec = specs.get(job.name)
+
+class PlannerRanking:
+    """The planner's feasible placements of a workload job (`why_not`: why none, in words)."""
+
+    def __init__(
+        self,
+        org: OrgConfig,
+        egress: EgressTable,
+        interruption: InterruptionModel,
+        storage: StoragePrices | None,
+    ) -> None:
+        self.org, self.egress, self.interruption, self.storage = org, egress, interruption, storage
+        self._specs: dict[str, Job] = {}
+
+    def _plan(self, job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> PlanResult:
+        spec = self._specs.get(job.name)
         if spec is None:
-            spec = specs[job.name] = job_spec(job)
+            spec = self._specs[job.name] = job_spec(job)
         return plan(
             spec,
             offers,
-            org=org,
-            egress=egress,
+            org=self.org,
+            egress=self.egress,
             now=now,
-            interruption=interruption,
-            storage=storage,
-        ).placements
+            interruption=self.interruption,
+            storage=self.storage,
+        )
 
-    return rank
+    def __call__(
+        self, job: WorkloadJob, offers: Sequence[Offer], now: datetime
+    ) -> Sequence[Placement]:
+        return self._plan(job, offers, now).placements
+
+    def why_not(self, job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> str:
+        return no_fit_reason(self._specs[job.name], self._plan(job, offers, now).rejected)
 
 
 def run_backtest(
@@ -353,28 +288,31 @@ def run_backtest(
         plan_feasible = planner_ranking(OrgConfig(), egress, interruption, storage)
     runs: dict[str, list[JobRun]] = {p.name: [] for p in chosen}
     best: list[JobRun] = []
-    unplaceable: list[str] = []
+    unplaceable: list[tuple[str, str]] = []  # (job, why it could not run)
     total = len(workload.jobs)
     matrix = price_matrix(trace) if with_optimum else None
     evidence = trace_evidence(trace)
+    changes = TraceChanges(trace)
     for n, job in enumerate(workload.jobs):
         first = first_step(job, trace)
         if first >= trace.steps:
-            unplaceable.append(job.name)
+            unplaceable.append((job.name, "arrives after the traces end"))
             continue
         pools = feasible_pools(job, trace, first, plan_feasible)
         if not pools:
-            unplaceable.append(job.name)
+            unplaceable.append((job.name, unplaceable_reason(job, trace, first, plan_feasible)))
             continue
         rules = job_rules(job, workload, egress, trace.step_s)
         notice = {c: h for c, _ in workload.notice_s if (h := workload.notice_h(c)) is not None}
         ctx = JobContext(job, trace, pools, rules, first, evidence, notice)
         last = 0  # the optimum of a job without a deadline ends by the slowest policy's end
+        steps = changes.of([i for i, _ in pools])
         for policy in chosen:
-            run = simulate_job(ctx, policy)
-            _merge_segments(run)
+            run = replay_events(ctx, policy, steps)
             runs[policy.name].append(run)
-            if run.finished_at is not None:
+            # (a peer — SkyPilot, which knows no deadline — may finish days later: its waiting
+            # is not credited to the optimum, whose window stays spotroute's policies')
+            if run.finished_at is not None and not getattr(policy, "peer", False):
                 last = max(last, ctx.step_of(run.finished_at) + 1)
         if with_optimum:
             best.append(optimum_cost(ctx, matrix, horizon=last or None))
@@ -390,9 +328,10 @@ def run_backtest(
         end=trace.end,
         step_s=trace.step_s,
         jobs=total,
-        unplaceable=tuple(unplaceable),
+        unplaceable=tuple(name for name, _ in unplaceable),
         policies=tuple(results),
         baseline=chosen[0].name,
         optimum=optimum if with_optimum else chosen[0].name,
         pools=trace.pools,
+        unplaceable_reasons=tuple(unplaceable),
     )

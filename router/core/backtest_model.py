@@ -19,6 +19,7 @@ from router.core.decision_model import Rules, TransferCosts, work_at_risk_s
 from router.core.egress import EgressTable
 from router.core.interruption import SeriesEvidence, posterior_rate
 from router.core.job.model import SPOT_WAIT_DEFAULT_S
+from router.core.trace_cadence import Span, listed_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,14 +88,17 @@ def trace_from_points(
     available: Mapping[Pool, Sequence[bool]] | None = None,
     stale_after_s: float | None = None,
     held: Collection[Pool] = (),
+    listed: Mapping[Pool, Sequence[Span]] | None = None,
 ) -> Trace:
     """A step trace from (time, pool, price) observations: each step holds the last price seen.
 
-    `stale_after_s` (None: never): a pool whose last observation is older than this at a step's
-    start is not offered there (nan) — it vanished from the series; before its first
-    observation, its first price holds for steps that start at most this long before it. Pools
-    in `held` (prices that change only when a row says so: spot price history, list prices)
-    keep their last price. `available` gives per-pool availability series (True = usable).
+    `listed` (router.core.trace_cadence.listed_spans): a pool is not offered (nan) at a step
+    after whose rows its source has moved on without it — the file's own cadence. `stale_after_s`
+    (an explicit `price_gap`; it replaces `listed`): a pool whose last observation is older than
+    this at a step's start is not offered there; before its first observation, its first price
+    holds for steps that start at most this long before it. Pools in `held` (prices that change
+    only when a row says so: spot price history, list prices) keep their last price. Neither
+    given: every price holds. `available` gives per-pool availability series (True = usable).
     """
     if not points:
         raise ValueError("no price points")
@@ -113,6 +117,7 @@ def trace_from_points(
     for pool in pools:
         seen = sorted(by_pool[pool], key=lambda x: x[0])
         limit = None if pool in held else gap
+        spans = None if pool in held or gap is not None else (listed or {}).get(pool)
         series: list[float] = []
         i, price, since = 0, seen[0][1], seen[0][0]
         for s in range(steps):
@@ -123,6 +128,8 @@ def trace_from_points(
                 i += 1
             if limit is not None and (begins - since > limit or since - begins > limit):
                 series.append(math.nan)  # gone for longer than the gap, or not yet there
+            elif spans is not None and not listed_at(spans, edge):
+                series.append(math.nan)  # its source moved on without it
             else:
                 series.append(price)
         prices.append(tuple(series))
@@ -257,9 +264,32 @@ class BacktestResult:
     baseline: str
     optimum: str
     pools: tuple[Pool, ...]
+    unplaceable_reasons: tuple[tuple[str, str], ...] = ()  # (job, why it could not run)
 
     def policy(self, name: str) -> PolicyResult:
         return next(p for p in self.policies if p.name == name)
+
+    @property
+    def jobs_ran(self) -> int:
+        """Jobs every policy ran: the totals are over these, not over `jobs`."""
+        return self.jobs - len(self.unplaceable)
+
+    def could_not_run(self) -> str | None:
+        """'72 of 88 jobs could not run (…): savings over the 16 that ran'; None when all ran."""
+        if not self.unplaceable:
+            return None
+        why: dict[str, int] = {}
+        for _, reason in self.unplaceable_reasons:
+            why[reason] = why.get(reason, 0) + 1
+        counted = sorted(why.items(), key=lambda kv: -kv[1])
+        said = "; ".join(f"{n} {reason}" for reason, n in counted)
+        names = ", ".join(self.unplaceable[:5])
+        more = f" and {len(self.unplaceable) - 5} more" if len(self.unplaceable) > 5 else ""
+        return (
+            f"{len(self.unplaceable)} of {self.jobs} jobs could not run ({names}{more}"
+            + (f": {said}" if said else "")
+            + f") — totals and savings over the {self.jobs_ran} that ran"
+        )
 
     @property
     def baseline_unfinished(self) -> tuple[str, ...]:
@@ -289,7 +319,12 @@ class BacktestResult:
             "end": self.end.isoformat(),
             "step_s": self.step_s,
             "jobs": self.jobs,
+            "jobs_ran": self.jobs_ran,
             "unplaceable": list(self.unplaceable),
+            "unplaceable_reasons": [
+                {"job": job, "reason": reason} for job, reason in self.unplaceable_reasons
+            ],
+            "could_not_run": self.could_not_run(),
             "baseline": self.baseline,
             "baseline_unfinished": list(self.baseline_unfinished),
             "optimum": self.optimum,
@@ -356,6 +391,10 @@ class JobContext:
     def begins(self, step: int) -> datetime:
         """When the job's part of a step begins: the arrival in its first step."""
         return self.arrived_at if step == self.first_step else self.trace.at(step)
+
+    def step_at(self, now: datetime) -> int:
+        """The step a moment is in (a step's start belongs to it)."""
+        return (now - self.trace.start) // timedelta(seconds=self.trace.step_s)
 
     def step_of(self, ended: datetime) -> int:
         """The step work that ended at `ended` ran in (a step's end belongs to that step)."""

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from router.core import decide as decision
 from router.core.backtest_model import JobContext, Slot
+from router.core.backtest_quiet import decide_running_quiet, slack_quiet
 from router.core.decision_model import (
     MOVE,
     REPLACE,
@@ -49,6 +50,7 @@ class RunState:
     started: bool = False
     overhead_h: float = 0.0
     history: History = field(default_factory=History)
+    memo: Any = None  # what a policy keeps of its own between calls (a peer's controller)
 
 
 class Policy(Protocol):
@@ -145,10 +147,16 @@ class PlacedUntilInterrupted:
     """Keeps a running placement; `place` chooses one at arrival and after an interruption
     (`home`: the cloud a single-cloud policy places in, "" for all clouds)."""
 
+    stays_while_running = True  # STAY whatever the candidates (backtest_replay)
+
     def __init__(self, name: str, label: str, place: Place, home: str = "") -> None:
         self.name, self.label, self.place, self.home = name, label, place, home
 
     def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:
+        return None
+
+    def quiet_until(self, ctx: JobContext, state: RunState, now: datetime) -> datetime | None:
+        """Never of its own: it stays until interrupted, places when the candidates allow."""
         return None
 
     def choose(
@@ -174,6 +182,16 @@ class DecidePolicy:
     def wake_h(self, ctx: JobContext, state: RunState, now: datetime) -> float | None:
         progress, current = _decision_inputs(ctx, state)
         return decision.wake_after_h(self._rules(ctx), progress, current, now)
+
+    def quiet_until(self, ctx: JobContext, state: RunState, now: datetime) -> datetime | None:
+        """When decide() could answer otherwise, the candidates unchanged (backtest_quiet)."""
+        rules = self._rules(ctx)
+        progress, current = _decision_inputs(ctx, state)
+        if current is None or current.interrupted:
+            return now  # waiting: asked every step (its answer moves with the slack and line)
+        cands = ctx.candidates(ctx.step_at(now))
+        committed = state.history.committed_on_demand
+        return decide_running_quiet(ctx, rules, progress, current, committed, cands, now)
 
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
@@ -204,6 +222,16 @@ class GreedyDeadline:
         progress, current = _decision_inputs(ctx, state)
         _, slack, risk = decision.deadline_slack(ctx.deadline_rules, progress, current, now)
         return slack - risk if slack - risk > 1e-9 else None
+
+    def quiet_until(self, ctx: JobContext, state: RunState, now: datetime) -> datetime | None:
+        """Its slack test only (backtest_quiet.slack_quiet); nothing without a deadline."""
+        if ctx.job.deadline is None:
+            return None
+        if state.history.committed_on_demand:
+            on_it = _running(state) and state.current is not None
+            return None if on_it and state.current.market != SPOT else now  # type: ignore[union-attr]
+        progress, current = _decision_inputs(ctx, state)
+        return slack_quiet(ctx.deadline_rules, progress, current, now)
 
     def choose(
         self, ctx: JobContext, state: RunState, cands: Sequence[Slot], now: datetime
@@ -245,8 +273,11 @@ def policy_set(home_cloud: str, which: str = "default") -> tuple[Policy, ...]:
 
 
 def benchmark_policies() -> tuple[Policy, ...]:
-    """Published baselines to compare against (Can't Be Late's greedy); not what spotroute runs."""
-    return (GreedyDeadline(),)
+    """Published baselines to compare against — Can't Be Late's greedy, and the peers users would
+    run instead (SkyPilot's managed-job recovery, router.core.backtest_peers); not spotroute's."""
+    from router.core.backtest_peers import skypilot_policies
+
+    return (GreedyDeadline(), *skypilot_policies())
 
 
 def policies(home_cloud: str) -> tuple[Policy, ...]:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -53,8 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from router.core.backtest_model import JobContext, JobRun, Trace
-from router.core.decision_model import TransferCosts
-from router.core.egress import EgressTable
+from router.core.hindsight_moves import Moves, cross, distinct
 
 Array = npt.NDArray[np.float64]
 MEMORY_CELLS = 4_000_000  # float64 cells (32 MB) of per-unit arrays kept for the path
@@ -123,6 +121,7 @@ class _Problem:
         placed = [trace.pools[i] for i in placed_at]
         # Pools grouped by region: moves are priced region to region.
         order = sorted(range(len(placed)), key=lambda j: (placed[j].cloud, placed[j].region))
+        order = distinct(order, placed, matrix[ctx.first_step :, :], placed_at, rules.transfers)
         self.placed_at = [placed_at[j] for j in order]
         placed = [placed[j] for j in order]
         self.price: Array = matrix[ctx.first_step :, self.placed_at]
@@ -137,19 +136,19 @@ class _Problem:
         self.firsts = np.array([region_of.index(r) for r in range(len(regions))], dtype=np.int64)
         transfers = rules.transfers
         self.data_in = np.array([transfers.data_to(c, r) for c, r in regions])
-        self.cross = _cross(transfers, tuple(regions))
+        self.cross = cross(transfers, tuple(regions))
         arrived = (trace.at(ctx.first_step + 1) - ctx.arrived_at).total_seconds() / 3600.0
         self.first_h = min(self.step_h, arrived)  # what is left of the first step (hours)
         self.model = self._moves(0)
         self.deadline_cut = False  # the deadline is inside the last step: a second late is on time
 
-    def _moves(self, steps: int) -> _Moves:
+    def _moves(self, steps: int) -> Moves:
         """Moves in a window of `steps` steps: the restore priced at its cheapest price."""
         window = self.price[:steps]
         usable = window[np.isfinite(window)]
         cheapest = float(usable.min()) if usable.size else 0.0
         restore_usd = self.ctx.rules.restore_overhead_s / 3600.0 * cheapest * self.nodes
-        return _Moves(self.region_of, self.firsts, restore_usd, self.data_in, self.cross)
+        return Moves(self.region_of, self.firsts, restore_usd, self.data_in, self.cross)
 
     def begins(self, t: int) -> datetime:
         """When the job's part of step offset t begins (the arrival, in the first step)."""
@@ -378,9 +377,11 @@ class _Scan:
         self.flat = bool(np.all((low == high) | ~offered.any(axis=1)))
         if self.flat:
             steps = np.where(offered, np.arange(full.shape[1], dtype=np.int32), np.int32(-1))
-            self.last = np.maximum.accumulate(steps, axis=1)  # last step ≤ τ it was offered
-            self.price = low[:, None]  # USD per unit on each pool (inf: never offered)
             self.rows = (np.arange(count, dtype=np.int32) * np.int32(m + 1))[:, None]
+            # last step ≤ τ each pool was offered, plus its row's start in a padded ready array
+            self.last = np.maximum.accumulate(steps, axis=1) + self.rows
+            self.price = low[:, None]  # USD per unit on each pool (inf: never offered)
+            self._at = np.empty((count, m), dtype=np.int32)
 
     def differs(self, other: _Scan) -> list[int] | None:
         """The steps at which the two flat scans offer different pools (None: not both flat);
@@ -395,9 +396,10 @@ class _Scan:
         if not self.flat:
             return None
         t = self.t0 + j - 1
-        at: npt.NDArray[np.int32] = self.last[:, t : t + self.m] - np.int32(t - 1)
-        np.maximum(at, 0, out=at)
-        at += self.rows
+        # max(last − (t − 1), 0) + row start, as max(last + row − (t − 1), row)
+        at: npt.NDArray[np.int32] = self._at
+        np.subtract(self.last[:, t : t + self.m], np.int32(t - 1), out=at)
+        np.maximum(at, self.rows, out=at)
         return at
 
     def done(self, j: int, padded: Array, at: npt.NDArray[np.int32] | None = None) -> Array:
@@ -421,7 +423,7 @@ class _Units:
     and the last's; the others recomputed from the last kept one when the path is rebuilt."""
 
     def __init__(
-        self, model: _Moves, whole: _Scan, part: _Scan, ready0: Array, n: int, *, every: int
+        self, model: Moves, whole: _Scan, part: _Scan, ready0: Array, n: int, *, every: int
     ) -> None:
         self.model, self.whole, self.part, self.n, self.every = model, whole, part, n, every
         count, m = len(ready0), whole.m
@@ -500,89 +502,3 @@ def _cheapest(price: Array) -> float:
 
 def _by(ends: datetime, deadline: datetime | None) -> bool:
     return deadline is None or ends <= deadline + timedelta(seconds=1)
-
-
-_CROSS: weakref.WeakKeyDictionary[
-    EgressTable, dict[tuple[float, tuple[tuple[str, str], ...]], Array]
-] = weakref.WeakKeyDictionary()
-
-
-def _cross(transfers: TransferCosts, regions: tuple[tuple[str, str], ...]) -> Array:
-    """Checkpoint egress region → region (inf on the diagonal), shared by jobs alike."""
-    table = transfers.table
-    memo = None
-    if table is not None:
-        memo = _CROSS.get(table)
-        if memo is None:
-            memo = _CROSS[table] = {}
-        found = memo.get((transfers.checkpoint_gb, regions))
-        if found is not None:
-            return found
-    made = np.array(
-        [
-            [
-                np.inf if x == y else transfers.checkpoint(*regions[x], *regions[y])
-                for y in range(len(regions))
-            ]
-            for x in range(len(regions))
-        ]
-    ).reshape(len(regions), len(regions))
-    if memo is not None:
-        memo[(transfers.checkpoint_gb, regions)] = made
-    return made
-
-
-class _Moves:
-    """Move costs between pools: restore money, plus data and checkpoint egress across regions.
-
-    `between[r, s]`: a move from a pool in region r to one in region s (r = s: the restore).
-    """
-
-    def __init__(
-        self,
-        region_of: npt.NDArray[np.int64],
-        firsts: npt.NDArray[np.int64],
-        restore_usd: float,
-        data_in: Array,
-        cross: Array,
-    ) -> None:
-        self.start: Array = data_in[region_of]  # first placement: bring the data in
-        self.restore_usd = restore_usd
-        between = restore_usd + data_in[None, :] + cross
-        np.fill_diagonal(between, restore_usd)
-        if not np.any(between - restore_usd):  # no egress anywhere: regions do not matter
-            region_of = np.zeros_like(region_of)
-            firsts, between = firsts[:1], between[:1, :1]
-        self.region_of, self.firsts, self.between = region_of, firsts, between
-        ends = [*firsts[1:].tolist(), len(region_of)][: len(firsts)]
-        self.spans = list(zip(firsts.tolist(), ends, strict=True))  # pools of each region
-
-    def cost(self, src: int, dst: int) -> float:
-        return float(self.between[self.region_of[src], self.region_of[dst]])
-
-    def column(self, dst: int) -> Array:
-        """Cost of moving to dst from every pool (dst itself too: never better than staying)."""
-        out: Array = self.between[self.region_of, self.region_of[dst]]
-        return out
-
-    def enter(self, value: Array) -> Array:
-        """(P, m), in place: the least of staying on each pool and moving there from any pool."""
-        if len(self.firsts) == 1:
-            np.minimum(value, value.min(axis=0) + self.restore_usd, out=value)
-            return value
-        between = self.between
-        if len(self.spans) > 3:  # many regions: one pass over (regions, regions, offsets)
-            per_region = np.minimum.reduceat(value, self.firsts, axis=0)
-            best = (per_region[:, None, :] + between[:, :, None]).min(axis=0)
-            np.minimum(value, best[self.region_of], out=value)
-            return value
-        # A few regions (the usual case): span by span, no (R, R, m) temporary.
-        per_region = np.empty((len(self.spans), value.shape[1]))
-        for r, (a, b) in enumerate(self.spans):
-            value[a:b].min(axis=0, out=per_region[r])
-        for r, (a, b) in enumerate(self.spans):
-            into = per_region[0] + between[0, r]
-            for s in range(1, len(self.spans)):
-                np.minimum(into, per_region[s] + between[s, r], out=into)
-            np.minimum(value[a:b], into, out=value[a:b])
-        return value

@@ -22,6 +22,7 @@ from router.config.traces import (
     Availability,
     PoolMaker,
     PriceTrace,
+    check_covers_a_step,
     points_from_quotes,
     price_trace,
     read_availability,
@@ -30,7 +31,7 @@ from router.config.traces import (
     read_price_parquet,
 )
 from router.config.user_files import DATA_LIMIT_BYTES, check_user_file
-from router.config.workload import WorkloadFile, load_workload
+from router.config.workload import PRICES_REACH_S, WorkloadFile, load_workload
 from router.config.workload import price_gap as workload_price_gap
 from router.core.backtest import Progressed, run_backtest
 from router.core.backtest_model import BacktestResult, Pool, Trace, trace_from_points
@@ -39,6 +40,7 @@ from router.core.catalog import Catalog
 from router.core.errors import BadInput
 from router.core.globs import glob_problem
 from router.core.synthetic import synthetic_trace
+from router.core.trace_cadence import Span, listed_spans, merge_spans
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,8 @@ def backtest(
     """Replay the workload's jobs under every policy on the given (or synthetic) traces.
 
     `price_gap`: `--price-gap` (a duration or `never`), overriding the workload's `price_gap`;
-    `policies`: `--policies` — default, or all (adds the benchmark policies: greedy-deadline).
+    `policies`: `--policies` — default, or all (adds the benchmark policies: greedy-deadline and
+    the SkyPilot peers).
     """
     from router.config.datafiles import load_egress, load_interruption_model, load_storage_prices
 
@@ -138,6 +141,7 @@ def _price_trace(
     points: list[tuple[datetime, Pool, float]] = []
     flags: dict[Pool, list[tuple[datetime, bool]]] = {}
     held: set[Pool] = set()
+    listed: list[dict[Pool, tuple[Span, ...]]] = []  # per file: where its cadence lists pools
     observed: list[datetime] = []  # times of rows that are observations (not price changes)
     sources: list[str] = []
     warnings: list[str] = []
@@ -151,6 +155,7 @@ def _price_trace(
             held.update(p for _, p, _ in got.points)
         else:
             observed.extend((min(t for t, _, _ in got.points), max(t for t, _, _ in got.points)))
+            listed.append(listed_spans(got.points))
         for pool, seen in got.available.items():
             flags.setdefault(pool, []).extend(seen)
         sources.append(f"{path} ({len(got.points)} prices)")
@@ -173,14 +178,16 @@ def _price_trace(
     available = {
         pool: _step_flags(sorted(seen), wf.start, wf.step_s, steps) for pool, seen in flags.items()
     }
+    gap = wf.price_gap_s  # None: the files' own cadence; inf: never gone; else a fixed clock
     trace = trace_from_points(
         points,
         step_s=wf.step_s,
         start=wf.start,
         end=end,
         available=available,
-        stale_after_s=wf.price_gap_s,
+        stale_after_s=gap if gap is not None and math.isfinite(gap) else None,
         held=held,
+        listed=merge_spans(*listed) if gap is None else None,
     )
     return trace, tuple(sources), tuple(warnings)
 
@@ -208,7 +215,7 @@ def _check_window(
     observed: Sequence[datetime],
 ) -> None:
     """BadInput when the workload's window has no prices: it ends before the first row, or
-    begins more than price_gap after the last observed one."""
+    begins more than price_gap (a week without one) after the last observed one."""
     first = min(t for t, _, _ in points)
     last = max(t for t, _, _ in points)
     files = ", ".join(str(p) for p in paths)
@@ -217,12 +224,10 @@ def _check_window(
     fix = "set start (and days) to a window the prices cover"
     if end <= first:
         raise BadInput(f"{workload_path}: start: {window} ends before {span} — {fix}")
-    gap = wf.price_gap_s
-    if observed and gap is not None and wf.start > max(observed) + timedelta(seconds=gap):
-        raise BadInput(
-            f"{workload_path}: start: {window} begins after {span} (and price_gap "
-            f"{gap / 86400:g} days) — {fix}"
-        )
+    gap = PRICES_REACH_S if wf.price_gap_s is None else wf.price_gap_s
+    if observed and math.isfinite(gap) and wf.start > max(observed) + timedelta(seconds=gap):
+        what = "a week" if wf.price_gap_s is None else f"price_gap {gap / 86400:g} days"
+        raise BadInput(f"{workload_path}: start: {window} begins after {span} (and {what}) — {fix}")
 
 
 _DATE = re.compile(r"(\d{4})-?(\d{2})-?(\d{2})")
@@ -344,6 +349,7 @@ def _apply_availability(trace: Trace, spec: str) -> Trace:
         raise BadInput(f"--availability {spec}: the selector's {why}")
     path = Path(file)
     cbl: Availability = read_availability(path)
+    check_covers_a_step(cbl, path, trace.step_s)
     chosen = [
         i
         for i, p in enumerate(trace.pools)

@@ -23,6 +23,10 @@ COLORS = {
     "spot-once": "#9467bd",
     "migrate": "#1f77b4",
     "deadline-aware": "#2ca02c",
+    "greedy-deadline": "#8c564b",
+    "skypilot-eager": "#17becf",
+    "skypilot-failover": "#bcbd22",
+    "skypilot-eager+od": "#e377c2",
     "optimum": "#d62728",
 }
 
@@ -97,7 +101,8 @@ def backtest_chart(report: BacktestReport, path: Path) -> Path:
         )
     lines.set_xlabel("day")
     lines.set_ylabel("cumulative spend, thousand USD")
-    lines.set_title(f"{r.workload}: {r.jobs} jobs, {r.start:%Y-%m-%d} → {r.end:%Y-%m-%d}")
+    jobs = f"{r.jobs} jobs" if not r.unplaceable else f"{r.jobs_ran} of {r.jobs} jobs ran"
+    lines.set_title(f"{r.workload}: {jobs}, {r.start:%Y-%m-%d} → {r.end:%Y-%m-%d}")
     lines.legend(loc="upper left", fontsize=8)
     lines.grid(alpha=0.3)
     fig.tight_layout()
@@ -126,6 +131,9 @@ def backtest_chart(report: BacktestReport, path: Path) -> Path:
         missing = r.baseline_unfinished
         notes.insert(0, f"the baseline could not run {len(missing)} jobs ({', '.join(missing[:5])})"
                      " — no savings against it")
+    subset = r.could_not_run()
+    if subset is not None:
+        notes.insert(0, subset)
     path.write_text(_html(f"Backtest: {r.workload}", png, headers, rows, notes), encoding="utf-8")
     return path
 

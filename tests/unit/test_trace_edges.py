@@ -1,5 +1,6 @@
 """`route backtest` on awkward trace files, through the CLI: each bad input is one line naming the
-file and the field, exit 2; a pool that vanishes from a price series is gone after `price_gap`."""
+file and the field, exit 2; a pool that vanishes from a price series is gone once its file moves
+on without it (or after an explicit `price_gap`)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,20 @@ def test_availability_gap_seconds_must_be_a_sensible_step(tmp_path: Path, gap: s
     one_line_exit_2(code, err, str(cbl), "metadata.gap_seconds")
 
 
+@pytest.mark.parametrize("gap", ["1e-6", "1000"])
+def test_an_availability_trace_shorter_than_one_step_is_refused(tmp_path: Path, gap: str) -> None:
+    # 3 samples of 1e-6 s (or 1000 s) span less than the workload's hourly step: every step
+    # would read one aliased sample.
+    cbl = tmp_path / "cbl.json"
+    cbl.write_text('{"metadata": {"gap_seconds": ' + gap + '}, "data": [0, 1, 0]}')
+    rows = f"2026-11-01T00:00:00Z,{SPOT},12.5\n2026-11-01T00:00:00Z,{OD_EAST},40\n"
+    code, _, err = invoke(
+        "backtest", str(workload(tmp_path)), "--prices", str(prices(tmp_path, rows)),
+        "--availability", str(cbl),
+    )  # fmt: skip
+    one_line_exit_2(code, err, str(cbl), "metadata.gap_seconds", "less than one step", "3600 s")
+
+
 def test_availability_whose_step_covers_the_whole_window_is_refused(tmp_path: Path) -> None:
     cbl = tmp_path / "cbl.json"
     cbl.write_text('{"metadata": {"gap_seconds": 86400}, "data": [0, 1, 0]}')
@@ -132,6 +147,16 @@ def test_an_extra_cell_in_a_row_is_refused(tmp_path: Path) -> None:
     one_line_exit_2(code, err, str(path), "line 3", "8 cells", "7")
 
 
+def test_a_row_one_cell_short_is_reported_as_short(tmp_path: Path) -> None:
+    # Not "price_per_hour '' is not a number": the row lacks the cell.
+    rows = f"2026-11-01T00:00:00Z,{OD_EAST},40\n2026-11-01T01:00:00Z,{SPOT}\n"
+    path = prices(tmp_path, rows)
+    code, _, err = invoke("backtest", str(workload(tmp_path)), "--prices", str(path))
+    one_line_exit_2(code, err, str(path), "line 3", "short", "6 cells", "names 7",
+                    "no price_per_hour")  # fmt: skip
+    assert "not a number" not in err
+
+
 def test_rows_of_unknown_instance_types_are_counted_and_refused_when_nothing_is_left(
     tmp_path: Path,
 ) -> None:
@@ -183,10 +208,138 @@ def test_a_pool_without_rows_for_price_gap_is_gone_for_baseline_and_optimum(
     assert json.loads(out)["policies"][0]["total_cost"] == pytest.approx(3 * 30.0)
 
 
-def test_the_default_price_gap_is_a_week(tmp_path: Path) -> None:
+def test_by_default_a_pool_is_gone_once_its_file_moves_on_without_it(tmp_path: Path) -> None:
+    # us-east-1 is listed at 0 h and 1 h, then the file goes on hourly with us-west-2 alone: it
+    # is gone from 2 h (the file's own cadence), not a week later.
     path = vanishing(tmp_path)
     code, out, _ = invoke("backtest", str(workload(tmp_path)), "--prices", str(path), "--json")
-    assert code == 0 and json.loads(out)["policies"][0]["total_cost"] == pytest.approx(90.0)
+    assert code == 0 and json.loads(out)["policies"][0]["total_cost"] == pytest.approx(3 * 40.0)
+    # `price_gap: cadence` says the same; `never` holds its last price.
+    code, out, _ = invoke("backtest", str(workload(tmp_path, "price_gap: cadence\n")),
+                          "--prices", str(path), "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["policies"][0]["total_cost"] == pytest.approx(3 * 40.0)
+    code, out, _ = invoke("backtest", str(workload(tmp_path)), "--prices", str(path), "--json",
+                          "--price-gap", "never")  # fmt: skip
+    assert code == 0 and json.loads(out)["policies"][0]["total_cost"] == pytest.approx(3 * 30.0)
+
+
+def long_workload(tmp_path: Path, arrivals_h: tuple[int, ...], days: int = 45) -> Path:
+    """Jobs of 3 h on on-demand p4de arriving at the given hours of a long window."""
+    jobs = "".join(
+        f"    - {{name: j{h}, arrival: {h}h, duration: 3h, gpus: A100-80GB:8,\n"
+        "       checkpoint: {interval: 30m, restore_overhead: 0m}}\n"
+        for h in arrivals_h
+    )
+    path = tmp_path / "long.yaml"
+    path.write_text(
+        f"name: long\nstart: 2026-11-01T00:00:00Z\ndays: {days}\nstep: 1h\n"
+        f"jobs:\n  list:\n{jobs}"
+    )
+    return path
+
+
+def test_a_file_with_one_row_per_pool_keeps_every_pool_for_the_whole_window(
+    tmp_path: Path,
+) -> None:
+    # A catalog export: one row per pool, a constant list price. The file never moves on, so
+    # nothing is gone — jobs on day 10 and day 40 run like the one on day 1 (a fixed week of
+    # price_gap dropped every pool on day 7: 2 of 3 jobs "not placeable").
+    path = prices(tmp_path, f"2026-11-01T00:00:00Z,{OD_EAST},30\n")
+    code, out, err = invoke(
+        "backtest", str(long_workload(tmp_path, (24, 240, 960))), "--prices", str(path), "--json"
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["unplaceable"] == [] and data["jobs_ran"] == 3
+    assert data["policies"][0]["total_cost"] == pytest.approx(3 * 3 * 30.0)
+
+
+def test_jobs_that_could_not_run_head_the_table_fill_the_json_and_fail_the_run(
+    tmp_path: Path,
+) -> None:
+    # An explicit week of price_gap over a file with one row per pool: the jobs after day 7
+    # find nothing priced. The totals are over the one job that ran, and every output says so.
+    path = prices(tmp_path, f"2026-11-01T00:00:00Z,{OD_EAST},30\n")
+    w = long_workload(tmp_path, (24, 240, 960))
+    code, out, err = invoke("backtest", str(w), "--prices", str(path), "--price-gap", "7d")
+    assert code == 1
+    first = out.splitlines()[0]
+    assert first.startswith("2 of 3 jobs could not run (j240, j960: 2 no A100-80GB×8 pool is")
+    assert "savings over the 1 that ran" in first
+    assert "1 of 3 jobs ran" in out
+    assert err.startswith("error: 2 of 3 jobs could not run") and err.count("\n") == 1
+    code, out, err = invoke(
+        "backtest", str(w), "--prices", str(path), "--price-gap", "7d", "--json"
+    )
+    assert code == 1
+    data = json.loads(out)
+    assert data["jobs"] == 3 and data["jobs_ran"] == 1
+    assert data["unplaceable"] == ["j240", "j960"]
+    assert data["unplaceable_reasons"] == [
+        {"job": "j240", "reason": "no A100-80GB×8 pool is priced at its arrival"},
+        {"job": "j960", "reason": "no A100-80GB×8 pool is priced at its arrival"},
+    ]
+    assert data["could_not_run"].startswith("2 of 3 jobs could not run")
+    assert data["policies"][0]["total_cost"] == pytest.approx(3 * 30.0)
+
+
+def test_a_history_sampled_every_two_weeks_holds_its_pools_between_samples(
+    tmp_path: Path,
+) -> None:
+    # Rows every 14 days (a price history sampled fortnightly): each price holds until the next
+    # sample, on every day of the window.
+    rows = "".join(
+        f"2026-{m:02d}-{d:02d}T00:00:00Z,{OD_EAST},{price}\n"
+        for m, d, price in ((11, 1, 30), (11, 15, 32), (11, 29, 34), (12, 13, 36))
+    )
+    path = prices(tmp_path, rows)
+    code, out, err = invoke(
+        "backtest", str(long_workload(tmp_path, (24 * 10, 24 * 24, 24 * 40))), "--prices",
+        str(path), "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["unplaceable"] == []
+    assert data["policies"][0]["total_cost"] == pytest.approx(3 * (30.0 + 32.0 + 34.0))
+
+
+def test_a_pool_missing_from_daily_catalogs_is_gone_until_it_is_listed_again(
+    tmp_path: Path,
+) -> None:
+    # Daily rows; the cheap us-east-1 is missing on days 3 and 4 (listed on days 1, 2 and 5):
+    # a job on day 3 runs in us-west-2, one on day 5 in us-east-1 again.
+    rows = "".join(
+        f"2026-11-{d:02d}T00:00:00Z,{OD_WEST},40\n"
+        + (f"2026-11-{d:02d}T00:00:00Z,{OD_EAST},30\n" if d not in (3, 4) else "")
+        for d in range(1, 8)
+    )
+    path = prices(tmp_path, rows)
+    w = long_workload(tmp_path, (24 * 2 + 2, 24 * 4 + 2), days=7)
+    code, out, err = invoke("backtest", str(w), "--prices", str(path), "--json")
+    assert code == 0, err
+    assert json.loads(out)["policies"][0]["total_cost"] == pytest.approx(3 * 40.0 + 3 * 30.0)
+
+
+def test_rows_of_one_refresh_spread_over_minutes_are_one_round() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from router.core.backtest_model import Pool
+    from router.core.trace_cadence import listed_at, listed_spans
+
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    east = Pool("aws", "us-east-1", None, "p4de.24xlarge", "on-demand", "A100-80GB", 8)
+    west = Pool("aws", "us-west-2", None, "p4de.24xlarge", "on-demand", "A100-80GB", 8)
+    # Hourly refreshes, us-west-2 read 5 minutes after us-east-1; us-east-1 stops at 3 h.
+    points = [(start + timedelta(hours=h), east, 30.0) for h in range(4)] + [
+        (start + timedelta(hours=h, minutes=5), west, 40.0) for h in range(10)
+    ]
+    spans = listed_spans(points)
+    for minutes in range(1, 4 * 60 + 5, 7):
+        assert listed_at(spans[east], start + timedelta(minutes=minutes)), minutes
+        assert listed_at(spans[west], start + timedelta(minutes=minutes + 5))
+    # Gone from the first round without it (4 h 05), not before.
+    assert spans[east] == ((None, start + timedelta(hours=4, minutes=5)),)
+    assert not listed_at(spans[east], start + timedelta(hours=4, minutes=6))
 
 
 def test_price_gap_errors_name_the_field(tmp_path: Path) -> None:

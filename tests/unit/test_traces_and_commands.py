@@ -257,9 +257,12 @@ def test_backtest_policies_all_adds_the_benchmark_policies_to_the_table_and_json
     assert code == 0 and "greedy-deadline" not in [p["name"] for p in json.loads(out)["policies"]]
     code, out, _ = invoke(*args, "--policies", "all", "--json")
     names = [p["name"] for p in json.loads(out)["policies"]]
-    assert code == 0 and names[-2:] == ["greedy-deadline", "optimum"]
+    assert code == 0 and names[-5:] == [
+        "greedy-deadline", "skypilot-eager", "skypilot-failover", "skypilot-eager+od", "optimum"
+    ]  # fmt: skip
     code, out, _ = invoke(*args, "--policies", "all")
     assert code == 0 and "greedy (spot or wait" in out
+    assert "SkyPilot managed job, EAGER_NEXT_REGION (spot)" in out
 
 
 def test_a_workload_names_its_own_traces_relative_to_itself(tmp_path):
@@ -283,16 +286,19 @@ def test_a_workload_names_its_own_traces_relative_to_itself(tmp_path):
 
 def test_the_real_trace_example_runs_as_it_is_and_keeps_every_deadline():
     """`route backtest examples/backtest-real-2zones.yaml --policies all`: its own traces, every
-    policy keeps every deadline, and route watch's policy is cheaper than greedy there."""
+    policy but the peer keeps every deadline, and route watch's policy is cheaper than greedy."""
     code, out, _ = invoke("backtest", str(ROOT / "examples" / "backtest-real-2zones.yaml"),
                           "--policies", "all", "--json")  # fmt: skip
     assert code == 0
     data = json.loads(out)
     by = {p["name"]: p for p in data["policies"]}
     assert data["jobs"] == 74 and not data["unplaceable"]
-    assert all(p["deadline_misses"] == 0 and p["unfinished"] == 0 for p in by.values())
+    # Every policy but the peer (SkyPilot knows no deadline) keeps every deadline.
+    ours = [p for name, p in by.items() if not name.startswith("skypilot-")]
+    assert all(p["deadline_misses"] == 0 and p["unfinished"] == 0 for p in ours)
     assert by["deadline-aware"]["total_cost"] < by["greedy-deadline"]["total_cost"]
-    assert by["optimum"]["total_cost"] <= min(p["total_cost"] for p in by.values())
+    # (the spot-only peer can cost less: it finishes days later, docs/backtest.md "The peer")
+    assert by["optimum"]["total_cost"] <= min(p["total_cost"] for p in ours)
     assert any("us-west-2a_v100_8.json" in source for source in data["sources"])
 
 
