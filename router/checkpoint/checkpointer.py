@@ -27,6 +27,7 @@ from typing import Any
 
 from router.checkpoint import rng
 from router.checkpoint.dcp import (
+    DCP_METADATA,
     ZIP_CRC,
     CheckpointDamaged,
     PartlyLoaded,
@@ -155,19 +156,16 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         self._remember(objects)
         self._await_handover()
         resume = Resume()
-        rejected: list[str] = []
-        damaged: list[int] = []  # steps whose stored bytes disagree with their manifest
+        rejected: list[tuple[int, str, bool]] = []  # (step, why, whether it is damage)
         touched: set[str] = set()  # objects a checkpoint was (maybe partly) read into
         candidates = self._candidates()
         loadable = [i for i, (_, m, _) in enumerate(candidates) if m and m.mode != "files"]
         for index, (step, manifest, problem) in enumerate(candidates):
             if manifest is None:
-                rejected.append(f"step {step}: {problem}")
-                if str(problem).startswith("damaged"):
-                    damaged.append(step)
+                rejected.append((step, str(problem), str(problem).startswith("damaged")))
                 continue
             if manifest.mode == "files":
-                rejected.append(f"step {step}: saved with save_files(); use restore_files()")
+                rejected.append((step, "saved with save_files(); use restore_files()", False))
                 continue
             try:
                 states = self._read_rank_states(manifest)
@@ -183,18 +181,14 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 if isinstance(error, PartlyLoaded):
                     touched.update(to_load)
                     error = error.cause
-                if is_damage(error):
-                    damaged.append(step)
-                rejected.append(f"step {step}: damaged ({damage_reason(error)})")
+                rejected.append((step, f"damaged ({damage_reason(error)})", is_damage(error)))
                 continue
             if touched - set(to_load):
                 raise CheckpointError(
                     f"{', '.join(sorted(touched - set(to_load)))}: partly loaded from a damaged "
                     f"checkpoint and not in step {step} — restart the process to resume from "
                     f"step {step}, or delete the damaged step-* directories")
-            for note in rejected:
-                resume.messages.append(f"{note} — skipped; using step {step}")
-            resume.messages.extend(self._set_aside(damaged))
+            resume.messages.extend(self._passed_over(rejected, using=step))
             for name in sorted(set(self._objects) - saved):
                 resume.messages.append(f"{name}: not in the checkpoint of step {step}; "
                                        "left as it is")
@@ -213,8 +207,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             self.last_saved_step = manifest.step
             self._last_save_at = self._clock()
             return self._resumed(self._say(resume))
-        resume.messages.extend(f"{note} — skipped" for note in rejected)
-        resume.messages.extend(self._set_aside(damaged))
+        resume.messages.extend(self._passed_over(rejected, using=None))
         if touched:
             # Damage found after some tensors were copied in (a local file read in one pass):
             # the objects are not fresh either. The damaged checkpoints are set aside, so the
@@ -228,21 +221,32 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         resume.messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
         return self._resumed(self._say(resume))
 
-    def _set_aside(self, steps: list[int]) -> list[str]:
-        """Move the damaged checkpoints of `steps` aside (rank 0; all ranks wait): one message
-        each. Set aside, they are never restored, counted or deleted again."""
-        notes: list[str] = []
+    def _passed_over(self, rejected: list[tuple[int, str, bool]], *,
+                     using: int | None) -> list[str]:
+        """One line per checkpoint passed over: why, and for damage where it was set aside.
+
+        Damage of any file of a step (manifest, rank file, DCP's .metadata, a data file) sets
+        the step aside, so it never holds a retention slot and that step is saved again.
+        """
+        outcome = self._set_aside([step for step, _, damage in rejected if damage])
+        tail = f"; using step {using}" if using is not None else ""
+        return [f"step {step}: {why} — {outcome.get(step, 'skipped')}{tail}"
+                for step, why, _ in rejected]
+
+    def _set_aside(self, steps: list[int]) -> dict[int, str]:
+        """Move the damaged checkpoints of `steps` aside (rank 0; all ranks wait): what became
+        of each. Set aside, they are never restored, counted or deleted again."""
+        outcome: dict[int, str] = {}
         if steps and self._ranks.rank == 0:
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
             for step in steps:
                 try:
-                    where = self.location.set_aside(step, stamp)
-                    notes.append(f"step {step}: set aside as {where}")
+                    outcome[step] = f"set aside as {self.location.set_aside(step, stamp)}"
                 except OSError as error:
-                    notes.append(f"step {step}: could not be set aside ({error}); left in place")
+                    outcome[step] = f"could not be set aside ({error}); left in place"
         if steps:
-            notes = self._ranks.broadcast(notes)
-        return notes
+            outcome = self._ranks.broadcast(outcome)
+        return outcome
 
     def _candidates(self) -> list[tuple[int, Manifest | None, str | None]]:
         """Every step directory, newest first, with its manifest or why it has none (all ranks)."""
@@ -279,6 +283,9 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         problem: tuple[str, bool] = ("", False)  # (what, whether it is damage)
         states: dict[str, dict[str, Any]] = {}
         try:
+            # DCP's index of the checkpoint, checked here: DCP itself would take a damaged one
+            # for a missing one ("metadata is None"), which is no damage to tell apart.
+            read_verified(self.location, manifest, DCP_METADATA)
             rank0 = json.loads(read_verified(self.location, manifest, rank_file(0)))
             own = rank0 if own_rank == 0 else json.loads(
                 read_verified(self.location, manifest, rank_file(own_rank)))

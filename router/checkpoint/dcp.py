@@ -36,6 +36,8 @@ from router.checkpoint.results import damage_reason as damage_reason
 from router.checkpoint.results import is_damage as is_damage
 from router.checkpoint.storage import Location
 
+DCP_METADATA = ".metadata"  # DCP's index of a checkpoint (what is stored where), one per step
+
 
 def state_dicts_for_save(objects: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The DCP state dict for `objects` and the names it holds."""
@@ -295,7 +297,7 @@ def verifying_filesystem(base: type,
                     yield stream
                 return
             with open_checked(path) as stream:
-                if posixpath.basename(str(os.fspath(path))) != ".metadata":
+                if posixpath.basename(str(os.fspath(path))) != DCP_METADATA:
                     self.served += 1
                 yield stream
 

@@ -107,10 +107,10 @@ class PlainDirectoryMixin(CheckpointerState):
 
     def _choose_checkpoint(self, messages: list[str]) -> Manifest | None:
         """The newest checkpoint whose manifest and stored files check out (restore_files)."""
-        rejected: list[str] = []
+        rejected: list[tuple[int, str, bool]] = []  # (step, why, whether it is damage)
         for step, manifest, problem in self._candidates():
             if manifest is None:
-                rejected.append(f"step {step}: {problem}")
+                rejected.append((step, str(problem), str(problem).startswith("damaged")))
                 continue
             # Each rank checks every world_size-th file, so verification reads everything once.
             mine = [e.path for i, e in enumerate(manifest.files)
@@ -118,11 +118,10 @@ class PlainDirectoryMixin(CheckpointerState):
             problems = [p for ps in self._ranks.all_gather(
                 self.location.verify_files(manifest, mine)) for p in ps]
             if problems:
-                rejected.append(f"step {step}: damaged ({'; '.join(problems)})")
+                rejected.append((step, f"damaged ({'; '.join(problems)})", True))
                 continue
-            for note in rejected:
-                messages.append(f"{note} — skipped; using step {step}")
+            messages.extend(self._passed_over(rejected, using=step))
             return manifest
-        messages.extend(f"{note} — skipped" for note in rejected)
+        messages.extend(self._passed_over(rejected, using=None))
         messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
         return None
