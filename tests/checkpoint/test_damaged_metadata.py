@@ -121,10 +121,17 @@ def _segment(url: str, options: dict[str, Any], out: Connection, result_path: st
     from router.checkpoint import Checkpointer
 
     # Synchronous saves every 3 steps: a step reported after a save step is on storage.
-    ckpt = Checkpointer(url, interval_s=None, every_steps=3, handle_sigterm=False,
-                        asynchronous=False, storage_options=options)
-    final, started = training.run(ckpt, seed=SEED, steps=TOTAL_STEPS, width=WIDTH,
-                                  on_step=lambda step: out.send(step))
+    ckpt = Checkpointer(
+        url,
+        interval_s=None,
+        every_steps=3,
+        handle_sigterm=False,
+        asynchronous=False,
+        storage_options=options,
+    )
+    final, started = training.run(
+        ckpt, seed=SEED, steps=TOTAL_STEPS, width=WIDTH, on_step=lambda step: out.send(step)
+    )
     torch.save(final, result_path)
     ckpt.close()
     out.send(("started", started))
@@ -132,11 +139,21 @@ def _segment(url: str, options: dict[str, Any], out: Connection, result_path: st
 
 def _context() -> Any:
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([
-        "torch", "numpy", "fsspec", "router.checkpoint", "training", "s3fs",
-        "torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict", "torch._dynamo",
-        "fsspec.implementations.local", "xxhash",
-    ])
+    context.set_forkserver_preload(
+        [
+            "torch",
+            "numpy",
+            "fsspec",
+            "router.checkpoint",
+            "training",
+            "s3fs",
+            "torch.distributed.checkpoint",
+            "torch.distributed.checkpoint.state_dict",
+            "torch._dynamo",
+            "fsspec.implementations.local",
+            "xxhash",
+        ]
+    )
     return context
 
 
@@ -156,8 +173,9 @@ def test_every_metadata_damaged_a_job_killed_every_few_steps_still_makes_progres
     starts: list[int] = []
     for _ in range(5):
         reader, writer = context.Pipe(duplex=False)
-        child = context.Process(target=_segment,
-                                args=(store.url, store.storage_options, writer, result))
+        child = context.Process(
+            target=_segment, args=(store.url, store.storage_options, writer, result)
+        )
         child.start()
         writer.close()
         first: int | None = None
@@ -186,4 +204,7 @@ def test_every_metadata_damaged_a_job_killed_every_few_steps_still_makes_progres
     assert starts == [0, 3, 6, 9, 12]
     assert same(torch.load(result), reference(seed=SEED, steps=TOTAL_STEPS, width=WIDTH))
     assert [n[:17] for n in _listing(store, "damaged")] == [
-        "step-000000000003", "step-000000000006", "step-000000000009"]
+        "step-000000000003",
+        "step-000000000006",
+        "step-000000000009",
+    ]
