@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from router.checkpoint import rng
+from router.checkpoint import light_restore, rng
 from router.checkpoint.dcp import (
     DCP_METADATA,
     CheckpointDamaged,
@@ -174,7 +174,7 @@ class Checkpointer(SavingMixin, FromEnvMixin, NoticeHandlingMixin, PlainDirector
                 if isinstance(error, KeyboardInterrupt | SystemExit):
                     raise
                 if isinstance(error, PartlyLoaded):
-                    touched.update(to_load)
+                    touched.update(error.objects if error.objects is not None else to_load)
                     error = error.cause
                 rejected.append((step, f"damaged ({damage_reason(error)})", is_damage(error)))
                 continue
@@ -299,7 +299,12 @@ class Checkpointer(SavingMixin, FromEnvMixin, NoticeHandlingMixin, PlainDirector
                           fused: bool = False) -> None:
         """Load through DCP, each file checked: before DCP reads it, or (`fused`, local files)
         while it is read into `objects`. A failure after a data file was read into `objects`
-        raises PartlyLoaded (they are no longer as they were)."""
+        raises PartlyLoaded (they are no longer as they were). A one-rank checkpoint of plain
+        state is read without importing DCP (light_restore): a restart's restore skipped a
+        second of imports."""
+        if light_restore.eligible(manifest, objects, self._ranks.distributed) \
+                and light_restore.load(self.location, manifest, objects, fused=fused):
+            return
         from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
         from torch.distributed.checkpoint.state_dict_loader import load
 

@@ -372,14 +372,29 @@ def recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: b
     """DCP's FsspecWriter whose streams record each file's size and checksum as it is written;
     it writes a rank's state as `files` files, one thread each (DCP's thread_count)."""
     module = dcp_fsspec_module()
-    writer = module.FsspecWriter(url, sync_files=sync_files, thread_count=files,
-                                 **storage_options)
+    writer = _indexing_writer_class(module.FsspecWriter)(url, sync_files=sync_files,
+                                                         thread_count=files, **storage_options)
     base: Any = type(writer.fs)
     recording = _recording_class(base)()
     recording.algorithm, recording.prefix = algorithm, url.rstrip("/") + "/"
     writer.fs = recording
     writer.path = recording.init_path(url, **storage_options)
     return writer
+
+
+@functools.cache
+def _indexing_writer_class(base: type) -> type:
+    """DCP's writer class `base`, keeping the Metadata it writes to .metadata (`metadata`,
+    rank 0 only), from which the save writes the light restore's index."""
+
+    class IndexingWriter(base):  # type: ignore[misc]
+        metadata: Any = None
+
+        def finish(self, metadata: Any, results: Any) -> None:
+            super().finish(metadata, results)
+            self.metadata = metadata
+
+    return IndexingWriter
 
 
 @functools.cache

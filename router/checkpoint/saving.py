@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from router.checkpoint import rng
+from router.checkpoint import light_restore, rng
 from router.checkpoint.dcp import (
     ZIP_CRC,
     gc_held,
@@ -234,9 +234,17 @@ class SavingMixin(CheckpointerState):
     ) -> None:
         """Rank files, the gather of every rank's checksums, then the manifest (rank 0), last."""
         step_dir = self.location.step_path(step)
+        records = dict(writer.fs.records)
+        index = None if self._ranks.distributed else light_restore.index_of(writer.metadata)
+        if index is not None:  # where each entry lies, for a restore without DCP
+            text = json.dumps(index, separators=(",", ":")).encode()
+            self.location.fs.pipe_file(posixpath.join(step_dir, light_restore.INDEX_NAME), text)
+            records[light_restore.INDEX_NAME] = (
+                len(text),
+                checksum_bytes(text, self.checksum_algorithm),
+            )
         data = (json.dumps(rank_state, sort_keys=True) + "\n").encode()
         self.location.fs.pipe_file(posixpath.join(step_dir, rank_file(self._ranks.rank)), data)
-        records = dict(writer.fs.records)
         records[rank_file(self._ranks.rank)] = (
             len(data),
             checksum_bytes(data, self.checksum_algorithm),
