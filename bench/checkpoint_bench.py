@@ -27,8 +27,11 @@ cyclic-GC collections that fell inside a save, and how long retention took after
 --fresh N: a restart's restore in a fresh interpreter (import of the library, Checkpointer,
 verified restore of the --series-mb model) against torch.load + load_state_dict of the same
 state saved with torch.save, N alternated pairs of processes (torch itself imported first, untimed,
-in both). --library DIR times that checkout's router.checkpoint instead of this one (the code
-before a change, from a worktree of the base commit, in the same run).
+in both). --notice N: a child process saving nothing yet is sent SIGTERM N times: how long until
+the checkpoint is complete (the interruption marker's saved_at), and from then until the process
+is gone (its at-exit handlers and the interpreter's shutdown). --library DIR times that checkout's
+router.checkpoint instead of this one (the code before a change, from a worktree of the base
+commit, in the same run).
 """
 
 from __future__ import annotations
@@ -364,6 +367,49 @@ def bench_fresh(url: str, work: str, model: torch.nn.Module, reps: int) -> dict[
     return {"restore": restore, "load": load}
 
 
+NOTICE_CHILD = """
+import sys, time
+import torch
+from router.checkpoint import Checkpointer
+model = torch.nn.Sequential(*[torch.nn.utils.skip_init(torch.nn.Linear, 4096, 4096, bias=False)
+                              for _ in range(int(sys.argv[1]))])
+ckpt = Checkpointer(sys.argv[2], interval_s=None)  # SIGTERM is a notice (the local target's)
+step = ckpt.restore(model=model).step
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)  # a step
+    step += 1
+    ckpt.maybe_save(step)
+"""
+
+
+def bench_notice(url: str, work: str, model: torch.nn.Module, reps: int) -> None:
+    """SIGTERM → checkpoint complete (the marker's saved_at) → process gone, in a child."""
+    import signal
+    from datetime import datetime
+
+    layers = len(list(model.parameters()))
+    env = {**os.environ, "PYTHONPATH": str(LIBRARY)}
+    to_saved, to_exit = [], []
+    for rep in range(reps):
+        child = subprocess.Popen([sys.executable, "-c", NOTICE_CHILD, str(layers),
+                                  f"{url}/notice-{rep}"], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        sent = time.time()
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=120) == 75
+        gone = time.time()
+        marker = json.loads(Path(f"{work}/notice-{rep}/interruption.json").read_text())
+        # saved_at is new; the code before it only has written_at (just after the save).
+        saved = datetime.fromisoformat(marker.get("saved_at") or marker["written_at"])
+        to_saved.append(saved.timestamp() - sent)
+        to_exit.append(gone - saved.timestamp())
+    print(f"notice, {nbytes(model) / 1e6:.0f} MB on file:// ({reps} SIGTERMs): signal → checkpoint "
+          f"complete {median_and_min(to_saved)}, then → process exited {median_and_min(to_exit)}")
+
+
 def warm_up() -> None:
     """Import DCP and what get_model_state_dict pulls in (seconds, once) outside the timings."""
     work = tempfile.mkdtemp(prefix="ckpt-warm-")
@@ -388,21 +434,26 @@ def main() -> None:
                         help="file://: SAVES synchronous saves, each against a raw copy + fsync")
     parser.add_argument("--fresh", type=int, default=0, metavar="PAIRS",
                         help="file://: restore in a fresh process against torch.load, PAIRS times")
+    parser.add_argument("--notice", type=int, default=0, metavar="SIGNALS",
+                        help="file://: SIGTERM a training child SIGNALS times: to saved, to exit")
     parser.add_argument("--series-mb", type=float, default=201.3)
     parser.add_argument("--library", type=Path, default=ROOT,
                         help="the checkout whose router.checkpoint is timed (default: this one)")
     args = parser.parse_args()
     torch.manual_seed(0)
     print(f"router.checkpoint from {LIBRARY}")
-    if args.series or args.fresh:
+    if args.series or args.fresh or args.notice:
         model = series_model(args.series_mb)
         work = tempfile.mkdtemp(prefix="ckpt-bench-")
         try:
             if args.fresh:
                 bench_fresh(f"file://{work}", work, model, args.fresh)
+            if args.notice:
+                bench_notice(f"file://{work}", work, model, args.notice)
             if args.series:
                 warm_up()
                 bench_series(f"file://{work}", model, args.series)
+                bench_stall("file", f"file://{work}", {}, model, args.stall_reps)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if not args.backends:
