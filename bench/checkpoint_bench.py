@@ -19,10 +19,11 @@ staging copy) against a synchronous save of the same state. --contention N (file
 steps of a small CPU model during N background writes, against the same steps before. S3 is
 moto's server mode on 127.0.0.1.
 
---series N (file://, default 12): N synchronous saves of a --series-mb model (201 MB: three
-4096×4096 fp32 layers) with the default retention (keep 3), each against a raw copy + fsync of
-the same bytes into a new file just before it, with a few steps of a small model trained between
-saves (its garbage is what triggers the collector): per-save ratio, their median and p95, the
+--series N (file://): N synchronous saves of a --series-mb model (201 MB: three 4096×4096 fp32
+layers, or --series-tensors square layers of the same bytes) with the default retention (keep 3),
+each against a raw copy + fsync of the same bytes into a new file just before it, with a few
+steps of a small model trained between saves (its garbage is what triggers the collector):
+per-save ratio, their median and p95, the p95 of the saves against the p95 of the raw copies, the
 cyclic-GC collections that fell inside a save, and how long retention took after the commit.
 --fresh N: a restart's restore in a fresh interpreter (import of the library, Checkpointer,
 verified restore of the --series-mb model) against torch.load + load_state_dict of the same
@@ -258,8 +259,16 @@ def bench_contention(kind: str, url: str, options: dict[str, Any], model: torch.
                   f"{sum(busy) - len(busy) * usual:.2f} s of steps lost")
 
 
-def series_model(megabytes: float) -> torch.nn.Module:
-    return build_model(megabytes * 1e6 / (1 << 30))
+def series_model(megabytes: float, tensors: int = 0) -> torch.nn.Module:
+    """4096×4096 fp32 layers of `megabytes` in all, or that many bytes as `tensors` square
+    layers (a model of many small tensors: DCP's per-entry objects, the collector's work)."""
+    if not tensors:
+        return build_model(megabytes * 1e6 / (1 << 30))
+    side = int((megabytes * 1e6 / 4 / tensors) ** 0.5)
+    model = torch.nn.Sequential(*[torch.nn.Linear(side, side, bias=False) for _ in range(tensors)])
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
 
 
 def bench_series(url: str, model: torch.nn.Module, saves: int) -> dict[str, float]:
@@ -308,9 +317,13 @@ def bench_series(url: str, model: torch.nn.Module, saves: int) -> dict[str, floa
     p95 = statistics.quantiles(ratios, n=20, method="inclusive")[18]
     hit = [s for s in in_save if s > 0.005]
     mb = nbytes(model) / 1e6
-    print(f"series: {saves} synchronous saves of {mb:.0f} MB (file://, keep 3) against a raw copy "
-          "+ fsync of the same bytes just before each")
+    print(f"series: {saves} synchronous saves of {mb:.0f} MB in {len(list(model.parameters()))} "
+          "tensors (file://, keep 3) against a raw copy + fsync of the same bytes before each")
     print("  save / raw per save: " + " ".join(f"{r:.2f}" for r in ratios))
+    save_p95 = statistics.quantiles(saves_s, n=20, method="inclusive")[18]
+    raw_p95 = statistics.quantiles(raw_s, n=20, method="inclusive")[18]
+    print(f"  p95 of the saves / p95 of the raw copies: {save_p95 / raw_p95:.2f} "
+          f"({save_p95:.3f} / {raw_p95:.3f} s)")
     print(f"  save {statistics.median(saves_s):.3f} s median, raw "
           f"{statistics.median(raw_s):.3f} s; ratio median {statistics.median(ratios):.2f}, "
           f"p95 {p95:.2f}, max {max(ratios):.2f}")
@@ -437,6 +450,8 @@ def main() -> None:
     parser.add_argument("--notice", type=int, default=0, metavar="SIGNALS",
                         help="file://: SIGTERM a training child SIGNALS times: to saved, to exit")
     parser.add_argument("--series-mb", type=float, default=201.3)
+    parser.add_argument("--series-tensors", type=int, default=0,
+                        help="the --series-mb model as this many square layers (default: 4096²)")
     parser.add_argument("--library", type=Path, default=ROOT,
                         help="the checkout whose router.checkpoint is timed (default: this one)")
     args = parser.parse_args()
@@ -451,6 +466,8 @@ def main() -> None:
             if args.notice:
                 bench_notice(f"file://{work}", work, model, args.notice)
             if args.series:
+                if args.series_tensors:
+                    model = series_model(args.series_mb, args.series_tensors)
                 warm_up()
                 bench_series(f"file://{work}", model, args.series)
                 bench_stall("file", f"file://{work}", {}, model, args.stall_reps)
