@@ -12,6 +12,7 @@ import logging
 import posixpath
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from router.checkpoint import light_restore, rng
@@ -28,6 +29,19 @@ from router.checkpoint.results import CheckpointError, SaveReport, now_iso, rank
 from router.checkpoint.state import CheckpointerState
 
 log = logging.getLogger("spotroute.checkpoint")
+
+
+@dataclass(frozen=True)
+class SaveInFlight:
+    """What finishing a save needs once DCP has written its files (`t0`: perf_counter at the
+    call, seconds)."""
+
+    step: int
+    epoch: int | None
+    writer: Any
+    rank_state: dict[str, Any]
+    report: SaveReport
+    t0: float
 
 
 class SavingMixin(CheckpointerState):
@@ -111,7 +125,7 @@ class SavingMixin(CheckpointerState):
         if blocking:
             with without_zip_crc():
                 self._write_dcp(state, writer, blocking=True)
-            self._finish_save(step, epoch, writer, rank_state, report, t0)
+            self._finish_save(SaveInFlight(step, epoch, writer, rank_state, report, t0))
             report.blocked_s = time.perf_counter() - t0
         else:
             ZIP_CRC.disable()  # until the background upload is done
@@ -123,7 +137,7 @@ class SavingMixin(CheckpointerState):
             report.blocked_s = time.perf_counter() - t0
             thread = threading.Thread(
                 target=self._finish_in_background,
-                args=(future, step, epoch, writer, rank_state, report, t0),
+                args=(future, SaveInFlight(step, epoch, writer, rank_state, report, t0)),
                 name=f"spotroute-save-{step}",
                 daemon=True,
             )
@@ -196,16 +210,7 @@ class SavingMixin(CheckpointerState):
             self._stager = ParallelStager()
         return self._stager
 
-    def _finish_in_background(
-        self,
-        future: Any,
-        step: int,
-        epoch: int | None,
-        writer: Any,
-        rank_state: dict[str, Any],
-        report: SaveReport,
-        t0: float,
-    ) -> None:
+    def _finish_in_background(self, future: Any, save: SaveInFlight) -> None:
         try:
             try:
                 if hasattr(future, "upload_completion"):
@@ -214,28 +219,20 @@ class SavingMixin(CheckpointerState):
                     future.result()
             finally:
                 ZIP_CRC.restore()
-            self._finish_save(step, epoch, writer, rank_state, report, t0)
+            self._finish_save(save)
         except BaseException as error:  # DCP's CheckpointException is a BaseException
             # The previous complete checkpoint is untouched; training goes on.
-            report.error = f"{type(error).__name__}: {error}"
-            self.last_error = report.error
-            log.error("spotroute: saving step %d failed: %s", step, report.error)
+            save.report.error = f"{type(error).__name__}: {error}"
+            self.last_error = save.report.error
+            log.error("spotroute: saving step %d failed: %s", save.step, save.report.error)
         finally:
-            self._release_step(step)
+            self._release_step(save.step)
 
-    def _finish_save(
-        self,
-        step: int,
-        epoch: int | None,
-        writer: Any,
-        rank_state: dict[str, Any],
-        report: SaveReport,
-        t0: float,
-    ) -> None:
+    def _finish_save(self, save: SaveInFlight) -> None:
         """Rank files, the gather of every rank's checksums, then the manifest (rank 0), last."""
-        step_dir = self.location.step_path(step)
-        records = dict(writer.fs.records)
-        index = None if self._ranks.distributed else light_restore.index_of(writer.metadata)
+        step_dir = self.location.step_path(save.step)
+        records = dict(save.writer.fs.records)
+        index = None if self._ranks.distributed else light_restore.index_of(save.writer.metadata)
         if index is not None:  # where each entry lies, for a restore without DCP
             text = json.dumps(index, separators=(",", ":")).encode()
             self.location.fs.pipe_file(posixpath.join(step_dir, light_restore.INDEX_NAME), text)
@@ -243,7 +240,7 @@ class SavingMixin(CheckpointerState):
                 len(text),
                 checksum_bytes(text, self.checksum_algorithm),
             )
-        data = (json.dumps(rank_state, sort_keys=True) + "\n").encode()
+        data = (json.dumps(save.rank_state, sort_keys=True) + "\n").encode()
         self.location.fs.pipe_file(posixpath.join(step_dir, rank_file(self._ranks.rank)), data)
         records[rank_file(self._ranks.rank)] = (
             len(data),
@@ -254,23 +251,23 @@ class SavingMixin(CheckpointerState):
             files: dict[str, tuple[int, str]] = {}
             for rank_records in gathered:
                 files.update(rank_records)
-            save_s = time.perf_counter() - t0
+            save_s = time.perf_counter() - save.t0
             manifest = Manifest(
-                step=step,
+                step=save.step,
                 time=now_iso(),
                 world_size=self._ranks.world_size,
                 job_id=self.job_id,
                 mode="torch",
                 files=tuple(FileEntry(p, s, c) for p, (s, c) in sorted(files.items())),
-                epoch=epoch,
+                epoch=save.epoch,
                 save_s=round(save_s, 4),
-                blocked_s=round(report.blocked_s, 4),
-                torch_version=str(rank_state.get("torch_version")),
+                blocked_s=round(save.report.blocked_s, 4),
+                torch_version=str(save.rank_state.get("torch_version")),
                 checksum_algorithm=self.checksum_algorithm,
             )
             self.location.write_manifest(manifest)
-            report.bytes = manifest.total_bytes
-            self._committed(step)
-        report.save_s = time.perf_counter() - t0
+            save.report.bytes = manifest.total_bytes
+            self._committed(save.step)
+        save.report.save_s = time.perf_counter() - save.t0
         self._ranks.barrier(save=True)  # nobody exits before the manifest is written
-        self.last_saved_step = step
+        self.last_saved_step = save.step

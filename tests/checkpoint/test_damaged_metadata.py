@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import torch
 from conftest import make_store
+from segments import run_segment
 from servers import Store
 from training import build, reference, run, same
 
@@ -32,23 +33,11 @@ def _checkpointer(store: Store, **settings: Any) -> Checkpointer:
 
 
 def _damage_metadata(store: Store, step: int) -> None:
-    fs, path = store.fs_path(f"step-{step:012d}", ".metadata")
-    data = bytearray(fs.cat_file(path))
-    data[len(data) // 2] ^= 0x01  # a bit flipped at rest
-    fs.pipe_file(path, bytes(data))
-
-
-def _listing(store: Store, *parts: str) -> list[str]:
-    fs, root = store.fs_path(*parts)
-    fs.invalidate_cache()
-    try:
-        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
-    except FileNotFoundError:
-        return []
+    store.flip_bit(f"step-{step:012d}", ".metadata")  # a bit flipped at rest
 
 
 def _steps(store: Store) -> list[str]:
-    return [name for name in _listing(store) if name.startswith("step-")]
+    return [name for name in store.names() if name.startswith("step-")]
 
 
 @pytest.mark.parametrize("kind", ["file", "s3"])
@@ -71,7 +60,7 @@ def test_a_damaged_newest_metadata_is_set_aside_and_that_step_saved_again(
     assert line.endswith("; using step 2")
     assert not any("metadata is None" in m for m in start.messages)
     assert _steps(store) == ["step-000000000002"]
-    assert [n[:17] for n in _listing(store, "damaged")] == ["step-000000000004"]
+    assert [n[:17] for n in store.names("damaged")] == ["step-000000000004"]
 
     # Step 4 is saved again (before, its damaged manifest made the save a no-op), and the
     # damaged one no longer holds one of the `keep` slots: steps 4 and 6 are kept, 2 goes.
@@ -115,7 +104,7 @@ KILL_AFTER = 5  # steps into each segment: more often than the three damaged ste
 SEED = 12
 
 
-def _segment(url: str, options: dict[str, Any], out: Connection, result_path: str) -> None:
+def _segment(url: str, options: dict[str, Any], result_path: str, out: Connection) -> None:
     import training
 
     from router.checkpoint import Checkpointer
@@ -172,38 +161,23 @@ def test_every_metadata_damaged_a_job_killed_every_few_steps_still_makes_progres
     result = str(tmp_path / "final.pt")
     starts: list[int] = []
     for _ in range(5):
-        reader, writer = context.Pipe(duplex=False)
-        child = context.Process(
-            target=_segment, args=(store.url, store.storage_options, writer, result)
+        first, exitcode, killed = run_segment(
+            context,
+            _segment,
+            (store.url, store.storage_options, result),
+            lambda first, step: step >= first - 1 + KILL_AFTER,
         )
-        child.start()
-        writer.close()
-        first: int | None = None
-        killed = False
-        while True:
-            try:
-                message = reader.recv()
-            except EOFError:
-                break
-            if isinstance(message, int):
-                first = message if first is None else first
-                if message >= first - 1 + KILL_AFTER:
-                    child.kill()  # SIGKILL: a preemption without a notice
-                    killed = True
-                    break
-        child.join(timeout=120)
-        reader.close()
-        assert first is not None, f"segment exited with {child.exitcode} before its first step"
+        assert first is not None, f"segment exited with {exitcode} before its first step"
         starts.append(first - 1)
         if not killed:
-            assert child.exitcode == 0
+            assert exitcode == 0
             break
-        assert child.exitcode == -9
+        assert exitcode == -9
     # Each segment resumes from the last save of the one before: 0, then 3, 6, 9, 12 (before,
     # every segment started from 0 again: the saves of steps 3, 6, 9 were skipped).
     assert starts == [0, 3, 6, 9, 12]
     assert same(torch.load(result), reference(seed=SEED, steps=TOTAL_STEPS, width=WIDTH))
-    assert [n[:17] for n in _listing(store, "damaged")] == [
+    assert [n[:17] for n in store.names("damaged")] == [
         "step-000000000003",
         "step-000000000006",
         "step-000000000009",
