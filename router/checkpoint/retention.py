@@ -3,14 +3,14 @@
 A save is complete once its manifest is written (the commit). Deleting the checkpoints beyond
 `keep` used to follow inside the save, on the training thread for a synchronous save: on a local
 disk, unlinking a 200 MB checkpoint took a third of the time the save's own bytes took to write
-and fsync. It now runs on a thread of its own, started by the commit and joined by `restore`,
-`close` and the next `wait`-free save only where the two could touch the same step directory.
+and fsync. It now runs on a thread of its own, started by the commit and waited for by `restore`
+and `close`; a save claims its step directory, so retention never deletes one being written.
 
 Crash-safe as before, because the order of the deletions did not change: a checkpoint loses its
 manifest before its files, so a process killed between the commit and retention leaves one
 checkpoint too many (the next commit's retention removes it), and one killed inside it leaves a
 directory without a manifest, which restore skips and the next retention removes
-(tests/checkpoint/test_retention.py kills a process at each of those points).
+(tests/checkpoint/test_save_path.py kills a process at each of those points).
 """
 
 from __future__ import annotations
