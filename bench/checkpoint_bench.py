@@ -18,14 +18,32 @@ Medians of --reps repetitions (minimum in brackets); and the stall of an asynchr
 staging copy) against a synchronous save of the same state. --contention N (file://): the
 steps of a small CPU model during N background writes, against the same steps before. S3 is
 moto's server mode on 127.0.0.1.
+
+--series N (file://): N synchronous saves of a --series-mb model (201 MB: three 4096×4096 fp32
+layers, or --series-tensors square layers of the same bytes) with the default retention (keep 3),
+each against a raw copy + fsync of the same bytes into a new file just before it, with a few
+steps of a small model trained between saves (its garbage is what triggers the collector):
+per-save ratio, their median and p95, the p95 of the saves against the p95 of the raw copies, the
+cyclic-GC collections that fell inside a save, and how long retention took after the commit.
+--fresh N: a restart's restore in a fresh interpreter (import of the library, Checkpointer,
+verified restore of the --series-mb model) against torch.load + load_state_dict of the same
+state saved with torch.save, N alternated pairs of processes (torch itself imported first, untimed,
+in both). --notice N: a child process saving nothing yet is sent SIGTERM N times: how long until
+the checkpoint is complete (the interruption marker's saved_at), and from then until the process
+is gone (its at-exit handlers and the interpreter's shutdown). --library DIR times that checkout's
+router.checkpoint instead of this one (the code before a change, from a worktree of the base
+commit, in the same run).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +52,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "checkpoint")]
+_early = argparse.ArgumentParser(add_help=False)
+_early.add_argument("--library", type=Path, default=ROOT)
+LIBRARY = _early.parse_known_args()[0].library.resolve()  # whose router.checkpoint is timed
+sys.path[:0] = [str(LIBRARY), str(ROOT / "tests" / "checkpoint")]
 
 import torch  # noqa: E402
 
@@ -238,6 +259,170 @@ def bench_contention(kind: str, url: str, options: dict[str, Any], model: torch.
                   f"{sum(busy) - len(busy) * usual:.2f} s of steps lost")
 
 
+def series_model(megabytes: float, tensors: int = 0) -> torch.nn.Module:
+    """4096×4096 fp32 layers of `megabytes` in all, or that many bytes as `tensors` square
+    layers (a model of many small tensors: DCP's per-entry objects, the collector's work)."""
+    if not tensors:
+        return build_model(megabytes * 1e6 / (1 << 30))
+    side = int((megabytes * 1e6 / 4 / tensors) ** 0.5)
+    model = torch.nn.Sequential(*[torch.nn.Linear(side, side, bias=False) for _ in range(tensors)])
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def bench_series(url: str, model: torch.nn.Module, saves: int) -> dict[str, float]:
+    """Synchronous saves with retention, each against a raw copy + fsync just before it."""
+    import fsspec.core
+
+    fs, root = fsspec.core.url_to_fs(url)
+    fs.makedirs(root, exist_ok=True)
+    small = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+    optimizer = torch.optim.SGD(small.parameters(), lr=1e-3)
+    collections: list[tuple[float, float, int]] = []  # (start, seconds, generation)
+    started: dict[str, float] = {}
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started["t"] = time.perf_counter()
+        else:
+            collections.append((started["t"], time.perf_counter() - started["t"],
+                                int(info["generation"])))
+
+    saves_s, raw_s, retention_s, in_save = [], [], [], []
+    gc.callbacks.append(on_gc)
+    try:
+        with Checkpointer(f"{url}/series", interval_s=None, handle_sigterm=False) as ckpt:
+            for step in range(1, saves + 1):
+                for _ in range(20):  # a little training: autograd's garbage, as between saves
+                    loss = small(torch.randn(32, 256)).square().mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                raw_s.append(raw_write(fs, f"{root}/raw.bin", model, fsync=True))
+                fs.rm(f"{root}/raw.bin")
+                t0 = time.perf_counter()
+                ckpt.save(step, blocking=True, model=model)
+                t1 = time.perf_counter()
+                saves_s.append(t1 - t0)
+                in_save.append(sum(s for start, s, _ in collections if t0 <= start <= t1))
+                retention = getattr(ckpt, "_retention", None)  # absent before it left the save
+                if retention is not None:
+                    retention.wait()  # off the save path; finished before the next raw copy
+                retention_s.append(time.perf_counter() - t1)
+    finally:
+        gc.callbacks.remove(on_gc)
+        fs.rm(f"{root}/series", recursive=True)
+    ratios = [a / b for a, b in zip(saves_s, raw_s, strict=True)]
+    p95 = statistics.quantiles(ratios, n=20, method="inclusive")[18]
+    hit = [s for s in in_save if s > 0.005]
+    mb = nbytes(model) / 1e6
+    print(f"series: {saves} synchronous saves of {mb:.0f} MB in {len(list(model.parameters()))} "
+          "tensors (file://, keep 3) against a raw copy + fsync of the same bytes before each")
+    print("  save / raw per save: " + " ".join(f"{r:.2f}" for r in ratios))
+    save_p95 = statistics.quantiles(saves_s, n=20, method="inclusive")[18]
+    raw_p95 = statistics.quantiles(raw_s, n=20, method="inclusive")[18]
+    print(f"  p95 of the saves / p95 of the raw copies: {save_p95 / raw_p95:.2f} "
+          f"({save_p95:.3f} / {raw_p95:.3f} s)")
+    print(f"  save {statistics.median(saves_s):.3f} s median, raw "
+          f"{statistics.median(raw_s):.3f} s; ratio median {statistics.median(ratios):.2f}, "
+          f"p95 {p95:.2f}, max {max(ratios):.2f}")
+    print(f"  GC pauses > 5 ms inside a save: {len(hit)} of {saves}"
+          + (f" ({', '.join(f'{1e3 * s:.0f} ms' for s in hit)})" if hit else "")
+          + f"; after the commit until retention was done: {statistics.median(retention_s):.3f} s "
+          "median (0 where retention is part of the save)")
+    return {"ratio": statistics.median(ratios), "p95": p95}
+
+
+FRESH_CHILD = """
+import json, sys, time
+import torch
+layers, url, plain, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+model = torch.nn.Sequential(*[torch.nn.utils.skip_init(torch.nn.Linear, 4096, 4096, bias=False)
+                              for _ in range(layers)])
+t0 = time.perf_counter()
+if mode == "restore":
+    from router.checkpoint import Checkpointer
+    ckpt = Checkpointer(url, interval_s=None, handle_sigterm=False)
+    step = ckpt.restore(model=model).step
+else:
+    model.load_state_dict(torch.load(plain, weights_only=True))
+    step = 1
+seconds = time.perf_counter() - t0
+total = float(sum(p.double().sum() for p in model.parameters()))
+print(json.dumps({"seconds": seconds, "step": step, "sum": total}))
+"""
+
+
+def bench_fresh(url: str, work: str, model: torch.nn.Module, reps: int) -> dict[str, float]:
+    """A restart's verified restore in a fresh process against torch.load in one."""
+    plain = f"{work}/plain.pt"
+    torch.save(model.state_dict(), plain)
+    with Checkpointer(f"{url}/fresh", interval_s=None, handle_sigterm=False) as ckpt:
+        ckpt.save(1, blocking=True, model=model)
+    env = {**os.environ, "PYTHONPATH": str(LIBRARY)}
+    layers = len(list(model.parameters()))
+    want = float(sum(p.double().sum() for p in model.parameters()))
+    times: dict[str, list[float]] = {"restore": [], "load": []}
+    for _ in range(reps):
+        for mode in ("restore", "load"):
+            out = subprocess.run([sys.executable, "-c", FRESH_CHILD, str(layers), f"{url}/fresh",
+                                  plain, mode], env=env, capture_output=True, text=True,
+                                 check=True)
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            assert result["step"] == 1 and result["sum"] == want, (mode, result, out.stderr)
+            times[mode].append(result["seconds"])
+    restore, load = statistics.median(times["restore"]), statistics.median(times["load"])
+    print(f"fresh process, {nbytes(model) / 1e6:.0f} MB on file:// ({reps} alternated pairs): "
+          f"import + Checkpointer + verified restore {median_and_min(times['restore'])}, "
+          f"torch.load + load_state_dict {median_and_min(times['load'])}: "
+          f"{restore / load:.1f}× (medians)")
+    return {"restore": restore, "load": load}
+
+
+NOTICE_CHILD = """
+import sys, time
+import torch
+from router.checkpoint import Checkpointer
+model = torch.nn.Sequential(*[torch.nn.utils.skip_init(torch.nn.Linear, 4096, 4096, bias=False)
+                              for _ in range(int(sys.argv[1]))])
+ckpt = Checkpointer(sys.argv[2], interval_s=None)  # SIGTERM is a notice (the local target's)
+step = ckpt.restore(model=model).step
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)  # a step
+    step += 1
+    ckpt.maybe_save(step)
+"""
+
+
+def bench_notice(url: str, work: str, model: torch.nn.Module, reps: int) -> None:
+    """SIGTERM → checkpoint complete (the marker's saved_at) → process gone, in a child."""
+    import signal
+    from datetime import datetime
+
+    layers = len(list(model.parameters()))
+    env = {**os.environ, "PYTHONPATH": str(LIBRARY)}
+    to_saved, to_exit = [], []
+    for rep in range(reps):
+        child = subprocess.Popen([sys.executable, "-c", NOTICE_CHILD, str(layers),
+                                  f"{url}/notice-{rep}"], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        sent = time.time()
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=120) == 75
+        gone = time.time()
+        marker = json.loads(Path(f"{work}/notice-{rep}/interruption.json").read_text())
+        # saved_at is new; the code before it only has written_at (just after the save).
+        saved = datetime.fromisoformat(marker.get("saved_at") or marker["written_at"])
+        to_saved.append(saved.timestamp() - sent)
+        to_exit.append(gone - saved.timestamp())
+    print(f"notice, {nbytes(model) / 1e6:.0f} MB on file:// ({reps} SIGTERMs): signal → checkpoint "
+          f"complete {median_and_min(to_saved)}, then → process exited {median_and_min(to_exit)}")
+
+
 def warm_up() -> None:
     """Import DCP and what get_model_state_dict pulls in (seconds, once) outside the timings."""
     work = tempfile.mkdtemp(prefix="ckpt-warm-")
@@ -258,8 +443,38 @@ def main() -> None:
     parser.add_argument("--stall-reps", type=int, default=5)
     parser.add_argument("--contention", type=int, default=0, metavar="SAVES",
                         help="file:// only: also time training steps during SAVES background saves")
+    parser.add_argument("--series", type=int, default=0, metavar="SAVES",
+                        help="file://: SAVES synchronous saves, each against a raw copy + fsync")
+    parser.add_argument("--fresh", type=int, default=0, metavar="PAIRS",
+                        help="file://: restore in a fresh process against torch.load, PAIRS times")
+    parser.add_argument("--notice", type=int, default=0, metavar="SIGNALS",
+                        help="file://: SIGTERM a training child SIGNALS times: to saved, to exit")
+    parser.add_argument("--series-mb", type=float, default=201.3)
+    parser.add_argument("--series-tensors", type=int, default=0,
+                        help="the --series-mb model as this many square layers (default: 4096²)")
+    parser.add_argument("--library", type=Path, default=ROOT,
+                        help="the checkout whose router.checkpoint is timed (default: this one)")
     args = parser.parse_args()
     torch.manual_seed(0)
+    print(f"router.checkpoint from {LIBRARY}")
+    if args.series or args.fresh or args.notice:
+        model = series_model(args.series_mb)
+        work = tempfile.mkdtemp(prefix="ckpt-bench-")
+        try:
+            if args.fresh:
+                bench_fresh(f"file://{work}", work, model, args.fresh)
+            if args.notice:
+                bench_notice(f"file://{work}", work, model, args.notice)
+            if args.series:
+                if args.series_tensors:
+                    model = series_model(args.series_mb, args.series_tensors)
+                warm_up()
+                bench_series(f"file://{work}", model, args.series)
+                bench_stall("file", f"file://{work}", {}, model, args.stall_reps)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        if not args.backends:
+            return
     warm_up()
     model = build_model(args.size_gb)
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, state {nbytes(model) / 1e9:.2f} GB")

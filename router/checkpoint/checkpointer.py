@@ -25,36 +25,29 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from router.checkpoint import rng
+from router.checkpoint import light_restore, rng
 from router.checkpoint.dcp import (
-    ZIP_CRC,
+    DCP_METADATA,
     CheckpointDamaged,
     PartlyLoaded,
     damage_reason,
     is_damage,
     quiet_dcp,
     read_verified,
-    recording_writer,
     state_dicts_for_load,
-    state_dicts_for_save,
     verifying_reader,
-    without_zip_crc,
 )
 from router.checkpoint.dcp import io_threads as default_io_threads
 from router.checkpoint.environment import DEFAULT_INTERVAL_S, DEFAULT_KEEP, FromEnvMixin
 from router.checkpoint.handover import RESTORE_WAIT_S, HandOverMixin
-from router.checkpoint.manifest import (
-    MANIFEST_NAME,
-    FileEntry,
-    Manifest,
-    checksum_bytes,
-    default_algorithm,
-)
+from router.checkpoint.manifest import MANIFEST_NAME, Manifest, default_algorithm
 from router.checkpoint.notice_handling import NoticeHandlingMixin
 from router.checkpoint.notices import Notice, NoticeSource, SigtermNotices
 from router.checkpoint.plain import PlainDirectoryMixin
 from router.checkpoint.ranks import Ranks, current_ranks
-from router.checkpoint.results import CheckpointError, Resume, SaveReport, now_iso, rank_file
+from router.checkpoint.results import CheckpointError, Resume, SaveReport, rank_file
+from router.checkpoint.retention import Retention
+from router.checkpoint.saving import SavingMixin
 from router.checkpoint.storage import DAMAGED_DIR, Location, open_location
 from router.checkpoint.watcher import NoticeWatcher
 
@@ -69,7 +62,8 @@ warnings.filterwarnings(
 STATE_DICT_KEYS = ("model", "optimizer", "scheduler", "scaler")
 
 
-class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandOverMixin):
+class Checkpointer(SavingMixin, FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin,
+                   HandOverMixin):
     """Saves and restores checkpoints under one URL; acts on preemption notices and on the
     router's save requests (handover.py)."""
 
@@ -104,6 +98,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             raise ValueError("io_threads must be at least 1 (files a rank writes at once)")
         self.io_threads = io_threads or default_io_threads()  # files per rank and save
         self.location: Location = open_location(url, storage_options)
+        self._retention = Retention(self.location, keep)  # rank 0's, after each commit
         self.url = url
         self.interval_s = interval_s
         self.every_steps = every_steps
@@ -154,20 +149,18 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         """
         self._remember(objects)
         self._await_handover()
+        self._retention.wait()  # never read a checkpoint it is deleting
         resume = Resume()
-        rejected: list[str] = []
-        damaged: list[int] = []  # steps whose stored bytes disagree with their manifest
+        rejected: list[tuple[int, str, bool]] = []  # (step, why, whether it is damage)
         touched: set[str] = set()  # objects a checkpoint was (maybe partly) read into
         candidates = self._candidates()
         loadable = [i for i, (_, m, _) in enumerate(candidates) if m and m.mode != "files"]
         for index, (step, manifest, problem) in enumerate(candidates):
             if manifest is None:
-                rejected.append(f"step {step}: {problem}")
-                if str(problem).startswith("damaged"):
-                    damaged.append(step)
+                rejected.append((step, str(problem), str(problem).startswith("damaged")))
                 continue
             if manifest.mode == "files":
-                rejected.append(f"step {step}: saved with save_files(); use restore_files()")
+                rejected.append((step, "saved with save_files(); use restore_files()", False))
                 continue
             try:
                 states = self._read_rank_states(manifest)
@@ -181,20 +174,16 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 if isinstance(error, KeyboardInterrupt | SystemExit):
                     raise
                 if isinstance(error, PartlyLoaded):
-                    touched.update(to_load)
+                    touched.update(error.objects if error.objects is not None else to_load)
                     error = error.cause
-                if is_damage(error):
-                    damaged.append(step)
-                rejected.append(f"step {step}: damaged ({damage_reason(error)})")
+                rejected.append((step, f"damaged ({damage_reason(error)})", is_damage(error)))
                 continue
             if touched - set(to_load):
                 raise CheckpointError(
                     f"{', '.join(sorted(touched - set(to_load)))}: partly loaded from a damaged "
                     f"checkpoint and not in step {step} — restart the process to resume from "
                     f"step {step}, or delete the damaged step-* directories")
-            for note in rejected:
-                resume.messages.append(f"{note} — skipped; using step {step}")
-            resume.messages.extend(self._set_aside(damaged))
+            resume.messages.extend(self._passed_over(rejected, using=step))
             for name in sorted(set(self._objects) - saved):
                 resume.messages.append(f"{name}: not in the checkpoint of step {step}; "
                                        "left as it is")
@@ -213,8 +202,7 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             self.last_saved_step = manifest.step
             self._last_save_at = self._clock()
             return self._resumed(self._say(resume))
-        resume.messages.extend(f"{note} — skipped" for note in rejected)
-        resume.messages.extend(self._set_aside(damaged))
+        resume.messages.extend(self._passed_over(rejected, using=None))
         if touched:
             # Damage found after some tensors were copied in (a local file read in one pass):
             # the objects are not fresh either. The damaged checkpoints are set aside, so the
@@ -228,21 +216,32 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         resume.messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
         return self._resumed(self._say(resume))
 
-    def _set_aside(self, steps: list[int]) -> list[str]:
-        """Move the damaged checkpoints of `steps` aside (rank 0; all ranks wait): one message
-        each. Set aside, they are never restored, counted or deleted again."""
-        notes: list[str] = []
+    def _passed_over(self, rejected: list[tuple[int, str, bool]], *,
+                     using: int | None) -> list[str]:
+        """One line per checkpoint passed over: why, and for damage where it was set aside.
+
+        Damage of any file of a step (manifest, rank file, DCP's .metadata, a data file) sets
+        the step aside, so it never holds a retention slot and that step is saved again.
+        """
+        outcome = self._set_aside([step for step, _, damage in rejected if damage])
+        tail = f"; using step {using}" if using is not None else ""
+        return [f"step {step}: {why} — {outcome.get(step, 'skipped')}{tail}"
+                for step, why, _ in rejected]
+
+    def _set_aside(self, steps: list[int]) -> dict[int, str]:
+        """Move the damaged checkpoints of `steps` aside (rank 0; all ranks wait): what became
+        of each. Set aside, they are never restored, counted or deleted again."""
+        outcome: dict[int, str] = {}
         if steps and self._ranks.rank == 0:
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
             for step in steps:
                 try:
-                    where = self.location.set_aside(step, stamp)
-                    notes.append(f"step {step}: set aside as {where}")
+                    outcome[step] = f"set aside as {self.location.set_aside(step, stamp)}"
                 except OSError as error:
-                    notes.append(f"step {step}: could not be set aside ({error}); left in place")
+                    outcome[step] = f"could not be set aside ({error}); left in place"
         if steps:
-            notes = self._ranks.broadcast(notes)
-        return notes
+            outcome = self._ranks.broadcast(outcome)
+        return outcome
 
     def _candidates(self) -> list[tuple[int, Manifest | None, str | None]]:
         """Every step directory, newest first, with its manifest or why it has none (all ranks)."""
@@ -279,6 +278,9 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
         problem: tuple[str, bool] = ("", False)  # (what, whether it is damage)
         states: dict[str, dict[str, Any]] = {}
         try:
+            # DCP's index of the checkpoint, checked here: DCP itself would take a damaged one
+            # for a missing one ("metadata is None"), which is no damage to tell apart.
+            read_verified(self.location, manifest, DCP_METADATA)
             rank0 = json.loads(read_verified(self.location, manifest, rank_file(0)))
             own = rank0 if own_rank == 0 else json.loads(
                 read_verified(self.location, manifest, rank_file(own_rank)))
@@ -297,7 +299,12 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                           fused: bool = False) -> None:
         """Load through DCP, each file checked: before DCP reads it, or (`fused`, local files)
         while it is read into `objects`. A failure after a data file was read into `objects`
-        raises PartlyLoaded (they are no longer as they were)."""
+        raises PartlyLoaded (they are no longer as they were). A one-rank checkpoint of plain
+        state is read without importing DCP (light_restore): a restart's restore skipped a
+        second of imports."""
+        if light_restore.eligible(manifest, objects, self._ranks.distributed) \
+                and light_restore.load(self.location, manifest, objects, fused=fused):
+            return
         from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
         from torch.distributed.checkpoint.state_dict_loader import load
 
@@ -374,200 +381,6 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
             return self.save(step, epoch=epoch, data_position=data_position, user=user)
         return False
 
-    @rng.leaves_rng_alone
-    def save(
-        self,
-        step: int,
-        *,
-        blocking: bool | None = None,
-        epoch: int | None = None,
-        data_position: Any = None,
-        user: dict[str, Any] | None = None,
-        **objects: Any,
-    ) -> bool:
-        """Save now (on every rank); asynchronous unless `blocking` or the Checkpointer says so.
-
-        Returns False when a complete checkpoint of this step already exists.
-        """
-        self._remember(objects)
-        if not self._objects:
-            raise CheckpointError(
-                "nothing to save: pass model=/optimizer=/... to restore() or save(), or use "
-                "save_files() for a plain directory"
-            )
-        blocking = (not self.asynchronous) if blocking is None else blocking
-        t0 = time.perf_counter()
-        self.wait()  # one save in flight at a time; its collectives must finish first
-        if not self._prepare_step_dir(step):
-            return False
-        import torch
-
-        state, components = state_dicts_for_save(self._objects)
-        rank_state = {
-            "rank": self._ranks.rank,
-            "world_size": self._ranks.world_size,
-            "step": step,
-            "epoch": epoch,
-            "data_position": data_position,
-            "rng": rng.capture(),
-            "components": components,
-            "torch_version": torch.__version__,
-        }
-        if self._ranks.rank == 0:
-            rank_state["user"] = dict(user or {})
-        try:
-            json.dumps(rank_state)
-        except TypeError as error:
-            raise CheckpointError(
-                f"data_position and user must be JSON-serialisable ({error}); put tensors in an "
-                "object with state_dict() and pass it as a keyword instead"
-            ) from error
-        writer = recording_writer(
-            self.location.url_of(posixpath.basename(self.location.step_path(step))),
-            self.location.storage_options,
-            # fsync on a local disk; an object store has the object once the upload closes.
-            sync_files=self.location.is_local,
-            algorithm=self.checksum_algorithm,
-            files=self.io_threads,
-        )
-        report = SaveReport(step=step, blocked_s=0.0)
-        if blocking:
-            with without_zip_crc():
-                self._write_dcp(state, writer, blocking=True)
-            self._finish_save(step, epoch, writer, rank_state, report, t0)
-            report.blocked_s = time.perf_counter() - t0
-        else:
-            ZIP_CRC.disable()  # until the background upload is done
-            try:
-                future = self._write_dcp(state, writer, blocking=False)
-            except BaseException:
-                ZIP_CRC.restore()
-                raise
-            report.blocked_s = time.perf_counter() - t0
-            thread = threading.Thread(
-                target=self._finish_in_background,
-                args=(future, step, epoch, writer, rank_state, report, t0),
-                name=f"spotroute-save-{step}",
-                daemon=True,
-            )
-            self._pending, self._pending_report = thread, report
-            thread.start()
-        self.reports.append(report)
-        self._last_save_at = self._clock()
-        return True
-
-    def wait(self) -> SaveReport | None:
-        """Wait for the save in flight, if any; returns its report (error set if it failed)."""
-        thread, report = self._pending, self._pending_report
-        if thread is None:
-            return None
-        thread.join()
-        self._pending = self._pending_report = None
-        return report
-
-    def _prepare_step_dir(self, step: int) -> bool:
-        """False if `step` is already complete; removes what a killed writer left there."""
-        fresh = True
-        if self._ranks.rank == 0:
-            if self.location.has_manifest(step):
-                fresh = False
-            elif step in self.location.steps():
-                self.location.remove_step(step)
-        return bool(self._ranks.broadcast(fresh))
-
-    def _write_dcp(self, state: dict[str, Any], writer: Any, *, blocking: bool) -> Any:
-        from torch.distributed.checkpoint.state_dict_saver import async_save, save
-
-        group = self._ranks.save_group
-        no_dist = not self._ranks.distributed
-        with quiet_dcp():
-            if blocking:
-                save(state, storage_writer=writer, process_group=group, no_dist=no_dist)
-                return None
-            return async_save(state, storage_writer=writer, process_group=group,
-                              no_dist=no_dist, async_stager=self._async_stager())
-
-    def _async_stager(self) -> Any:
-        """The stager, one per Checkpointer so its CPU copy of the state is reused.
-
-        A fresh stager (DCP's default) allocates the whole staging copy on every save; keeping
-        it turns every save after the first into a plain copy into memory already mapped, made
-        by several threads (staging.ParallelStager). Safe because a save waits for the one
-        before it. Costs one resident copy of the state.
-        """
-        if not self.reuse_staging_memory:
-            return None
-        if self._stager is None:
-            from router.checkpoint.staging import ParallelStager
-
-            self._stager = ParallelStager()
-        return self._stager
-
-    def _finish_in_background(self, future: Any, step: int, epoch: int | None, writer: Any,
-                              rank_state: dict[str, Any], report: SaveReport, t0: float) -> None:
-        try:
-            try:
-                if hasattr(future, "upload_completion"):
-                    future.upload_completion.result()
-                else:
-                    future.result()
-            finally:
-                ZIP_CRC.restore()
-            self._finish_save(step, epoch, writer, rank_state, report, t0)
-        except BaseException as error:  # DCP's CheckpointException is a BaseException
-            # The previous complete checkpoint is untouched; training goes on.
-            report.error = f"{type(error).__name__}: {error}"
-            self.last_error = report.error
-            log.error("spotroute: saving step %d failed: %s", step, report.error)
-
-    def _finish_save(self, step: int, epoch: int | None, writer: Any,
-                     rank_state: dict[str, Any], report: SaveReport, t0: float) -> None:
-        """Rank files, the gather of every rank's checksums, then the manifest (rank 0), last."""
-        step_dir = self.location.step_path(step)
-        data = (json.dumps(rank_state, sort_keys=True) + "\n").encode()
-        self.location.fs.pipe_file(posixpath.join(step_dir, rank_file(self._ranks.rank)), data)
-        records = dict(writer.fs.records)
-        records[rank_file(self._ranks.rank)] = (len(data),
-                                                 checksum_bytes(data, self.checksum_algorithm))
-        gathered = self._ranks.all_gather(records, save=True)  # also the barrier before it
-        if self._ranks.rank == 0:
-            files: dict[str, tuple[int, str]] = {}
-            for rank_records in gathered:
-                files.update(rank_records)
-            save_s = time.perf_counter() - t0
-            manifest = Manifest(
-                step=step,
-                time=now_iso(),
-                world_size=self._ranks.world_size,
-                job_id=self.job_id,
-                mode="torch",
-                files=tuple(FileEntry(p, s, c) for p, (s, c) in sorted(files.items())),
-                epoch=epoch,
-                save_s=round(save_s, 4),
-                blocked_s=round(report.blocked_s, 4),
-                torch_version=str(rank_state.get("torch_version")),
-                checksum_algorithm=self.checksum_algorithm,
-            )
-            self.location.write_manifest(manifest)
-            report.bytes = manifest.total_bytes
-            self._apply_retention()
-        report.save_s = time.perf_counter() - t0
-        self._ranks.barrier(save=True)  # nobody exits before the manifest is written
-        self.last_saved_step = step
-
-    def _apply_retention(self) -> None:
-        """Keep the newest `keep` complete checkpoints; drop older ones and dead partial ones."""
-        steps = self.location.steps()
-        complete = [s for s in steps if self.location.has_manifest(s)]
-        if not complete:
-            return
-        keep = set(complete[: self.keep])
-        newest = complete[0]
-        for step in steps:
-            # A partial directory newer than the newest complete one may be a save in flight.
-            if step not in keep and step < newest:
-                self.location.remove_step(step)
-
     # --- lifecycle ----------------------------------------------------------------------------
 
     def _remember(self, objects: dict[str, Any]) -> None:
@@ -576,8 +389,9 @@ class Checkpointer(FromEnvMixin, NoticeHandlingMixin, PlainDirectoryMixin, HandO
                 self._objects[name] = obj
 
     def close(self) -> None:
-        """Wait for the save in flight and stop watching for notices."""
+        """Wait for the save in flight and its retention, and stop watching for notices."""
         self.wait()
+        self._retention.wait()
         self.watcher.stop()
         if self._stager is not None:
             self._stager.close()

@@ -8,25 +8,18 @@ it is written, and the switches that quiet DCP and skip torch.save's own CRC whi
 
 from __future__ import annotations
 
+import functools
+import gc
 import io
-import itertools
 import os
 import posixpath
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
-from typing import IO, Any
+from typing import IO, Any, ParamSpec, TypeVar
 
-from router.checkpoint.manifest import (
-    PIECE,
-    Checksum,
-    ChecksumWriter,
-    Manifest,
-    checksum_bytes,
-    checksum_stream,
-)
+from router.checkpoint.manifest import ChecksumWriter, Manifest
 
 # What went wrong while reading (re-exported: callers import them from here too).
 from router.checkpoint.results import CheckpointDamaged as CheckpointDamaged
@@ -35,6 +28,21 @@ from router.checkpoint.results import PartlyLoaded as PartlyLoaded
 from router.checkpoint.results import damage_reason as damage_reason
 from router.checkpoint.results import is_damage as is_damage
 from router.checkpoint.storage import Location
+from router.checkpoint.verified_io import MAX_IO_THREADS as MAX_IO_THREADS
+from router.checkpoint.verified_io import io_pool as io_pool
+from router.checkpoint.verified_io import io_threads as io_threads
+from router.checkpoint.verified_io import open_verified_local as open_verified_local
+from router.checkpoint.verified_io import (
+    overlapping,
+    read_exactly,
+    read_into_checked,
+    stored_size,
+)
+from router.checkpoint.verified_io import read_verified as read_verified
+
+P = ParamSpec("P")
+R = TypeVar("R")
+DCP_METADATA = ".metadata"  # DCP's index of a checkpoint (what is stored where), one per step
 
 
 def state_dicts_for_save(objects: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -102,24 +110,6 @@ def state_dicts_for_load(
     return state, apply
 
 
-MAX_IO_THREADS = 4
-
-
-def io_threads() -> int:
-    """How many files each rank writes at once (DCP's thread_count) unless
-    Checkpointer(io_threads=) says: one per CPU this rank has (cores / LOCAL_WORLD_SIZE), at
-    most MAX_IO_THREADS. Restore reads a rank's files at once, up to MAX_IO_THREADS."""
-    text = os.environ.get("LOCAL_WORLD_SIZE", "")  # torchrun's ranks on this node
-    per_node = int(text) if text.isdigit() and int(text) > 0 else 1
-    return max(1, min(MAX_IO_THREADS, (os.cpu_count() or 1) // per_node))
-
-
-def io_pool(files: int, name: str) -> ThreadPoolExecutor:
-    """Threads for reading `files` files at once (at most MAX_IO_THREADS)."""
-    return ThreadPoolExecutor(max_workers=max(1, min(MAX_IO_THREADS, files)),
-                              thread_name_prefix=name)
-
-
 def dcp_fsspec_module() -> Any:
     import importlib
 
@@ -127,48 +117,6 @@ def dcp_fsspec_module() -> Any:
         return importlib.import_module("torch.distributed.checkpoint.fsspec_filesystem")
     except ImportError:  # torch < 2.6 has only the private module
         return importlib.import_module("torch.distributed.checkpoint._fsspec_filesystem")
-
-
-def read_verified(location: Location, manifest: Manifest, relative: str) -> bytes:
-    """A file of the checkpoint, whole, after checking its size and checksum."""
-    entries = {entry.path: entry for entry in manifest.files}
-    entry = entries.get(relative)
-    if entry is None:
-        raise CheckpointDamaged(f"{relative} is not in the manifest")
-    try:
-        data = bytes(location.fs.cat_file(location.step_path(manifest.step, relative)))
-    except FileNotFoundError as error:
-        raise CheckpointDamaged(f"{relative} is missing") from error
-    if len(data) != entry.size:
-        raise CheckpointDamaged(
-            f"{relative} has {len(data)} bytes, the manifest says {entry.size}")
-    checksum = checksum_bytes(data, manifest.checksum_algorithm)
-    if checksum != entry.checksum:
-        raise CheckpointDamaged(
-            f"{relative} checksum {checksum} differs from the manifest's {entry.checksum}")
-    return data
-
-
-@contextmanager
-def open_verified_local(location: Location, manifest: Manifest,
-                         relative: str) -> Iterator[IO[bytes]]:
-    """A local checkpoint file, open at its start, after checking its size and checksum."""
-    entry = {e.path: e for e in manifest.files}.get(relative)
-    if entry is None:
-        raise CheckpointDamaged(f"{relative} is not in the manifest")
-    try:
-        handle = open(location.step_path(manifest.step, relative), "rb")  # noqa: SIM115
-    except FileNotFoundError as error:
-        raise CheckpointDamaged(f"{relative} is missing") from error
-    with handle:
-        size, checksum = checksum_stream(handle, manifest.checksum_algorithm)
-        if size != entry.size:
-            raise CheckpointDamaged(f"{relative} has {size} bytes, the manifest says {entry.size}")
-        if checksum != entry.checksum:
-            raise CheckpointDamaged(
-                f"{relative} checksum {checksum} differs from the manifest's {entry.checksum}")
-        handle.seek(0)
-        yield handle
 
 
 def verifying_reader(location: Location, manifest: Manifest, *, fused: bool = False) -> Any:
@@ -295,7 +243,7 @@ def verifying_filesystem(base: type,
                     yield stream
                 return
             with open_checked(path) as stream:
-                if posixpath.basename(str(os.fspath(path))) != ".metadata":
+                if posixpath.basename(str(os.fspath(path))) != DCP_METADATA:
                     self.served += 1
                 yield stream
 
@@ -327,7 +275,7 @@ def _read_item(reader: Any, stream: Any, item: Any, planner: Any) -> None:
         destination = _in_place_destination(source, target, item)
         if destination is not None:
             start = info.offset + source.untyped_storage()._checkpoint_offset
-            _read_exactly(stream, start + source.storage_offset() * source.element_size(),
+            read_exactly(stream, start + source.storage_offset() * source.element_size(),
                           destination)
             planner.commit_tensor(item, target)
             return
@@ -364,10 +312,7 @@ def fused_read(reader: Any, path: str, entry: Any, algorithm: str, items: list[A
     except FileNotFoundError as error:
         raise CheckpointDamaged(f"{entry.path} is missing") from error
     with handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size != entry.size:
-            raise CheckpointDamaged(f"{entry.path} has {size} bytes, the manifest says "
-                                    f"{entry.size}")
+        stored_size(path, entry)
         for item in items:
             info = reader.storage_data[item.storage_index]
             if item.type == LoadItemType.BYTE_IO:
@@ -388,21 +333,11 @@ def fused_read(reader: Any, path: str, entry: Any, algorithm: str, items: list[A
                      + source.storage_offset() * source.element_size())
             pieces.append((start, destination, item, target))
         pieces.sort(key=lambda piece: piece[0])
-        if any(a[0] + a[1].nbytes > b[0] for a, b in itertools.pairwise(pieces)):
+        if overlapping([(start, destination) for start, destination, _, _ in pieces]):
             return False
         reader.fs.served += 1  # from here on the targets change
-        checksum = Checksum(algorithm)
-        with open(path, "rb", buffering=0) as raw:
-            position = 0
-            for start, destination, _, _ in pieces:
-                position = _summed_read(raw, position, start, checksum)
-                position = _summed_read(raw, position, start + destination.nbytes, checksum,
-                                        into=destination, base=start)
-            _summed_read(raw, position, size, checksum)
-            digest = checksum.hexdigest()
-        if digest != entry.checksum:
-            raise CheckpointDamaged(f"{entry.path} checksum {digest} differs from the manifest's "
-                                    f"{entry.checksum}")
+        read_into_checked(path, entry, algorithm,
+                          [(start, destination) for start, destination, _, _ in pieces])
         for _, _, item, target in pieces:
             planner.commit_tensor(item, target)
         for item in objects:
@@ -410,27 +345,6 @@ def fused_read(reader: Any, path: str, entry: Any, algorithm: str, items: list[A
             planner.load_bytes(item, io.BytesIO(_create_file_view(handle, info.offset,
                                                                   info.length).read(-1)))
     return True
-
-
-def _summed_read(raw: Any, position: int, end: int, checksum: Checksum, *,
-                 into: memoryview | None = None, base: int = 0) -> int:
-    """Read file bytes [position, end) in PIECE-sized pieces, each checksummed right after it
-    is read, while it is in the CPU cache: into `into` (at position - base), or as new bytes
-    (the headers between the tensors). Returns the new position."""
-    while position < end:
-        length = min(PIECE, end - position)
-        if into is None:
-            piece: Any = raw.read(length)
-            count = len(piece)
-        else:
-            piece = into[position - base:position - base + length]
-            count = raw.readinto(piece)
-            piece = piece[:count]
-        if not count:
-            raise CheckpointDamaged(f"a record ends early at byte {position}")
-        checksum.update(piece)
-        position += count
-    return position
 
 
 def _in_place_destination(source: Any, target: Any, item: Any) -> memoryview | None:
@@ -453,27 +367,45 @@ def _in_place_destination(source: Any, target: Any, item: Any) -> memoryview | N
         return None
 
 
-def _read_exactly(stream: Any, offset: int, destination: memoryview) -> None:
-    stream.seek(offset)
-    done = 0
-    while done < destination.nbytes:
-        count = stream.readinto(destination[done:])
-        if not count:
-            raise CheckpointDamaged(f"a tensor record ends early at byte {offset + done}")
-        done += count
-
-
 def recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: bool,
                       algorithm: str, files: int) -> Any:
     """DCP's FsspecWriter whose streams record each file's size and checksum as it is written;
     it writes a rank's state as `files` files, one thread each (DCP's thread_count)."""
     module = dcp_fsspec_module()
-    writer = module.FsspecWriter(url, sync_files=sync_files, thread_count=files,
-                                 **storage_options)
-    base = type(writer.fs)
-    prefix = url.rstrip("/") + "/"
+    writer = _indexing_writer_class(module.FsspecWriter)(url, sync_files=sync_files,
+                                                         thread_count=files, **storage_options)
+    base: Any = type(writer.fs)
+    recording = _recording_class(base)()
+    recording.algorithm, recording.prefix = algorithm, url.rstrip("/") + "/"
+    writer.fs = recording
+    writer.path = recording.init_path(url, **storage_options)
+    return writer
 
-    class RecordingFileSystem(base):  # type: ignore[misc, valid-type]
+
+@functools.cache
+def _indexing_writer_class(base: type) -> type:
+    """DCP's writer class `base`, keeping the Metadata it writes to .metadata (`metadata`,
+    rank 0 only), from which the save writes the light restore's index."""
+
+    class IndexingWriter(base):  # type: ignore[misc]
+        metadata: Any = None
+
+        def finish(self, metadata: Any, results: Any) -> None:
+            super().finish(metadata, results)
+            self.metadata = metadata
+
+    return IndexingWriter
+
+
+@functools.cache
+def _recording_class(base: type) -> type:
+    """The recording subclass of DCP's filesystem class `base`, made once: a class made per
+    save is cyclic garbage that only a full collection frees."""
+
+    class RecordingFileSystem(base):  # type: ignore[misc]
+        algorithm = ""
+        prefix = ""
+
         def __init__(self) -> None:
             super().__init__()
             self.records: dict[str, tuple[int, str]] = {}
@@ -485,24 +417,23 @@ def recording_writer(url: str, storage_options: dict[str, Any], *, sync_files: b
                     yield stream
                 return
             with super().create_stream(path, mode) as raw:
-                wrapped = ChecksumWriter(raw, algorithm)
+                wrapped = ChecksumWriter(raw, self.algorithm)
                 yield wrapped
-                self.records[_relative(path)] = (wrapped.size, wrapped.checksum.hexdigest())
+                self.records[self._relative(path)] = (wrapped.size,
+                                                      wrapped.checksum.hexdigest())
 
         def rename(self, path: Any, new_path: Any) -> None:
             super().rename(path, new_path)
-            record = self.records.pop(_relative(path), None)
+            record = self.records.pop(self._relative(path), None)
             if record is not None:
-                self.records[_relative(new_path)] = record
+                self.records[self._relative(new_path)] = record
 
-    def _relative(path: Any) -> str:
-        text = str(os.fspath(path))
-        return text[len(prefix):] if text.startswith(prefix) else posixpath.basename(text)
+        def _relative(self, path: Any) -> str:
+            text = str(os.fspath(path))
+            return (text[len(self.prefix):] if text.startswith(self.prefix)
+                    else posixpath.basename(text))
 
-    recording = RecordingFileSystem()
-    writer.fs = recording
-    writer.path = recording.init_path(url, **storage_options)
-    return writer
+    return RecordingFileSystem
 
 
 class _ZipCrcSwitch:
@@ -556,6 +487,50 @@ def without_zip_crc() -> Iterator[None]:
         yield
     finally:
         ZIP_CRC.restore()
+
+
+class _GcHold:
+    """Holds Python's automatic cyclic garbage collection while the training thread waits for a
+    save: a full collection in a process that imported torch took 0.1-0.2 s here, and one fell
+    into a save about every 11 saves. Garbage made meanwhile is collected at the first
+    allocation after the save, as it would have been. DCP's own state-dict helpers do the same
+    (`torch.distributed.checkpoint.state_dict._gc_context`). Counted, like the CRC switch; a
+    collector the application disabled stays disabled."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._was_enabled = False
+
+    def hold(self) -> None:
+        with self._lock:
+            if self._active == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._active += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0 and self._was_enabled:
+                gc.enable()
+
+
+GC_HOLD = _GcHold()
+
+
+def gc_held(method: Callable[P, R]) -> Callable[P, R]:
+    """Run `method` with the cyclic garbage collector held (GC_HOLD)."""
+
+    @functools.wraps(method)
+    def held(*args: P.args, **kwargs: P.kwargs) -> R:
+        GC_HOLD.hold()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            GC_HOLD.release()
+
+    return held
 
 
 @contextmanager

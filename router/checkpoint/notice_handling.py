@@ -82,10 +82,14 @@ class NoticeHandlingMixin(CheckpointerState):
             self.save(step, blocking=True, epoch=epoch, data_position=data_position, user=user)
         elif skipped is not None:
             log.warning("spotroute: not saving step %d: %s", step, skipped)
+        # The checkpoint this exit keeps is complete from here; what follows (markers, the
+        # interpreter's shutdown, ~1 s of it torch's) only delays the exit status.
+        saved_at = datetime.now(UTC)
         if self._ranks.rank == 0:
             self._write_marker_json(first, step, exiting=True, save_s=time.perf_counter() - t0,
-                                    skipped_save=skipped, noticed_on=noticed_on)
-        self._note_on_node(first, step)
+                                    skipped_save=skipped, noticed_on=noticed_on,
+                                    saved_at=saved_at)
+        self._note_on_node(first, step, saved_at)
         if notice is not None:
             self.watcher.acknowledge(notice)  # Azure: go ahead now, the state is saved
         self._ranks.barrier()
@@ -94,20 +98,25 @@ class NoticeHandlingMixin(CheckpointerState):
             raise SystemExit(EXIT_PREEMPTED)
 
     def _write_marker(self, notice: Notice, step: int, *, exiting: bool) -> None:
+        saved_at = datetime.now(UTC)  # after the save that answered the notice (save_files)
         if self._ranks.rank == 0:
-            self._write_marker_json(notice.to_json(), step, exiting=exiting)
+            self._write_marker_json(notice.to_json(), step, exiting=exiting,
+                                    saved_at=saved_at if exiting else None)
         if exiting:
-            self._note_on_node(notice.to_json(), step)
+            self._note_on_node(notice.to_json(), step, saved_at)
 
-    def _note_on_node(self, notice: dict[str, Any], step: int) -> None:
+    def _note_on_node(self, notice: dict[str, Any], step: int, saved_at: datetime) -> None:
         """Tell this node's start-up script the job saved on a notice and is exiting: local rank
-        0 writes SPOTROUTE_NODE_DIR/interruption.json. The script cannot go by the exit status
-        alone: torchrun reports a worker's 75 as its own 1 (docs/checkpoints.md)."""
+        0 writes SPOTROUTE_NODE_DIR/interruption.json, with the time the checkpoint was complete
+        (`saved_at`: the process's exit comes later, after the interpreter's shutdown). The
+        script cannot go by the exit status alone: torchrun reports a worker's 75 as its own 1
+        (docs/checkpoints.md)."""
         directory = os.environ.get("SPOTROUTE_NODE_DIR")
         if not directory or self._ranks.local_rank != 0:
             return
         record = {**notice, "last_step": self.last_saved_step if self.last_saved_step is not None
-                  else step, "exit_code": EXIT_PREEMPTED, "job_id": self.job_id}
+                  else step, "exit_code": EXIT_PREEMPTED, "job_id": self.job_id,
+                  "saved_at": saved_at.isoformat(timespec="milliseconds")}
         path = os.path.join(directory, NODE_MARKER_NAME)
         try:
             os.makedirs(directory, exist_ok=True)
@@ -119,11 +128,12 @@ class NoticeHandlingMixin(CheckpointerState):
 
     def _write_marker_json(self, notice: dict[str, Any], step: int, *, exiting: bool,
                            save_s: float | None = None, skipped_save: str | None = None,
-                           noticed_on: list[str] | None = None) -> None:
+                           noticed_on: list[str] | None = None,
+                           saved_at: datetime | None = None) -> None:
         now = datetime.now(UTC)
         try:
-            latency_s: float | None = round(
-                (now - datetime.fromisoformat(str(notice["notice_time"]))).total_seconds(), 3)
+            latency_s: float | None = round(((saved_at or now) - datetime.fromisoformat(
+                str(notice["notice_time"]))).total_seconds(), 3)
         except (KeyError, ValueError, TypeError):
             latency_s = None
         marker = {
@@ -131,6 +141,8 @@ class NoticeHandlingMixin(CheckpointerState):
             "job_id": self.job_id,
             "last_step": self.last_saved_step if self.last_saved_step is not None else step,
             "written_at": now.isoformat(timespec="milliseconds"),
+            # When the checkpoint this exit keeps was complete (None: not exiting).
+            "saved_at": saved_at.isoformat(timespec="milliseconds") if saved_at else None,
             "exiting": exiting,
             "exit_code": EXIT_PREEMPTED if exiting else None,
             "save_s": None if save_s is None else round(save_s, 3),

@@ -42,27 +42,11 @@ class PlainDirectoryMixin(CheckpointerState):
             raise CheckpointError(f"save_files: {source} is not a directory")
         saved = False
         if self._ranks.rank == 0 and self._prepare_step_dir(step):
-            fs, step_dir = self.location.fs, self.location.step_path(step)
-            entries = []
-            for path in sorted(p for p in source.rglob("*") if p.is_file()):
-                relative = path.relative_to(source).as_posix()
-                with open(path, "rb") as handle:
-                    size, crc = checksum_stream(handle, self.checksum_algorithm)
-                remote = posixpath.join(step_dir, relative)
-                if self.location.is_local:
-                    fs.makedirs(posixpath.dirname(remote), exist_ok=True)
-                fs.put_file(str(path), remote)
-                entries.append(FileEntry(relative, size, crc))
-            state = json.dumps({"user": dict(user or {}), "epoch": epoch}).encode()
-            fs.pipe_file(posixpath.join(step_dir, rank_file(0)), state)
-            entries.append(FileEntry(rank_file(0), len(state),
-                                     checksum_bytes(state, self.checksum_algorithm)))
-            self.location.write_manifest(Manifest(
-                step=step, time=now_iso(), world_size=1, job_id=self.job_id, mode="files",
-                files=tuple(entries), epoch=epoch, save_s=round(time.perf_counter() - t0, 4),
-                blocked_s=round(time.perf_counter() - t0, 4),
-                checksum_algorithm=self.checksum_algorithm))
-            self._apply_retention()
+            try:
+                self._upload_files(step, source, epoch, user, t0)
+            except BaseException:
+                self._release_step(step)
+                raise
             self.last_saved_step = step
             saved = True
         self._last_save_at = self._clock()
@@ -77,10 +61,36 @@ class PlainDirectoryMixin(CheckpointerState):
                 raise SystemExit(EXIT_PREEMPTED)
         return saved
 
+    def _upload_files(self, step: int, source: Path, epoch: int | None,
+                      user: dict[str, Any] | None, t0: float) -> None:
+        """Every file under `source`, its rank file, then the manifest (the commit)."""
+        fs, step_dir = self.location.fs, self.location.step_path(step)
+        entries = []
+        for path in sorted(p for p in source.rglob("*") if p.is_file()):
+            relative = path.relative_to(source).as_posix()
+            with open(path, "rb") as handle:
+                size, crc = checksum_stream(handle, self.checksum_algorithm)
+            remote = posixpath.join(step_dir, relative)
+            if self.location.is_local:
+                fs.makedirs(posixpath.dirname(remote), exist_ok=True)
+            fs.put_file(str(path), remote)
+            entries.append(FileEntry(relative, size, crc))
+        state = json.dumps({"user": dict(user or {}), "epoch": epoch}).encode()
+        fs.pipe_file(posixpath.join(step_dir, rank_file(0)), state)
+        entries.append(FileEntry(rank_file(0), len(state),
+                                 checksum_bytes(state, self.checksum_algorithm)))
+        self.location.write_manifest(Manifest(
+            step=step, time=now_iso(), world_size=1, job_id=self.job_id, mode="files",
+            files=tuple(entries), epoch=epoch, save_s=round(time.perf_counter() - t0, 4),
+            blocked_s=round(time.perf_counter() - t0, 4),
+            checksum_algorithm=self.checksum_algorithm))
+        self._committed(step)
+
     @rng.leaves_rng_alone
     def restore_files(self, directory: str | Path) -> Resume:
         """Download the newest verified `save_files` checkpoint into `directory`."""
         self._await_handover()
+        self._retention.wait()  # never read a checkpoint it is deleting
         resume = Resume()
         manifest = self._choose_checkpoint(resume.messages)
         if manifest is None:
@@ -107,10 +117,10 @@ class PlainDirectoryMixin(CheckpointerState):
 
     def _choose_checkpoint(self, messages: list[str]) -> Manifest | None:
         """The newest checkpoint whose manifest and stored files check out (restore_files)."""
-        rejected: list[str] = []
+        rejected: list[tuple[int, str, bool]] = []  # (step, why, whether it is damage)
         for step, manifest, problem in self._candidates():
             if manifest is None:
-                rejected.append(f"step {step}: {problem}")
+                rejected.append((step, str(problem), str(problem).startswith("damaged")))
                 continue
             # Each rank checks every world_size-th file, so verification reads everything once.
             mine = [e.path for i, e in enumerate(manifest.files)
@@ -118,11 +128,10 @@ class PlainDirectoryMixin(CheckpointerState):
             problems = [p for ps in self._ranks.all_gather(
                 self.location.verify_files(manifest, mine)) for p in ps]
             if problems:
-                rejected.append(f"step {step}: damaged ({'; '.join(problems)})")
+                rejected.append((step, f"damaged ({'; '.join(problems)})", True))
                 continue
-            for note in rejected:
-                messages.append(f"{note} — skipped; using step {step}")
+            messages.extend(self._passed_over(rejected, using=step))
             return manifest
-        messages.extend(f"{note} — skipped" for note in rejected)
+        messages.extend(self._passed_over(rejected, using=None))
         messages.append(f"no complete checkpoint under {self.url} — starting from scratch")
         return None

@@ -21,11 +21,13 @@ class CheckpointDamaged(OSError):
 
 
 class PartlyLoaded(Exception):
-    """A load failed after some of a checkpoint's data was read into the objects."""
+    """A load failed after some of a checkpoint's data was read into the objects (`objects`:
+    the names of those changed, where known; else all that were being loaded)."""
 
-    def __init__(self, cause: BaseException) -> None:
+    def __init__(self, cause: BaseException, objects: set[str] | None = None) -> None:
         super().__init__(str(cause))
         self.cause = cause
+        self.objects = objects
 
 
 def damage_reason(error: BaseException) -> str:

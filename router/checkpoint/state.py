@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Callable
 
     from router.checkpoint.manifest import Manifest
     from router.checkpoint.notices import Notice, SigtermNotices
     from router.checkpoint.ranks import Ranks
     from router.checkpoint.results import Resume, SaveReport
+    from router.checkpoint.retention import Retention
     from router.checkpoint.storage import Location
     from router.checkpoint.watcher import NoticeWatcher
 
@@ -36,7 +38,14 @@ class CheckpointerState:
         _sigterm: SigtermNotices | None
         _ranks: Ranks
         _objects: dict[str, Any]
+        _pending: threading.Thread | None
         _pending_report: SaveReport | None
+        _retention: Retention
+        _stager: Any
+        reuse_staging_memory: bool
+        asynchronous: bool
+        io_threads: int
+        last_error: str | None
         _clock: Callable[[], float]
         _last_save_at: float
         placement: str
@@ -50,8 +59,12 @@ class CheckpointerState:
         def close(self) -> None: ...
         def _say(self, resume: Resume) -> Resume: ...
         def _candidates(self) -> list[tuple[int, Manifest | None, str | None]]: ...
+        def _passed_over(self, rejected: list[tuple[int, str, bool]], *,
+                         using: int | None) -> list[str]: ...
         def _prepare_step_dir(self, step: int) -> bool: ...
-        def _apply_retention(self) -> None: ...
+        def _committed(self, step: int) -> None: ...
+        def _release_step(self, step: int) -> None: ...
+        def _remember(self, objects: dict[str, Any]) -> None: ...
         def _terminal_notice(self) -> Notice | None: ...
         def _write_marker(self, notice: Notice, step: int, *, exiting: bool) -> None: ...
         def _save_request(self) -> dict[str, Any] | None: ...

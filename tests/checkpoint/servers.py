@@ -183,3 +183,20 @@ class Store:
         fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
         return fs, "/".join([root.rstrip("/"), *parts])
 
+    def names(self, *parts: str) -> list[str]:
+        """The names in a directory under the store (sorted; [] when there is none), listed
+        afresh."""
+        fs, root = self.fs_path(*parts)
+        fs.invalidate_cache()
+        try:
+            return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
+        except FileNotFoundError:
+            return []
+
+    def flip_bit(self, *parts: str) -> None:
+        """Flip one bit in the middle of a stored file: damage at rest."""
+        fs, path = self.fs_path(*parts)
+        data = bytearray(fs.cat_file(path))
+        data[len(data) // 2] ^= 0x01
+        fs.pipe_file(path, bytes(data))
+

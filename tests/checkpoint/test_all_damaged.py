@@ -24,19 +24,7 @@ def _save_two_and_damage_both(store: Store) -> None:
             train_step(model, optimizer, scheduler, 64)
             ckpt.save(step, blocking=True, model=model, optimizer=optimizer, scheduler=scheduler)
     for step in (2, 4):
-        fs, path = store.fs_path(f"step-{step:012d}", "__0_0.distcp")
-        data = bytearray(fs.cat_file(path))
-        data[len(data) // 2] ^= 0x01  # a bit flipped at rest
-        fs.pipe_file(path, bytes(data))
-
-
-def _listing(store: Store, *parts: str) -> list[str]:
-    fs, root = store.fs_path(*parts)
-    fs.invalidate_cache()
-    try:
-        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
-    except FileNotFoundError:
-        return []
+        store.flip_bit(f"step-{step:012d}", "__0_0.distcp")  # a bit flipped at rest
 
 
 def test_every_checkpoint_damaged_is_set_aside_and_the_job_starts_from_scratch(
@@ -60,8 +48,8 @@ def test_every_checkpoint_damaged_is_set_aside_and_the_job_starts_from_scratch(
         assert any("set aside as" in m for m in start.messages)
 
     # Either way the damaged checkpoints left the step directories but are kept.
-    assert not [n for n in _listing(store) if n.startswith("step-")]
-    assert [n[:17] for n in _listing(store, "damaged")] == ["step-000000000002",
+    assert not [n for n in store.names() if n.startswith("step-")]
+    assert [n[:17] for n in store.names("damaged")] == ["step-000000000002",
                                                             "step-000000000004"]
 
     # The next start (a new process, a re-placed node) finds no checkpoint: from scratch, on

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from router.checkpoint import Checkpointer, CheckpointError, dcp
+from router.checkpoint import Checkpointer, CheckpointError, dcp, light_restore
 
 
 def checkpointer(root: Path) -> Checkpointer:
@@ -50,11 +50,22 @@ def flip_in_tensor(root: Path, step: int, tensor: torch.Tensor) -> str:
     raise AssertionError("the tensor's bytes are stored as they are, in one of the files")
 
 
+@pytest.fixture(params=["light", "dcp"])
+def restore_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Restore without DCP (a one-rank checkpoint of plain state, the default) or through it."""
+    if request.param == "dcp":
+        monkeypatch.setattr(light_restore, "eligible", lambda *args: False)
+    return str(request.param)
+
+
 @pytest.fixture
-def fused_calls(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """What each fused_read call returned (True: the file was read in the single pass)."""
+def fused_calls(monkeypatch: pytest.MonkeyPatch, restore_path: str) -> list[bool]:
+    """What each single-pass read returned (True: the file was read in the single pass):
+    dcp.fused_read through DCP, light_restore.read_file_in_one_pass without."""
     calls: list[bool] = []
-    original = dcp.fused_read
+    module: Any = dcp if restore_path == "dcp" else light_restore
+    name = "fused_read" if restore_path == "dcp" else "read_file_in_one_pass"
+    original = getattr(module, name)
 
     def spy(*args: Any, **kwargs: Any) -> bool:
         try:
@@ -63,9 +74,9 @@ def fused_calls(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
             calls.append(True)
             raise
         calls.append(result)
-        return result
+        return bool(result)
 
-    monkeypatch.setattr(dcp, "fused_read", spy)
+    monkeypatch.setattr(module, name, spy)
     return calls
 
 
@@ -121,7 +132,8 @@ def test_the_only_checkpoint_damaged_leaves_the_model_exactly_as_it_was(
     assert bit_equal(target, before)
 
 
-def test_every_checkpoint_damaged_after_a_partial_read_is_an_error(tmp_path: Path) -> None:
+def test_every_checkpoint_damaged_after_a_partial_read_is_an_error(tmp_path: Path,
+                                                                  restore_path: str) -> None:
     older, newer = model(1), model(2)
     with checkpointer(tmp_path) as ckpt:
         ckpt.save(2, blocking=True, model=older)
@@ -133,7 +145,7 @@ def test_every_checkpoint_damaged_after_a_partial_read_is_an_error(tmp_path: Pat
 
 
 def test_an_object_the_previous_checkpoint_lacks_is_not_left_half_loaded(
-        tmp_path: Path) -> None:
+        tmp_path: Path, restore_path: str) -> None:
     older, newer = model(1), model(2)
     optimizer = torch.optim.SGD(newer.parameters(), lr=0.1, momentum=0.9)
     newer(torch.randn(2, 64)).sum().backward()
@@ -143,15 +155,24 @@ def test_an_object_the_previous_checkpoint_lacks_is_not_left_half_loaded(
         ckpt.save(4, blocking=True, model=newer, optimizer=optimizer)
     flip_in_tensor(tmp_path, 4, newer.state_dict()["0.weight"])
     target = model(3)
-    with checkpointer(tmp_path) as again, pytest.raises(CheckpointError,
-                                                        match="optimizer: partly loaded"):
-        again.restore(model=target, optimizer=torch.optim.SGD(target.parameters(), lr=0.1,
-                                                              momentum=0.9))
+    fresh = torch.optim.SGD(target.parameters(), lr=0.1, momentum=0.9)
+    if restore_path == "dcp":  # DCP reads the optimizer's state in place: it is half loaded
+        with checkpointer(tmp_path) as again, pytest.raises(CheckpointError,
+                                                            match="optimizer: partly loaded"):
+            again.restore(model=target, optimizer=fresh)
+        return
+    # Without DCP the optimizer's state goes to new tensors, handed over only once every file
+    # checked out: the optimizer is untouched, step 2 loads, and it says so.
+    with checkpointer(tmp_path) as again:
+        start = again.restore(model=target, optimizer=fresh)
+    assert start.step == 2 and bit_equal(target, snapshot(older))
+    assert "optimizer: not in the checkpoint of step 2; left as it is" in start.messages
+    assert not fresh.state
 
 
 @pytest.mark.parametrize("at", [0, 40, 200, -30])
-def test_a_flipped_header_byte_in_the_newest_falls_back_to_the_previous(tmp_path: Path,
-                                                                        at: int) -> None:
+def test_a_flipped_header_byte_in_the_newest_falls_back_to_the_previous(
+        tmp_path: Path, at: int, restore_path: str) -> None:
     older, newer = model(1), model(2)
     with checkpointer(tmp_path) as ckpt:
         ckpt.save(2, blocking=True, model=older)

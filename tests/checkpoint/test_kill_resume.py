@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import multiprocessing
 import random
-import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from segments import run_segment
 
 TOTAL_STEPS = 48
 KILLS = 20
@@ -24,7 +24,7 @@ SEED = 8
 WIDTH = 192  # ~40k parameters + AdamW moments: a save takes long enough to be interrupted
 
 
-def _segment(url: str, out: Connection, result_path: str) -> None:
+def _segment(url: str, result_path: str, out: Connection) -> None:
     import training
 
     from router.checkpoint import Checkpointer
@@ -63,29 +63,14 @@ def test_sigkill_at_twenty_seeded_points_then_resume_matches_an_uninterrupted_ru
     context = _context()
     resumed_from: list[int] = []
     for kill_step, delay_s in [*zip(kill_steps, delays_s, strict=True), (None, 0.0)]:
-        reader, writer = context.Pipe(duplex=False)
-        child = context.Process(target=_segment, args=(url, writer, result))
-        child.start()
-        writer.close()
-        first: int | None = None
-        while True:
-            try:
-                message = reader.recv()
-            except EOFError:
-                break
-            if isinstance(message, int):
-                first = message if first is None else first
-                if kill_step is not None and message >= kill_step:
-                    time.sleep(delay_s)
-                    child.kill()
-                    break
-        child.join(timeout=60)
-        reader.close()
-        assert child.exitcode is not None
+        first, exitcode, _ = run_segment(
+            context, _segment, (url, result),
+            lambda _, step, at=kill_step: at is not None and step >= at, delay_s)
+        assert exitcode is not None
         if kill_step is not None:
-            assert child.exitcode == -9, f"segment ended by itself at step {kill_step}"
+            assert exitcode == -9, f"segment ended by itself at step {kill_step}"
         else:
-            assert child.exitcode == 0
+            assert exitcode == 0
         if first is not None:
             resumed_from.append(first - 1)
     assert len(resumed_from) == KILLS + 1

@@ -86,7 +86,8 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(store: Store) 
     fs.pipe_file(path, fs.cat_file(path)[:100])
     messages = restore_messages(store)  # step 4 is damaged and set aside; step 2 loads
     assert "has 100 bytes" in " ".join(messages)
-    assert any(m.startswith("step 4: set aside as ") for m in messages)
+    assert messages[0].startswith("step 4: damaged (__0_0.distcp has 100 bytes")
+    assert " — set aside as " in messages[0] and messages[0].endswith("; using step 2")
     with checkpointer(store) as again:
         final, started = run(again, seed=4, steps=6, width=8)
     assert started == 2
