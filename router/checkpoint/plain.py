@@ -32,7 +32,8 @@ class PlainDirectoryMixin(CheckpointerState):
     @rng.leaves_rng_alone
     def save_files(self, step: int, directory: str | Path, *,
                    epoch: int | None = None, user: dict[str, Any] | None = None) -> bool:
-        """Upload every file under `directory` as the checkpoint of `step` (rank 0, blocking).
+        """Upload every file under `directory` as the checkpoint of `step` (called on every rank;
+        rank 0 uploads, blocking).
 
         After a terminal notice it also writes the marker and raises SystemExit(EXIT_PREEMPTED).
         """
@@ -41,7 +42,9 @@ class PlainDirectoryMixin(CheckpointerState):
         if not source.is_dir():
             raise CheckpointError(f"save_files: {source} is not a directory")
         saved = False
-        if self._ranks.rank == 0 and self._prepare_step_dir(step):
+        # Every rank takes part: preparing the step broadcasts rank 0's answer.
+        fresh = self._prepare_step_dir(step)
+        if self._ranks.rank == 0 and fresh:
             try:
                 self._upload_files(step, source, epoch, user, t0)
             except BaseException:
