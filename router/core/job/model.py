@@ -25,7 +25,7 @@ from router.contract.stack_config import (
     JOB_NAME_RULE,
     RESERVED_ENV,
 )
-from router.core.durations import DURATION_PATTERN, parse_duration_s
+from router.core.durations import DURATION_PATTERN, parse_duration_s, parse_spot_wait_s
 from router.core.gpus import UnknownGpu, canonical_gpu, describe_gpu_field
 from router.core.job.data import Data, cloud_of_url
 from router.core.job.validation import Strict, duration_s, not_bool, problem, text_values
@@ -351,11 +351,11 @@ class Migration(Strict):
     spot_wait_s: float = Field(
         default=SPOT_WAIT_DEFAULT_S,
         ge=0,
-        le=8_760 * 3600,
+        allow_inf_nan=True,  # `forever` is math.inf; NaN is refused by parse_spot_wait_s
         validation_alias="spot_wait",
         description="a job without a deadline may finish this much later than its work takes,"
         " waiting out spot outages instead of buying on-demand, then on-demand: 6h; 0 = never"
-        " idle; default 12h (docs/migration.md)",
+        " idle; forever = spot only, never on-demand; default 12h (docs/migration.md)",
     )
     nodes_timeout_s: float | None = Field(
         default=None,
@@ -387,12 +387,20 @@ class Migration(Strict):
     def _pct_not_bool(cls, value: object) -> object:
         return not_bool(value)
 
-    @field_validator(
-        "cooldown_s", "spot_wait_s", mode="before", json_schema_input_type=DurationInput
-    )
+    @field_validator("cooldown_s", mode="before", json_schema_input_type=DurationInput)
     @classmethod
     def _cooldown(cls, value: object) -> object:
         return duration_s(value)
+
+    @field_validator(
+        "spot_wait_s", mode="before", json_schema_input_type=DurationInput | Literal["forever"]
+    )
+    @classmethod
+    def _spot_wait(cls, value: object) -> object:
+        try:
+            return parse_spot_wait_s(value)
+        except ValueError as e:
+            raise problem(str(e)) from None
 
 
 class Job(Strict):
