@@ -1,8 +1,29 @@
 """Policy-quality scenarios on the shared real traces (issue 30): tight, loose and no deadlines,
 many zones and single zones, leave-one-zone-out (docs/benchmarks.md, "Issue 30").
 
-Run: .venv/bin/python bench/policy_scenarios.py [--part tight|loose|none|single|lozo|wait|all]
-                                                [--jobs N] [--policies default|all]
+Run: .venv/bin/python bench/policy_scenarios.py [--part PART ...] [--jobs N]
+
+Parts (docs/benchmarks.md, "Issue 30" has their tables):
+  tight, loose, none  the three multi-zone zone sets below, every policy (the peers with
+                      `--policies all`'s set) and the hindsight optimum, deadlines 1.1–1.5×,
+                      1.5–2.5× and none.
+  single              each of the 12 files as the only spot zone, 64 jobs, deadlines 1.1–1.5×:
+                      route watch's policy against greedy and the optimum; mean share of
+                      greedy's gap closed.
+  lozo                leave-one-zone-out for the one fitted constant of decide()
+                      (decide_deadline.HEDGE_SLACK_SHARE): for each zone, the share that does
+                      best on the other 11 single zones, and that zone's gap with it.
+  forever             jobs without a deadline and `migration.spot_wait: forever` against the
+                      peer's EAGER_NEXT_REGION (SkyPilot's default) on every scenario: cost,
+                      mean finish delay, unfinished.
+  wait                route watch's policy over migration.spot_wait (0 … forever) on the
+                      multi-zone scenarios without deadlines: cost against finish delay.
+
+The zone sets: `9 zones (real-88)` — the 9 files bench/backtest_bench.py's real-88 replays (K80
+and V100 availability of 2022 and one 2023 V100 preemption file: zones that never ran together,
+so their outages are independent); `8 V100 zones` — every V100 file (2022 and 2023); `4 zones of
+2023` — the four 2023 preemption files, the only zones here measured side by side (their
+outages are the real, correlated ones).
 
 The setting mirrors the held-out judge of issue 30 (2023 V100 spot availability in 9 AWS
 zones, 45 days, 88 jobs of 48 h with deadlines at 1.1–1.5× their work; 64 jobs per single
@@ -22,6 +43,7 @@ Every number is deterministic: the traces and jobs are fixed and the simulation 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 import time
@@ -56,7 +78,9 @@ STEP_S, DAYS = 195.0, 45
 ON_DEMAND_USD, SPOT_USD = 3.06, 1.02  # p3.2xlarge, USD/h (examples/real-traces/README.md)
 WORK_H = 48.0
 TIGHT, LOOSE = (1.1, 1.5), (1.5, 2.5)
-SHOWN = ("on-demand", "migrate", "deadline-aware", "greedy-deadline", "optimum")
+SHOWN = ("on-demand", "migrate", "deadline-aware", "greedy-deadline", "skypilot-eager",
+         "skypilot-eager+od", "optimum")  # fmt: skip
+AWARE, PEER = "deadline-aware", "skypilot-eager"  # route watch's policy; SkyPilot's default
 load_gpus()  # the planner's job model looks GPU names up (the core reads no files)
 
 
@@ -83,6 +107,16 @@ def zones() -> list[Zone]:
 def multi_zone() -> list[Zone]:
     """The 9 zones of bench/backtest_bench.py's real-88 (the first 9 files by path)."""
     return zones()[:9]
+
+
+def zone_sets() -> dict[str, list[Zone]]:
+    """The multi-zone scenarios' zones, by name (module docstring)."""
+    every = zones()
+    return {
+        "9 zones (real-88)": multi_zone(),
+        "8 V100 zones": [z for z in every if "v100" in z.name],
+        "4 zones of 2023": [z for z in every if "(2023)" in z.name],
+    }
 
 
 _SERIES: dict[Path, tuple[bool, ...]] = {}
@@ -189,70 +223,196 @@ def mean_delay_h(r: BacktestResult, workload: Workload, name: str) -> float:
     return sum(late) / len(late) if late else float("nan")
 
 
-def row(label: str, r: BacktestResult, shown: Sequence[str]) -> str:
-    """One table row: each policy's total (gap to the optimum), misses, greedy's gap closed."""
+def row(label: str, r: BacktestResult, shown: Sequence[str], workload: Workload) -> str:
+    """One table row: each policy's total (gap to the optimum; late, unfinished), greedy's gap
+    closed by route watch's policy, and — jobs without deadlines — its mean finish delay and
+    the peer's."""
+    names = {p.name for p in r.policies}
     cells = []
     for key in shown:
-        if key not in {p.name for p in r.policies}:
+        if key not in names:
             cells.append("—")
             continue
         p = r.policy(key)
         gap = "" if key == "optimum" else f" ({r.gap_to_optimum_pct(key):+.1f} %)"
-        miss = f", {p.deadline_misses} late" if p.deadline_misses else ""
+        miss = f", **{p.deadline_misses} late**" if p.deadline_misses else ""
         left = f", {p.unfinished} unfinished" if p.unfinished else ""
         cells.append(f"{p.total_cost:,.0f}{gap}{miss}{left}")
-    share = closed(r)
+    share = closed(r) if "greedy-deadline" in names else None
+    delay = f"{mean_delay_h(r, workload, AWARE):.1f} h"
+    if PEER in names:
+        delay += f" / {mean_delay_h(r, workload, PEER):.1f} h"
     return (
         f"| {label} | " + " | ".join(cells) + " | "
-        + ("—" if share is None else f"{100 * share:.0f} %") + " |"
+        + ("—" if share is None else f"{100 * share:.0f} %") + f" | {delay} |"
     )  # fmt: skip
 
 
 def header(shown: Sequence[str]) -> str:
     return (
-        "| scenario | " + " | ".join(shown) + " | greedy's gap closed |\n"
-        + "|---|" + "---|" * (len(shown) + 1)
+        "| scenario | " + " | ".join(shown)
+        + f" | greedy's gap closed | mean delay {AWARE} / {PEER} |\n"
+        + "|---|" + "---|" * (len(shown) + 2)
     )  # fmt: skip
 
 
-def multi(slack: tuple[float, float] | None, jobs: int, which: str) -> BacktestResult:
-    chosen = multi_zone()
-    return run(workload_of(jobs, slack), trace_of(chosen), policy_set("aws", which))
+def chosen(*names: str) -> tuple[Policy, ...]:
+    """The policies of `--policies all` by name (those this checkout has)."""
+    return tuple(p for p in policy_set("aws", "all") if p.name in names)
+
+
+def multi_part(part: str, slack: tuple[float, float] | None, jobs: int) -> None:
+    print(f"### {part}: {jobs} jobs of 48 h, deadlines "
+          + ("none" if slack is None else f"{slack[0]}–{slack[1]}×") + "\n")  # fmt: skip
+    print(header(SHOWN))
+    for name, zs in zone_sets().items():
+        t0 = time.perf_counter()
+        w = workload_of(jobs, slack)
+        r = run(w, trace_of(zs))
+        print(row(name, r, SHOWN, w) + f" <!-- {time.perf_counter() - t0:.0f} s -->", flush=True)
+    print()
+
+
+def single_part(jobs: int) -> None:
+    print(f"### single zones: {jobs} jobs of 48 h each, deadlines 1.1–1.5×\n")
+    print(header(SHOWN))
+    shares = []
+    for z in zones():
+        w = workload_of(jobs, TIGHT)
+        r = run(w, trace_of([z]))
+        share = closed(r)
+        if share is not None:
+            shares.append(share)
+        print(row(f"{z.name} alone", r, SHOWN, w), flush=True)
+    mean = 100 * sum(shares) / len(shares) if shares else float("nan")
+    print(f"\nmean share of greedy's gap closed by {AWARE}: {mean:.0f} % "
+          f"({len(shares)} zones)\n")  # fmt: skip
+
+
+SHARES = (0.0, 0.125, 0.25, 0.5, float("inf"))  # decide_deadline.HEDGE_SLACK_SHARE candidates
+
+
+def lozo_part(jobs: int) -> None:
+    """Leave-one-zone-out for HEDGE_SLACK_SHARE over the single zones (tight deadlines)."""
+    import router.core.decide_deadline as rules
+
+    kept = rules.HEDGE_SLACK_SHARE
+    gap: dict[tuple[str, float], float] = {}
+    for z in zones():
+        w = workload_of(jobs, TIGHT)
+        t = trace_of([z])
+        best = run(w, t, chosen("greedy-deadline")).policy("optimum").total_cost
+        for share in SHARES:
+            rules.HEDGE_SLACK_SHARE = share
+            try:
+                mine = run(w, t, chosen(AWARE), with_optimum=False).policy(AWARE).total_cost
+            finally:
+                rules.HEDGE_SLACK_SHARE = kept
+            gap[(z.name, share)] = 100 * (mine / best - 1)
+    print(f"### leave-one-zone-out: decide_deadline.HEDGE_SLACK_SHARE ({kept:g} in the code)\n")
+    print(
+        "| held-out zone | share chosen on the other 11 | its gap there | gap with "
+        f"{kept:g} | " + " | ".join(f"gap at {s:g}" for s in SHARES) + " |"
+    )
+    print("|---|---|---|---|" + "---|" * len(SHARES))
+    names = [z.name for z in zones()]
+    held, fitted = [], []
+    for name in names:
+        others = [n for n in names if n != name]
+        pick = min(SHARES, key=lambda s: (sum(gap[(n, s)] for n in others), abs(s - kept)))
+        held.append(gap[(name, pick)])
+        fitted.append(gap[(name, kept)])
+        print(f"| {name} | {pick:g} | {gap[(name, pick)]:+.1f} % | {gap[(name, kept)]:+.1f} % | "
+              + " | ".join(f"{gap[(name, s)]:+.1f} %" for s in SHARES) + " |")  # fmt: skip
+    print(
+        f"\nmean gap to the optimum: leave-one-zone-out {sum(held) / len(held):+.1f} %, "
+        f"with the share in the code {sum(fitted) / len(fitted):+.1f} %\n"
+    )
+
+
+WAITS_H = (0.0, 3.0, 6.0, 12.0, 24.0, 48.0, math.inf)  # migration.spot_wait, hours
+
+
+def both_finished_usd(r: BacktestResult, a: str, b: str) -> tuple[float, float, int]:
+    """USD of `a` and of `b` over the jobs both finished, and how many: the same work."""
+    first = {run.job: run for run in r.policy(a).runs}
+    second = {run.job: run for run in r.policy(b).runs}
+    both = [j for j in first if first[j].finished and j in second and second[j].finished]
+    return sum(first[j].cost for j in both), sum(second[j].cost for j in both), len(both)
+
+
+def forever_part(jobs: int, single_jobs: int) -> None:
+    print(f"### no deadlines, migration.spot_wait: forever against {PEER}\n")
+    print(
+        f"| scenario | {AWARE} (forever) $ | {PEER} $ | cost vs peer | same jobs: cost vs peer "
+        "| mean delay forever / peer | unfinished forever / peer |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    cases = [(n, zs, jobs) for n, zs in zone_sets().items()]
+    cases += [(f"{z.name} alone", [z], single_jobs) for z in zones()]
+    for name, zs, n in cases:
+        w = workload_of(n, None, spot_wait_s=math.inf)
+        r = run(w, trace_of(zs), chosen(AWARE, PEER), with_optimum=False)
+        mine, peer = r.policy(AWARE), r.policy(PEER)
+        a, b, k = both_finished_usd(r, AWARE, PEER)
+        print(
+            f"| {name} | {mine.total_cost:,.0f} | {peer.total_cost:,.0f} | "
+            f"{100 * (mine.total_cost / peer.total_cost - 1):+.2f} % | "
+            f"{100 * (a / b - 1):+.2f} % ({k} jobs) | "
+            f"{mean_delay_h(r, w, AWARE):.1f} h / {mean_delay_h(r, w, PEER):.1f} h | "
+            f"{mine.unfinished} / {peer.unfinished} |",
+            flush=True,
+        )
+    print()
+
+
+def _wait_label(hours: float) -> str:
+    return "forever" if math.isinf(hours) else f"{hours:g} h"
+
+
+def wait_part(jobs: int) -> None:
+    print(f"### {AWARE} over migration.spot_wait, no deadlines ({jobs} jobs)\n")
+    print("| scenario | " + " | ".join(_wait_label(h) for h in WAITS_H) + f" | {PEER} |")
+    print("|---|" + "---|" * (len(WAITS_H) + 1))
+    for name, zs in zone_sets().items():
+        t = trace_of(zs)
+        cells = []
+        for h in WAITS_H:
+            w = workload_of(jobs, None, spot_wait_s=h * 3600)
+            r = run(w, t, chosen(AWARE), with_optimum=False)
+            cells.append(f"${r.policy(AWARE).total_cost:,.0f}, {mean_delay_h(r, w, AWARE):.1f} h")
+        w = workload_of(jobs, None)
+        r = run(w, t, chosen(PEER), with_optimum=False)
+        peer = (f"${r.policy(PEER).total_cost:,.0f}, {mean_delay_h(r, w, PEER):.1f} h"
+                if PEER in {p.name for p in r.policies} else "—")  # fmt: skip
+        print(f"| {name} | " + " | ".join(cells) + f" | {peer} |", flush=True)
+    print()
+
+
+PARTS = ("tight", "loose", "none", "single", "lozo", "forever", "wait")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument(
-        "--part", choices=["tight", "loose", "none", "single", "all"], default="all"
-    )
+    ap.add_argument("--part", choices=[*PARTS, "all"], nargs="+", default=["all"])
     ap.add_argument("--jobs", type=int, default=88)
     ap.add_argument("--single-jobs", type=int, default=64)
-    ap.add_argument("--policies", choices=["default", "all"], default="all")
     args = ap.parse_args()
-    shown = SHOWN
+    want = set(PARTS) if "all" in args.part else set(args.part)
+    started = time.perf_counter()
+    print(f"traces: {REAL_TRACES}\n")
     for part, slack in (("tight", TIGHT), ("loose", LOOSE), ("none", None)):
-        if args.part not in (part, "all"):
-            continue
-        t0 = time.perf_counter()
-        r = multi(slack, args.jobs, args.policies)
-        print(header(shown))
-        print(row(f"9 zones, {args.jobs} jobs, {part}", r, shown))
-        print(f"({time.perf_counter() - t0:.0f} s)\n", flush=True)
-    if args.part in ("single", "all"):
-        print(header(shown))
-        shares = []
-        for z in zones():
-            t0 = time.perf_counter()
-            r = run(
-                workload_of(args.single_jobs, TIGHT), trace_of([z]), policy_set("aws", args.policies)
-            )
-            share = closed(r)
-            if share is not None:
-                shares.append(share)
-            print(row(f"{z.name} alone, tight", r, shown) + f" {time.perf_counter() - t0:.0f} s",
-                  flush=True)  # fmt: skip
-        if shares:
-            print(f"\nmean greedy's gap closed: {100 * sum(shares) / len(shares):.0f} %")
+        if part in want:
+            multi_part(part, slack, args.jobs)
+    if "single" in want:
+        single_part(args.single_jobs)
+    if "lozo" in want:
+        lozo_part(args.single_jobs)
+    if "forever" in want:
+        forever_part(args.jobs, args.single_jobs)
+    if "wait" in want:
+        wait_part(args.jobs)
+    print(f"({time.perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":

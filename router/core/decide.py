@@ -107,8 +107,8 @@ from router.core.decide_deadline import (
     return_reserve_h,
     soft_deadline,
     spot_only_decision,
-    wake_after_h,
     waits_forever,
+    wake_after_h,
 )
 from router.core.decide_money import arrival_cost, maybe_move, remaining_cost, replace_on
 from router.core.decision_model import (

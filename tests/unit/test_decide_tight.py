@@ -50,15 +50,17 @@ def test_the_slack_kept_for_preemptions_is_the_work_left_times_the_paid_overhead
     assert soft == pytest.approx(return_reserve_h(TIGHT))
 
 
-def test_with_no_spot_a_deadline_job_hedges_before_waiting_eats_the_slack_its_preemptions_need(
-) -> None:
+def test_with_no_spot_a_deadline_job_hedges_before_waiting_eats_the_slack_its_preemptions_need() -> (
+    None
+):
     """Issue 30: waiting out an outage spent the slack a job later needed to stay on spot
     through its preemptions; it then ran to its deadline on on-demand with spot up."""
     cands = [od(20)]
     # Lost from a zone preempted once an hour: 9.5 h of work there spend ~5.1 h of slack on
     # restores and lost work; with the reserve (1.02 h) that is 6.08 h. 4.3 h from now the
     # slack (10.33 h) one period on is down to it — the band (3 h behind) is 5.7 h away.
-    edge = 20 - 9.5 - 600 / 3600 - 1 / 60 - hedge_reserve_h(TIGHT, lost_from(1.0), 9.5, own_deadline=True)
+    slack = 20 - 9.5 - 600 / 3600
+    edge = slack - 1 / 60 - hedge_reserve_h(TIGHT, lost_from(1.0), 9.5, own_deadline=True)
     assert 4.2 < edge < 4.3
     wake = wake_after_h(TIGHT, BEHIND, lost_from(1.0), NOW)
     assert wake == pytest.approx(edge, abs=1e-6)
