@@ -50,9 +50,7 @@ def test_the_slack_kept_for_preemptions_is_the_work_left_times_the_paid_overhead
     assert soft == pytest.approx(return_reserve_h(TIGHT))
 
 
-def test_with_no_spot_a_deadline_job_hedges_before_waiting_eats_the_slack_its_preemptions_need() -> (
-    None
-):
+def test_with_no_spot_a_deadline_job_hedges_before_waiting_spends_its_preemption_slack() -> None:
     """Issue 30: waiting out an outage spent the slack a job later needed to stay on spot
     through its preemptions; it then ran to its deadline on on-demand with spot up."""
     cands = [od(20)]
