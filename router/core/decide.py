@@ -9,10 +9,13 @@ Candidates: the placements available now minus spot priced above the cheapest on
 reserved candidate (decision_model.worth_running: capacity that can be taken away is never
 chosen when capacity that cannot costs less) and minus the zone just lost (until the history
 records the loss). A zone lost within rules.zone_block_s is the last spot choice, not out: it
-is left out while any other spot is open, and used before waiting or on-demand otherwise (the
-backtest offers it only once its trace has it back up; route watch tries it, and a refused
-launch blocks it there — router/core/failover.py). Issue 30: the hard block sent jobs to
-on-demand or made them wait while the only spot zone up was the one lost within the hour.
+is left out while any other spot is open; otherwise it is used where the rules would not wait
+(`_pressed`: no deadline — the money rules would buy on-demand, `forever` would wait however
+long — or behind the Uniform Progress line); ahead of the line the job waits the block out.
+The backtest offers it only once its trace has it back up; route watch tries it, and a refused
+launch blocks it there (router/core/failover.py). Issue 30: the hard block sent jobs behind
+their line to on-demand, or made them wait, while the only spot up was the zone lost within
+the hour.
 
 Actions, checked in this order (the first that applies wins):
 
@@ -104,6 +107,7 @@ from router.core.decide_deadline import (
     deadline_slack,
     hedge_tolerance_h,
     latest_start,
+    line_ahead,
     return_reserve_h,
     soft_deadline,
     spot_only_decision,
@@ -137,6 +141,15 @@ __all__ = [
     "return_reserve_h",
     "wake_after_h",
 ]
+
+
+def _pressed(rules: Rules, progress: Progress, current: Current | None, now: datetime) -> bool:
+    """True when waiting is not the rules' answer: no deadline (the money rules would buy
+    on-demand; `forever` waits however long), or behind the Uniform Progress line."""
+    if rules.deadline is None:
+        return True
+    ahead, _ = line_ahead(rules, progress, current, now)
+    return ahead < 0
 
 
 def decide(
@@ -173,13 +186,7 @@ def decide(
         # re-placing); from then on it is blocked for zone_block_s like any other lost zone.
         if not any(z == lost and at >= current.since for z, at in history.lost_zones):
             out = frozenset({lost})
-    # A blocked zone is the last spot choice, not out: with no other spot open it beats waiting
-    # or on-demand (the backtest offers it only once the trace has it back up; route watch
-    # tries it, and a refused launch blocks it there: router/core/failover.py).
     open_ = [c for c in candidates if zone_key(c) not in blocked | out]
-    if blocked and not any(c.market == SPOT for c in open_):
-        open_ = [c for c in candidates if zone_key(c) not in out
-                 and (c.market == SPOT or zone_key(c) not in blocked)]  # fmt: skip
     # Spot dearer than on-demand at this moment is no option (reliable_floor, worth_running).
     usable = worth_running(open_)
     own_deadline = rules.deadline is not None
@@ -190,6 +197,18 @@ def decide(
     )
     if spot_not_priced_out:
         rules = soft_deadline(rules, progress, current, now)
+    if (
+        blocked
+        and not any(c.market == SPOT for c in open_)
+        and _pressed(rules, progress, current, now)
+    ):
+        # A blocked zone is the last spot choice: with no other spot open it beats on-demand,
+        # and waiting once the job is behind its line (the backtest offers it only once the
+        # trace has it back up; route watch tries it, and a refused launch blocks it there:
+        # router/core/failover.py). Ahead of the line the job waits it out, as before.
+        open_ = [c for c in candidates if zone_key(c) not in out
+                 and (c.market == SPOT or zone_key(c) not in blocked)]  # fmt: skip
+        usable = worth_running(open_)
 
     if waits_forever(rules) and spot_not_priced_out:
         found = spot_only_decision(rules, progress, current, usable, history, now, work_left)

@@ -574,7 +574,8 @@ def test_targets_are_usable_candidates_and_moves_clear_threshold_and_cooldown(s)
                 assert zone_key(d.target) != lost
                 out = {lost}
         if zone_key(d.target) in blocked:
-            # A blocked zone is the last spot choice: only spot, only with no other spot open.
+            # A blocked zone is the last spot choice: only spot, only with no other spot open
+            # (and, with a deadline, only behind the line: decide._pressed).
             assert d.target.market == "spot"
             assert not any(
                 c.market == "spot" and zone_key(c) not in blocked | out for c in cands
