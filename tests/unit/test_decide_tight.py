@@ -61,7 +61,7 @@ def test_with_no_spot_a_deadline_job_hedges_before_waiting_spends_its_preemption
     edge = slack - 1 / 60 - hedge_reserve_h(TIGHT, lost_from(1.0), 9.5, own_deadline=True)
     assert 4.2 < edge < 4.3
     wake = wake_after_h(TIGHT, BEHIND, lost_from(1.0), NOW)
-    assert wake == pytest.approx(edge, abs=1e-6)
+    assert wake is not None and wake == pytest.approx(edge, abs=1e-6)
     before = decide(TIGHT, BEHIND, lost_from(1.0), cands, History(), NOW + (wake - 0.01) * H)
     assert before.action == WAIT
     at = decide(TIGHT, BEHIND, lost_from(1.0), cands, History(), NOW + wake * H)
