@@ -20,11 +20,11 @@ from router.config.datafiles import load_catalog, load_gpus, load_startup_figure
 from router.config.user_files import CONFIG_LIMIT_BYTES, read_user_text
 from router.core.backtest_model import Workload, WorkloadJob
 from router.core.catalog import Catalog
-from router.core.durations import parse_duration_s
+from router.core.durations import parse_duration_s, parse_spot_wait_s
 from router.core.errors import BadInput
 from router.core.globs import glob_problem
 from router.core.gpus import UnknownGpu
-from router.core.job.model import SPOT_WAIT_DEFAULT_S
+from router.core.job.migration import SPOT_WAIT_DEFAULT_S
 from router.core.offers import INTERRUPTION_BUCKETS
 from router.core.synthetic import CloudOffer, JobMix, MarketModel, Shape, synthetic_workload
 
@@ -260,13 +260,14 @@ def _duration(w: _Where, where: str, value: object, *, allow_zero: bool = False)
 
 
 def _spot_wait(w: _Where, where: str, value: object) -> float:
-    """migration.spot_wait: 0 up to a year (a deadline beyond would be none at all)."""
+    """migration.spot_wait: 0 up to a year, or `forever` (math.inf: spot only, never
+    on-demand); router.core.durations.parse_spot_wait_s."""
     if value is None:
         return SPOT_WAIT_DEFAULT_S
-    seconds = _duration(w, where, value, allow_zero=True)
-    if seconds > 8_760 * 3600:
-        raise w.fail(where, "more than a year — give at most 365d (0 = never wait for spot)")
-    return seconds
+    try:
+        return parse_spot_wait_s(value)
+    except ValueError as err:
+        raise w.fail(where, str(err)) from None
 
 
 def _gpus(w: _Where, where: str, value: object) -> tuple[str, int]:

@@ -18,7 +18,7 @@ from typing import Any
 from router.core.decision_model import Rules, TransferCosts, work_at_risk_s
 from router.core.egress import EgressTable
 from router.core.interruption import SeriesEvidence, posterior_rate
-from router.core.job.model import SPOT_WAIT_DEFAULT_S
+from router.core.job.migration import SPOT_WAIT_DEFAULT_S
 from router.core.trace_cadence import Span, listed_at
 
 

@@ -5,9 +5,17 @@ call per job per loop) and `route backtest` (one call per job per time step): th
 decides in both, so the backtest measures the policy that runs. No I/O and no clock: `now`,
 the candidates (placements available now, at today's prices) and the history are parameters.
 
-Candidates: the placements available now minus zones lost within rules.zone_block_s and minus
-spot priced above the cheapest on-demand or reserved candidate (decision_model.worth_running:
-capacity that can be taken away is never chosen when capacity that cannot costs less).
+Candidates: the placements available now minus spot priced above the cheapest on-demand or
+reserved candidate (decision_model.worth_running: capacity that can be taken away is never
+chosen when capacity that cannot costs less) and minus the zone just lost (until the history
+records the loss). A zone lost within rules.zone_block_s is the last spot choice, not out: it
+is left out while any other spot is open; otherwise it is used where the rules would not wait
+(`_pressed`: no deadline — the money rules would buy on-demand, `forever` would wait however
+long — or behind the Uniform Progress line); ahead of the line the job waits the block out.
+The backtest offers it only once its trace has it back up; route watch tries it, and a refused
+launch blocks it there (router/core/failover.py). Issue 30: the hard block sent jobs behind
+their line to on-demand, or made them wait, while the only spot up was the zone lost within
+the hour.
 
 Actions, checked in this order (the first that applies wins):
 
@@ -16,7 +24,11 @@ Actions, checked in this order (the first that applies wins):
                    interruption marker, and the cloud did not say it took a node back —
                    router/core/node_exit.py) → crashed: no re-placement, a paid crash loop
                    otherwise; the job is re-placed only when someone deploys it again.
-  1. deadline      (rules.deadline set, or rules.spot_wait_s on a job without one: the
+  1. spot only     (no deadline, rules.spot_wait_s `forever`:
+                   decide_deadline.spot_only_decision) → spot whenever there is some,
+                   otherwise wait however long, never on-demand; running on spot, the money
+                   rules over spot (3); off spot, or on spot dearer than on-demand, rules 2-4.
+     deadline      (rules.deadline set, or rules.spot_wait_s on a job without one: the
                    deadline submitted + work + spot_wait — decide_deadline.soft_deadline;
                    router/core/decide_deadline.py) Uniform Progress,
                    "Can't Be Late" (NSDI'24), as changed here (docs/backtest.md says why): the
@@ -33,8 +45,12 @@ Actions, checked in this order (the first that applies wins):
         when the money rules over spot (3) say the switch pays — behind the line or not, spot
         progresses as fast as on-demand; otherwise stay (or a cheaper on-demand).
      c. interrupted or not placed: spot if any; no spot → on-demand when behind the line and
-        the slack one decision period from now would be under the reserve (the last call that
-        still allows a return to spot), or — a job with its own deadline — when it is behind
+        the slack one decision period from now would be under the hedge reserve — the reserve
+        (b: the last call that still allows a return to spot) plus, for a job with its own
+        deadline, the slack its work left spends on spot preemptions, W × (m(Λ) − 1) at the
+        rate of the zone it runs on or lost (decide_deadline.spot_overhead_h: an hour of slack
+        waited saves an hour of on-demand, the same hour kept for preemptions keeps
+        1 / (m − 1) hours on spot) — or, a job with its own deadline, when it is behind
         the line by more than the hedge band (a quarter of its slack at submission,
         decide_deadline.HEDGE_SLACK_SHARE: long outages are hedged early enough to leave slack
         for later returns to spot); otherwise wait (ahead of the line, or while the slack and
@@ -45,8 +61,7 @@ Actions, checked in this order (the first that applies wins):
         on-demand would; the money rules may still move it to cheaper spot, or to any market
         once its spot is dearer than on-demand); the slack test (a) guards the deadline.
   2. interrupted   (or not placed yet) → re-place on the cheapest candidate by expected
-                   remaining cost, excluding zones lost within rules.zone_block_s (the zone
-                   just lost is excluded until the history records this loss).
+                   remaining cost (blocked zones last, the zone just lost out: above).
   3. cheaper elsewhere → move when
         saving = remaining(current, h) − remaining(target, h) − migration cost
                  ≥ min_savings_pct % × remaining(current, h)
@@ -92,8 +107,11 @@ from router.core.decide_deadline import (
     deadline_slack,
     hedge_tolerance_h,
     latest_start,
+    line_ahead,
     return_reserve_h,
     soft_deadline,
+    spot_only_decision,
+    waits_forever,
     wake_after_h,
 )
 from router.core.decide_money import arrival_cost, maybe_move, remaining_cost, replace_on
@@ -125,6 +143,15 @@ __all__ = [
 ]
 
 
+def _pressed(rules: Rules, progress: Progress, current: Current | None, now: datetime) -> bool:
+    """True when waiting is not the rules' answer: no deadline (the money rules would buy
+    on-demand; `forever` waits however long), or behind the Uniform Progress line."""
+    if rules.deadline is None:
+        return True
+    ahead, _ = line_ahead(rules, progress, current, now)
+    return ahead < 0
+
+
 def decide(
     rules: Rules,
     progress: Progress,
@@ -151,21 +178,42 @@ def decide(
 
     blocked = history.blocked(now, rules.zone_block_s) if history.lost_zones else frozenset()
     here = None if current is None else current.placement
+    out: frozenset[tuple[str, str, str]] = frozenset()
     if current is not None and current.interrupted:
         lost = zone_key(current.placement)
         # The zone just lost is out until the history records this loss (one at or after the
         # job was placed there: the backtest records it at the interruption, route watch on
-        # re-placing); from then on it is out for zone_block_s like any other lost zone.
+        # re-placing); from then on it is blocked for zone_block_s like any other lost zone.
         if not any(z == lost and at >= current.since for z, at in history.lost_zones):
-            blocked = blocked | {lost}
+            out = frozenset({lost})
+    open_ = [c for c in candidates if zone_key(c) not in blocked | out]
     # Spot dearer than on-demand at this moment is no option (reliable_floor, worth_running).
-    open_ = [c for c in candidates if zone_key(c) not in blocked]
     usable = worth_running(open_)
     own_deadline = rules.deadline is not None
-    if any(c.market == SPOT for c in open_) == any(c.market == SPOT for c in usable):
-        # A job without a deadline may wait out an outage (spot_wait); spot that is there but
-        # dearer than on-demand is no outage: waiting would not bring it back.
+    # A job without a deadline may wait out an outage (spot_wait); spot that is there but
+    # dearer than on-demand is no outage: waiting would not bring it back.
+    spot_not_priced_out = any(c.market == SPOT for c in open_) == any(
+        c.market == SPOT for c in usable
+    )
+    if spot_not_priced_out:
         rules = soft_deadline(rules, progress, current, now)
+    if (
+        blocked
+        and not any(c.market == SPOT for c in open_)
+        and _pressed(rules, progress, current, now)
+    ):
+        # A blocked zone is the last spot choice: with no other spot open it beats on-demand,
+        # and waiting once the job is behind its line (the backtest offers it only once the
+        # trace has it back up; route watch tries it, and a refused launch blocks it there:
+        # router/core/failover.py). Ahead of the line the job waits it out, as before.
+        open_ = [c for c in candidates if zone_key(c) not in out
+                 and (c.market == SPOT or zone_key(c) not in blocked)]  # fmt: skip
+        usable = worth_running(open_)
+
+    if waits_forever(rules) and spot_not_priced_out:
+        found = spot_only_decision(rules, progress, current, usable, history, now, work_left)
+        if found is not None:
+            return found
 
     if rules.deadline is not None:
         decision = deadline_decision(

@@ -5,11 +5,19 @@ Pure.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from router.core.decide_money import cheapest, maybe_move, place_text, remaining_cost, replace_on
+from router.core.decide_money import (
+    cheapest,
+    maybe_move,
+    place_text,
+    remaining_cost,
+    replace_on,
+    spot_multiplier,
+)
 from router.core.decision_model import (
     ON_DEMAND,
     SPOT,
@@ -53,6 +61,8 @@ def soft_deadline(
     spot_wait_s later is worth nothing to the job (0 USD/h of delay within the bound).
     """
     if rules.deadline is not None or not rules.wait_for_spot or rules.spot_wait_s <= 0:
+        return rules
+    if math.isinf(rules.spot_wait_s):  # `forever`: no deadline, spot_only_decision instead
         return rules
     due = progress.started_at + timedelta(hours=progress.total_h, seconds=rules.spot_wait_s)
     soft = replace(rules, deadline=due)
@@ -121,6 +131,35 @@ def return_reserve_h(rules: Rules) -> float:
     return 2 * rules.restore_h + _risk_h(rules)
 
 
+def spot_overhead_h(rules: Rules, current: Current | None, work_left_h: float) -> float:
+    """Hours of slack the work left spends on preemptions if it runs on spot: W × (m(Λ) − 1).
+
+    m(Λ) is router.core.interruption's paid hours per hour of work (restores and lost work) at
+    the rate of the spot zone the job runs on or was just lost from (0 off spot, or not placed
+    yet: nothing seen to price it with). Each preemption costs the deadline a restore and the
+    work at risk, so a job that will run its remaining work on spot must keep that much slack
+    for it: waiting out an outage spends slack that would buy far more spot later (an hour
+    waited saves one hour of on-demand; the same hour kept for preemptions keeps 1 / (m − 1)
+    hours on spot instead of on-demand).
+    """
+    if current is None or current.placement.market != SPOT:
+        return 0.0
+    return work_left_h * (spot_multiplier(rules, current.placement) - 1.0)
+
+
+def hedge_reserve_h(
+    rules: Rules, current: Current | None, work_left_h: float, *, own_deadline: bool
+) -> float:
+    """Slack (hours) below which a job with no spot stops waiting and hedges on on-demand: the
+    reserve a return to spot needs, and — a job with its own deadline — the slack its work left
+    spends on spot preemptions (spot_overhead_h). A job waiting under migration.spot_wait spends
+    its wait on outages: the money rules run it once the wait is spent."""
+    reserve = return_reserve_h(rules)
+    if own_deadline:
+        reserve += spot_overhead_h(rules, current, work_left_h)
+    return reserve
+
+
 def at_most(hours: float, margin: float) -> bool:
     """hours ≤ margin, up to a microsecond: a job asked again at the moment its slack reaches
     the margin (wake_after_h) acts then, whatever the rounding of the times."""
@@ -163,7 +202,12 @@ def wake_after_h(
     times = [slack - risk]
     if rules.wait_for_spot:
         ahead, speed = line_ahead(rules, progress, current, now)
-        times.append(slack - rules.decision_period_s / 3600.0 - return_reserve_h(rules))
+        interrupted = current is None or current.interrupted
+        done = progress.checkpointed_h if interrupted else progress.done_h
+        reserve = hedge_reserve_h(
+            rules, current, max(0.0, progress.total_h - done), own_deadline=own_deadline
+        )
+        times.append(slack - rules.decision_period_s / 3600.0 - reserve)
         if speed > 0:
             times.append(ahead / speed)
             if own_deadline:  # the hedge band's edge (hedge_tolerance_h)
@@ -248,13 +292,14 @@ def deadline_decision(
         if spot:
             why = f"deadline: {ahead:+.2f} h against the line, spot available — spot; "
             return replace_on(rules, here, spot, work_left, n, why, extra=extra)
-        reserve = return_reserve_h(rules)
+        reserve = hedge_reserve_h(rules, current, work_left, own_deadline=own_deadline)
         period_h = rules.decision_period_s / 3600.0
         band = hedge_tolerance_h(rules, progress) if own_deadline else None
         if ahead < 0 and at_most(slack - period_h, reserve):
             why = (
                 f"deadline: {-ahead:.2f} h behind the line, slack {slack:.2f} h − one period "
-                f"< reserve {reserve:.2f} h, no spot — on-demand; "
+                f"< reserve {reserve:.2f} h (a return to spot and the preemptions of the work "
+                "left), no spot — on-demand; "
             )
             return replace_on(rules, here, on_demand, work_left, n, why, extra=extra)
         if band is not None and at_most(band, -ahead):
@@ -279,6 +324,39 @@ def deadline_decision(
         return maybe_move(rules, progress, current, usable, history, now, work_left, n, extra=extra)
     return maybe_move(
         rules, progress, current, spot, history, now, work_left, n, markets=(SPOT,), extra=extra
+    )
+
+
+def waits_forever(rules: Rules) -> bool:
+    """A job without a deadline whose migration.spot_wait is `forever`: spot only."""
+    return rules.deadline is None and rules.wait_for_spot and math.isinf(rules.spot_wait_s)
+
+
+def spot_only_decision(
+    rules: Rules,
+    progress: Progress,
+    current: Current | None,
+    usable: Sequence[Capacity],
+    history: History,
+    now: datetime,
+    work_left: float,
+) -> Decision | None:
+    """migration.spot_wait `forever`: spot whenever there is some, otherwise wait however long
+    (never on-demand), moving between spot pools by the money rules; None (the money rules over
+    every market) for a job running off spot, or on spot dearer than on-demand (decide() does not
+    hold a job for spot that is up but dearer: waiting would not bring a cheaper one back).
+    """
+    interrupted = current is None or current.interrupted
+    here = None if current is None else current.placement
+    spot = [c for c in usable if c.market == SPOT]
+    why = "no deadline, waiting for spot however long (migration.spot_wait: forever): "
+    if interrupted:
+        return replace_on(rules, here, spot, work_left, len(usable), why, markets=(SPOT,))
+    assert current is not None and here is not None
+    if here.market != SPOT or here.price_per_hour > reliable_floor(usable):
+        return None
+    return maybe_move(
+        rules, progress, current, spot, history, now, work_left, len(usable), markets=(SPOT,)
     )
 
 

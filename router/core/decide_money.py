@@ -36,12 +36,21 @@ def remaining_cost(rules: Rules, p: Capacity, work_left_h: float) -> float:
 
 
 def _remaining(rules: Rules, price: float, rate: float, work_left_h: float) -> float:
-    m = 1.0
-    if rate > 0:
-        m = work_multiplier(
-            group_rate(rate, rules.node_count), rules.restore_h, rules.checkpoint_interval_s / 3600
-        )
-    return price * rules.node_count * work_left_h * m
+    return price * rules.node_count * work_left_h * _multiplier(rules, rate)
+
+
+def spot_multiplier(rules: Rules, p: Capacity) -> float:
+    """Paid hours per hour of work on p (1 off spot): router.core.interruption's m(Λ) at p's
+    rate for the job's group, restore and work at risk."""
+    return _multiplier(rules, p.interruptions_per_hour)
+
+
+def _multiplier(rules: Rules, rate: float) -> float:
+    if rate <= 0:
+        return 1.0
+    return work_multiplier(
+        group_rate(rate, rules.node_count), rules.restore_h, rules.checkpoint_interval_s / 3600
+    )
 
 
 def stint_h(rules: Rules, p: Capacity) -> float:

@@ -54,3 +54,23 @@ def _finite(seconds: float, value: object) -> float:
             f"duration {show_value(value)} is longer than ten years — {_DURATION_EXAMPLES}"
         )
     return seconds
+
+
+FOREVER = "forever"  # migration.spot_wait: wait for spot however long it takes
+MAX_SPOT_WAIT_S = 365 * 86400.0  # a longer bounded wait is a typo for `forever`
+_WAIT_EXAMPLES = "write e.g. 6h, 12h, 3d, 0 (never wait) or forever (never buy on-demand)"
+
+
+def parse_spot_wait_s(value: object) -> float:
+    """Seconds of migration.spot_wait: a duration up to a year, or `forever` (math.inf)."""
+    if isinstance(value, str) and value.strip().lower() == FOREVER:
+        return math.inf
+    try:
+        seconds = parse_duration_s(value)
+    except ValueError:
+        raise ValueError(f"bad wait {show_value(value)} — {_WAIT_EXAMPLES}") from None
+    if seconds < 0:
+        raise ValueError(f"{show_value(value)} is negative — {_WAIT_EXAMPLES}")
+    if seconds > MAX_SPOT_WAIT_S:
+        raise ValueError(f"{show_value(value)} is more than a year — {_WAIT_EXAMPLES}")
+    return seconds

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from router.core.backtest_model import Pool, Trace, Workload, WorkloadJob
-from router.core.job.model import SPOT_WAIT_DEFAULT_S
+from router.core.job.migration import SPOT_WAIT_DEFAULT_S
 
 # Mean hours a spot zone stays up, by interruption bucket (share of instances interrupted per
 # month is a lower bound on capacity churn; see docs/backtest.md).

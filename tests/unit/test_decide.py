@@ -575,12 +575,20 @@ def test_targets_are_usable_candidates_and_moves_clear_threshold_and_cooldown(s)
     if d.action in (MOVE, SWITCH_MARKET, REPLACE):
         assert d.target is not None and any(d.target is c for c in cands)
         blocked = hist.blocked(NOW, rules.zone_block_s)
-        assert zone_key(d.target) not in blocked
+        out = set()
         if current is not None and current.interrupted:
             lost = zone_key(current.placement)
             recorded = any(z == lost and at >= current.since for z, at in hist.lost_zones)
             if not recorded:  # this loss is not in the history yet
                 assert zone_key(d.target) != lost
+                out = {lost}
+        if zone_key(d.target) in blocked:
+            # A blocked zone is the last spot choice: only spot, only with no other spot open
+            # (and, with a deadline, only behind the line: decide._pressed).
+            assert d.target.market == "spot"
+            assert not any(
+                c.market == "spot" and zone_key(c) not in blocked | out for c in cands
+            )
     if d.action in (STAY, WAIT) and d.target is None:
         pass
     if current is None or current.interrupted:

@@ -91,7 +91,7 @@ def test_backtest_a_job_whose_spot_never_returns_finishes_on_demand_after_the_wa
 
 
 def test_workload_job_default_wait_is_the_job_files() -> None:
-    from router.core.job.model import SPOT_WAIT_DEFAULT_S, Migration
+    from router.core.job.migration import SPOT_WAIT_DEFAULT_S, Migration
 
     assert WorkloadJob("j", NOW, 1.0, "A100-80GB", 8).spot_wait_s == SPOT_WAIT_DEFAULT_S
     assert Migration().spot_wait_s == SPOT_WAIT_DEFAULT_S

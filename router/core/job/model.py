@@ -3,8 +3,8 @@
 The model's field names are the contract inside spotroute (`interval_s`, `cooldown_s`, ...);
 job.yaml uses the names people write (`interval: 30m`, `cooldown: 2h`), declared as validation
 aliases. Reading job.yaml: router.config.job_file; its problems: router.core.job.problems.
-The data sets are in router.core.job.data; the Strict base and validation helpers in
-router.core.job.validation.
+The data sets are in router.core.job.data, `migration:` in router.core.job.migration; the Strict
+base and validation helpers in router.core.job.validation.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -25,16 +25,22 @@ from router.contract.stack_config import (
     JOB_NAME_RULE,
     RESERVED_ENV,
 )
-from router.core.durations import DURATION_PATTERN, MAX_DURATION_S, parse_duration_s
+from router.core.durations import DURATION_PATTERN, parse_duration_s
 from router.core.globs import glob_problem
 from router.core.gpus import UnknownGpu, canonical_gpu, describe_gpu_field
 from router.core.job.data import Data, cloud_of_url
-from router.core.job.validation import Strict, duration_s, not_bool, problem, text_values
+from router.core.job.migration import Migration
+from router.core.job.validation import (
+    DurationInput,
+    Strict,
+    duration_input,
+    duration_s,
+    not_bool,
+    problem,
+    text_values,
+)
 from router.core.user_values import show_value
 
-# migration.spot_wait's default, seconds: how much later than its work alone takes a job
-# without a deadline may finish, waiting out spot outages (docs/migration.md, docs/backtest.md).
-SPOT_WAIT_DEFAULT_S = 12 * 3600.0
 DEADLINE_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # job.yaml `deadline`: the sane range
 DEADLINE_LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 RESERVED_NAMES = frozenset({"bootstrap"})  # stack names spotroute uses itself (route bootstrap)
@@ -59,22 +65,10 @@ MAX_VCPUS = 2_048  # the largest instances have 896 (AWS u7in-32tb.224xlarge, Az
 MAX_MEMORY_GB = 65_536.0  # the largest have 32 TiB
 MIN_INTERVAL_S = 1.0  # a checkpoint at most every second
 MIN_SAVE_TIME_S = 0.001
-MIN_TIMEOUT_S = 1.0
 MIN_IMAGE_GB = 0.001
 MAX_IMAGE_GB = 1_000.0
-MAX_SPOT_WAIT_S = 8_760 * 3600.0  # a year: a deadline beyond would be none at all
 
 
-def duration_input(minimum: float = 0.0, maximum: float = MAX_DURATION_S) -> Any:
-    """What the JSON Schema says a duration may be: seconds from `minimum` to `maximum` (ten
-    years), or a duration string (validation turns either into seconds)."""
-    return (
-        Annotated[float, Field(ge=minimum, le=maximum)]
-        | Annotated[str, Field(pattern=DURATION_PATTERN)]
-    )
-
-
-DurationInput = duration_input()
 GpuSpec = Annotated[str, Field(description="GPU[:count], e.g. A100-80GB:8 (count defaults to 1)")]
 
 
@@ -377,70 +371,6 @@ class Run(Strict):
     def secrets_from_environment(self) -> tuple[str, ...]:
         """Secret names the job file gives no value for: `route deploy` reads its environment."""
         return tuple(name for name in self.secrets if name not in self.env)
-
-
-class Migration(Strict):
-    """When a running job may move to a cheaper placement."""
-
-    min_savings_pct: float = Field(
-        default=20.0, ge=0, le=100, description="migrate only if it saves at least this % of cost"
-    )
-    cooldown_s: float = Field(
-        default=3600.0,
-        ge=0,
-        validation_alias="cooldown",
-        description="least time between two migrations: 2h, or seconds",
-    )
-    spot_wait_s: float = Field(
-        default=SPOT_WAIT_DEFAULT_S,
-        ge=0,
-        le=MAX_SPOT_WAIT_S,
-        validation_alias="spot_wait",
-        description="a job without a deadline may finish this much later than its work takes,"
-        " waiting out spot outages instead of buying on-demand, then on-demand: 6h; 0 = never"
-        " idle; default 12h (docs/migration.md)",
-    )
-    nodes_timeout_s: float | None = Field(
-        default=None,
-        ge=MIN_TIMEOUT_S,
-        validation_alias="nodes_timeout",
-        description="how long a new placement's nodes may take to run (from `pulumi up`"
-        " returning): 15m; default twice the cloud's boot time (docs/migration.md)",
-    )
-    restore_timeout_s: float | None = Field(
-        default=None,
-        ge=MIN_TIMEOUT_S,
-        validation_alias="restore_timeout",
-        description="how long the job may take to restore once its nodes run: 30m; default"
-        " twice image pull + secret fetch + checkpoint.restore_overhead",
-    )
-
-    @field_validator(
-        "nodes_timeout_s",
-        "restore_timeout_s",
-        mode="before",
-        json_schema_input_type=duration_input(MIN_TIMEOUT_S) | None,
-    )
-    @classmethod
-    def _timeouts(cls, value: object) -> object:
-        return None if value is None else duration_s(value)
-
-    @field_validator("min_savings_pct", mode="before")
-    @classmethod
-    def _pct_not_bool(cls, value: object) -> object:
-        return not_bool(value)
-
-    @field_validator("cooldown_s", mode="before", json_schema_input_type=DurationInput)
-    @classmethod
-    def _cooldown(cls, value: object) -> object:
-        return duration_s(value)
-
-    @field_validator(
-        "spot_wait_s", mode="before", json_schema_input_type=duration_input(0.0, MAX_SPOT_WAIT_S)
-    )
-    @classmethod
-    def _spot_wait(cls, value: object) -> object:
-        return duration_s(value)
 
 
 class Job(Strict):

@@ -7,11 +7,12 @@ seconds, map values that YAML read as numbers become text.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-from router.core.durations import parse_duration_s
+from router.core.durations import DURATION_PATTERN, MAX_DURATION_S, parse_duration_s
 from router.core.user_values import show_value
 
 
@@ -65,3 +66,18 @@ class Strict(BaseModel):
         validate_by_name=True,
         allow_inf_nan=False,
     )
+
+
+MIN_TIMEOUT_S = 1.0  # a wait of at least a second
+
+
+def duration_input(minimum: float = 0.0, maximum: float = MAX_DURATION_S) -> Any:
+    """What the JSON Schema says a duration may be: seconds from `minimum` to `maximum` (ten
+    years), or a duration string (validation turns either into seconds)."""
+    return (
+        Annotated[float, Field(ge=minimum, le=maximum)]
+        | Annotated[str, Field(pattern=DURATION_PATTERN)]
+    )
+
+
+DurationInput = duration_input()
