@@ -407,9 +407,10 @@ class Mover:
             return
         p = up.get("placement") or {}
         now = _now()
+        ended = datetime.fromisoformat(before["lost_at"]) if before.get("lost_at") else now
         run_h = float(before.get("run_h_before") or 0.0)
         if before.get("deployed_at"):
-            run_h += (now - datetime.fromisoformat(before["deployed_at"])).total_seconds() / 3600
+            run_h += (ended - datetime.fromisoformat(before["deployed_at"])).total_seconds() / 3600
         record = {
             **{k: before.get(k) for k in ("job_file", "submitted_at")},
             "job": journal.job,
