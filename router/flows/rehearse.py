@@ -61,6 +61,7 @@ SETUP_LEAD_S = 3.0  # real seconds between writing the project and the market's 
 CHAOS_KILL_EVERY_S = 20.0  # --chaos: the watcher is SIGKILLed every this many real s (mean)
 CHAOS_JOBS_PER_PREEMPT = 4  # --chaos: one node preempted without notice per this many jobs
 DEPLOY_RETRY_S = 5.0
+QUICK_EXIT_S = 5.0  # a watcher that exits this soon after its start did not get going
 STOP_TIMEOUT_S = 300.0
 _TICK_S = 0.2
 Progress = Callable[[datetime, int, int], None]  # (simulated now, jobs finished, jobs)
@@ -204,6 +205,8 @@ class _Run:
         self.deploying: dict[str, tuple[subprocess.Popen[bytes], datetime]] = {}
         self.finished: set[str] = set()
         self.failed = ""  # why the rehearsal cannot go on (a job file the CLI refuses)
+        self.watcher_started = datetime.now(UTC)
+        self.quick_exits = 0
         self.sampler: Any = None
         self.next_kill = self._after(CHAOS_KILL_EVERY_S) if options.chaos else None
         self.preempt_at = self._preempt_times() if options.chaos else []
@@ -326,11 +329,21 @@ class _Run:
             start_new_session=True,  # its own group: the engine's too
         )
         self.log.watcher_runs += 1
+        self.watcher_started = datetime.now(UTC)
 
     def _keep_watcher(self) -> None:
-        """A watcher that exited by itself is started again (and the log says how often)."""
-        if self.watcher is not None and self.watcher.poll() is not None:
-            self._start_watcher()
+        """A watcher that exited by itself is started again; one that keeps exiting at once
+        (a project it cannot watch) stops the rehearsal."""
+        if self.watcher is None or self.watcher.poll() is None:
+            return
+        quick = (datetime.now(UTC) - self.watcher_started).total_seconds() < QUICK_EXIT_S
+        self.quick_exits = self.quick_exits + 1 if quick else 0
+        if self.quick_exits >= 3:
+            self.failed = (
+                f"route watch exited at once 3 times: {_last_line(self.dirs.logs / 'watch.log')}"
+            )
+            return
+        self._start_watcher()
 
     def _kill_watcher(self) -> None:
         """SIGKILL the watcher and what it started in its session (the engine's processes)."""

@@ -134,21 +134,11 @@ def collect(
         for p in plans
     }
     prediction, local = _predict(inputs, trace, plans, measured, regions)
-    restarts = list(measured.restore_s.values())
-    expected = sum(restarts) / len(restarts) if restarts else plans[0].job.restore_overhead_s
     notes = [
         "the local target has no egress: data and checkpoint transfers are not rehearsed",
         f"the local nodes play {_profile_of(dirs)}'s boot and notice on the rehearsal's clock",
     ]
-    judged = verdict(
-        ran,
-        prediction,
-        local,
-        guarantees,
-        expected_restart_s=expected,
-        chaos=options.chaos,
-        notes=notes,
-    )
+    judged = verdict(ran, prediction, local, guarantees, chaos=options.chaos, notes=notes)
     return RehearsalReport(
         workload=inputs.workload.workload.name,
         directory=dirs.root,
@@ -354,11 +344,11 @@ def _between(journal: Any, first: str, then: str) -> float | None:
 
 
 def _launch_s(journal: Any) -> float | None:
-    """Real seconds from the decision to move or re-place to the job resuming there."""
-    resumed = journal.steps.get("resume-confirmed")
-    if resumed is None or not resumed.done_at:
+    """Real seconds from the decision to move or re-place until the new stack was up."""
+    up = journal.steps.get("new-stack-up")
+    if up is None or not up.done_at:
         return None
-    return (_time(resumed.done_at) - _time(journal.created_at)).total_seconds()
+    return (_time(up.done_at) - _time(journal.created_at)).total_seconds()
 
 
 def _lag(reclaim: dict[str, Any], clock: Clock, trace: Trace, regions: Sequence[str]) -> float:

@@ -203,7 +203,7 @@ def _local() -> Trace:
 
 
 def test_a_job_within_five_percent_with_the_same_preemptions_needs_no_cause() -> None:
-    seen = compare_job(_ran(cost=10.4), _run(), _local(), expected_restart_s=600)
+    seen = compare_job(_ran(cost=10.4), _run(), _local())
     assert not seen.differs and seen.causes == ()
     assert math.isclose(seen.cost_diff_pct, 4.0)
 
@@ -213,15 +213,16 @@ def test_each_difference_is_named_from_what_the_run_measured() -> None:
                engine_steps_s=(("replace", 5000.0),), lease_skips=3,
                rolled_back=("job j: no placement launched (LocalCapacityExhausted)",),
                stints=(Stint("local-b", "spot", T0, None),))  # fmt: skip
-    causes = causes_of(ran, _run(), (Stint("local-a", "spot", T0, None),),
-                       expected_restart_s=600)  # fmt: skip
+    causes = causes_of(ran, _run(), (Stint("local-a", "spot", T0, None),))
     assert [c.split(":")[0] for c in causes] == [
         "chaos", "late notice", "slow engine step", "launch refused", "lease held",
         "decision at a different moment",
     ]  # fmt: skip
     assert "15 min" in causes[1] and "LocalCapacityExhausted" in causes[3]
-    assert causes_of(_ran(cost=14.0), _run(), (Stint("local-a", "spot", T0, None),),
-                     expected_restart_s=600) == ("unexplained",)  # fmt: skip
+    same = (Stint("local-a", "spot", T0, None),)
+    assert causes_of(_ran(cost=14.0), _run(), same) == ("unexplained",)
+    # an engine step no longer than a cloud's launch is no cause
+    assert causes_of(_ran(engine_steps_s=(("replace", 500.0),)), _run(), same) == ("unexplained",)
 
 
 def test_the_verdict_holds_the_totals_deadlines_and_preemptions_to_the_prediction() -> None:
@@ -229,11 +230,10 @@ def test_the_verdict_holds_the_totals_deadlines_and_preemptions_to_the_predictio
     ran = {"j": _ran(cost=10.2, deadline=late), "k": replace(_ran(cost=9.0, preemptions=2),
                                                              job="k")}  # fmt: skip
     runs = [replace(_run(), deadline=late), replace(_run(cost=9.3), job="k")]
-    v = verdict(ran, runs, _local(), Guarantees(samples=10), expected_restart_s=600)
+    v = verdict(ran, runs, _local(), Guarantees(samples=10))
     assert math.isclose(v.realised, 19.2) and math.isclose(v.predicted, 19.3) and v.cost_met
     assert v.deadlines_met  # both missed the deadline
     assert not v.preemptions_met  # k: 2 against 1
     assert v.guarantees.held and v.all_finished
-    chaos = verdict(ran, runs, _local(), Guarantees(samples=1, leftovers=("pid 1",)),
-                    expected_restart_s=600, chaos=True)  # fmt: skip
+    chaos = verdict(ran, runs, _local(), Guarantees(samples=1, leftovers=("pid 1",)), chaos=True)
     assert chaos.tolerance_pct == 7.0 and not chaos.guarantees.held
