@@ -27,7 +27,7 @@ from router.engine.job_records import JobRecords, holder_dead
 from router.engine.records import FileRecords
 from router.flows.rehearse_project import RehearsalDirs
 
-SAMPLE_EVERY_S = 0.25
+SAMPLE_EVERY_S = 0.5
 FRESH_S = 1.0  # a heartbeat older than this (real seconds) says nothing of now
 HEARTBEAT_FILE = "rehearsal.json"  # router/checkpoint/rehearsal_job.py
 

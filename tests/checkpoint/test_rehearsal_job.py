@@ -34,8 +34,13 @@ def _start(tmp: Path, node: str, steps: int) -> tuple[subprocess.Popen[bytes], P
         "REHEARSAL_RESTORE_S": "0.6",
         "REHEARSAL_LOG": str(tmp / "events.jsonl"),
     }
-    proc = subprocess.Popen([sys.executable, "-m", "router.checkpoint.rehearsal_job"], cwd=work,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "router.checkpoint.rehearsal_job"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return proc, work
 
 

@@ -72,12 +72,14 @@ def _record(project: Project, group: str, started: datetime) -> dict[str, object
     (d / "manifest.json").write_text(json.dumps({
         "format": "spotroute-checkpoint/1", "step": 1, "time": started.isoformat(),
         "world_size": 1, "job_id": "nd", "mode": "files",
-        "files": [{"path": "state.json", "size": 2, "crc32": f"{zlib.crc32(b'{}'):08x}"}]}))  # fmt: skip
+        "files": [{"path": "state.json", "size": 2,
+                   "crc32": f"{zlib.crc32(b'{}'):08x}"}]}))  # fmt: skip
     return {"job": "nd", "cloud": "local", "region": "local-a", "zone": None,
             "instance_type": "local-process", "market": "spot", "price_per_hour": 1.0,
             "stack": "nd", "deployed_at": started.isoformat(), "submitted_at": started.isoformat(),
             "run_h_before": 0.0, "job_file": str(job_file),
-            "outputs": {"groupId": group, "checkpointUrl": f"file://{project.root / 'ckpt'}/"}}  # fmt: skip
+            "outputs": {"groupId": group,
+                        "checkpointUrl": f"file://{project.root / 'ckpt'}/"}}  # fmt: skip
 
 
 def test_a_job_without_a_deadline_waits_for_spot_as_its_spot_wait_allows(project: Project) -> None:
