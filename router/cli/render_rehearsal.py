@@ -130,6 +130,10 @@ def rehearsal_tables(report: RehearsalReport) -> None:
         f"{log.watcher_runs}×, killed {len(log.watcher_kills)}×; "
         f"{len(log.chaos_preemptions)} preemption(s) without notice"
     )
+    console.print(
+        f"route backtest of the same jobs as the workload is written (its clouds, egress and "
+        f"phase times): ${report.backtest_as_written:,.2f}"
+    )
     for note in v.notes:
         console.print(f"note: {note}")
     console.print(f"kept in {report.directory}")

@@ -13,9 +13,9 @@ the run measured:
 - **slow engine step** — a re-placement or move left the job idle, from the decision until its
   new stack was up, longer than a cloud's launch takes (SLOW_ENGINE_S): time the prediction
   cannot be fed (nobody pays for it, it only delays);
-- **launch refused** — a move or re-placement rolled back: its zone ran out of capacity
-  before its nodes ran (the running system learns that a zone is out by launching there; the
-  prediction's policy sees only the zones available at that step);
+- **launch refused** — a move or re-placement rolled back, or a re-placement failed over to
+  the next placement: the zone decided on was out by the time the engine launched there (the
+  prediction's policy places at once, on the zones available at that step);
 - **lease held** — the watcher skipped the job because a lease was held (a deploy's, or a
   killed watcher's);
 - **decision at a different moment** — the placements differ: another region, or the same one
@@ -74,6 +74,8 @@ class RanJob:
     engine_steps_s: tuple[tuple[str, float], ...] = ()
     lease_skips: int = 0
     rolled_back: tuple[str, ...] = ()  # why each of its moves or re-placements was undone
+    # re-placements that launched elsewhere than decided: "local-a spot → local-b on-demand"
+    failed_over: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -206,6 +208,11 @@ def causes_of(ran: RanJob, predicted: JobRun, stints: Sequence[Stint]) -> tuple[
         found.append(
             f"launch refused: {len(ran.rolled_back)} move(s) or re-placement(s) rolled back "
             f"({_why(ran.rolled_back[0])})"
+        )
+    if ran.failed_over:
+        found.append(
+            f"launch refused: {len(ran.failed_over)} re-placement(s) launched elsewhere than "
+            f"decided, the decided zone out by then ({ran.failed_over[0]})"
         )
     if ran.lease_skips:
         found.append(f"lease held: the watcher skipped it {ran.lease_skips}× (another's lease)")

@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ class RehearsalReport:
     measured: Measured
     verdict: Verdict
     sources: tuple[str, ...]
+    backtest_as_written: float = 0.0  # USD: route backtest of the same jobs, workload as written
 
     def to_json(self) -> dict[str, Any]:
         log = self.log
@@ -76,6 +77,7 @@ class RehearsalReport:
                 "restart_s": dict(self.measured.restore_s),
             },
             **self.verdict.to_json(),
+            "backtest_as_written_cost": self.backtest_as_written,
             "sources": list(self.sources),
         }
 
@@ -133,7 +135,7 @@ def collect(
         )
         for p in plans
     }
-    prediction, local = _predict(inputs, trace, plans, measured, regions)
+    prediction, local, as_written = _predict(inputs, trace, plans, measured, regions)
     notes = [
         "the local target has no egress: data and checkpoint transfers are not rehearsed",
         f"the local nodes play {_profile_of(dirs)}'s boot and notice on the rehearsal's clock",
@@ -151,6 +153,7 @@ def collect(
         spend=spend,
         measured=measured,
         verdict=judged,
+        backtest_as_written=as_written,
         sources=tuple(sources),
     )
 
@@ -167,8 +170,9 @@ def _predict(
     plans: Sequence[JobPlan],
     measured: Measured,
     regions: Sequence[str],
-) -> tuple[list[JobRun], Trace]:
-    """run_backtest of the rehearsed policy on the trace as the local market offered it."""
+) -> tuple[list[JobRun], Trace, float]:
+    """run_backtest of the rehearsed policy on the trace as the local market offered it (and the
+    total `route backtest` gives the workload as written)."""
     from router.config.datafiles import (
         load_egress,
         load_interruption_model,
@@ -183,16 +187,25 @@ def _predict(
     notice = load_startup_figures()[_cloud_profile(trace)].notice_s
     workload = predicted_workload(inputs.workload.workload, plans, measured, notice_s=notice)
     policy = next(p for p in policy_set(workload.home_cloud, "all") if p.name == REHEARSED_POLICY)
-    result = run_backtest(
-        workload,
-        local,
-        egress=load_egress(),
-        interruption=load_interruption_model(),
-        storage=load_storage_prices(),
-        policy_set=[policy],
-        with_optimum=False,
-    )
-    return list(result.policy(REHEARSED_POLICY).runs), local
+    egress, interruption, storage = load_egress(), load_interruption_model(), load_storage_prices()
+
+    def replay(w: Any, t: Trace) -> Any:
+        return run_backtest(
+            w,
+            t,
+            egress=egress,
+            interruption=interruption,
+            storage=storage,
+            policy_set=[policy],
+            with_optimum=False,
+        )
+
+    result = replay(workload, local)
+    # `route backtest` as the workload is written (its clouds, egress and phase times), the
+    # same jobs and trace: what the rehearsal started from, shown beside it.
+    written = replace(inputs.workload.workload, jobs=tuple(p.job for p in plans))
+    reference = replay(written, trace).policy(REHEARSED_POLICY).total_cost
+    return list(result.policy(REHEARSED_POLICY).runs), local, reference
 
 
 def _cloud_profile(trace: Trace) -> str:
@@ -332,7 +345,20 @@ class _JobFacts:
             rolled_back=tuple(
                 j.rollback_reason for j in self.journals if j.outcome == "rolled-back"
             ),
+            failed_over=tuple(f for j in done if (f := _failed_over(j))),
         )
+
+
+def _failed_over(journal: Any) -> str:
+    """ "decided → launched" when the journal's new placement is not where it was decided."""
+    wanted = journal.target or {}
+    got = journal.data("new-stack-up").get("placement") or {}
+    keys = ("region", "market")
+    if not got or all(got.get(k) == wanted.get(k) for k in keys):
+        return ""
+    return (
+        f"{wanted.get('region')} {wanted.get('market')} → {got.get('region')} {got.get('market')}"
+    )
 
 
 def _between(journal: Any, first: str, then: str) -> float | None:
@@ -383,8 +409,12 @@ def _measured(
         paid = [s for j in done if (s := _between(j, "new-stack-up", "resume-confirmed"))]
         if paid:
             restore[plan.name] = clock.sim_s(sum(paid) / len(paid))
-        handovers += [s for j in done if j.kind == "migrate"
-                      if (s := _between(j, "checkpoint-complete", "old-stack-down"))]  # fmt: skip
+        handovers += [
+            s
+            for j in done
+            if j.kind == "migrate"
+            if (s := _between(j, "checkpoint-complete", "old-stack-down"))
+        ]
         if f.segments:
             started[plan.name] = clock.sim_at(f.segments[0].started_at)
     handover = clock.sim_s(sum(handovers) / len(handovers)) if handovers else workload.handover_s
