@@ -16,6 +16,8 @@ the run measured:
 - **launch refused** — a move or re-placement rolled back, or a re-placement failed over to
   the next placement: the zone decided on was out by the time the engine launched there (the
   prediction's policy places at once, on the zones available at that step);
+- **engine busy** — the watcher decided on the job late: its passes waited for other jobs'
+  engine steps (route watch runs them one at a time, and a pass waits for all of its jobs);
 - **lease held** — the watcher skipped the job because a lease was held (a deploy's, or a
   killed watcher's);
 - **decision at a different moment** — the placements differ: another region, or the same one
@@ -76,6 +78,7 @@ class RanJob:
     rolled_back: tuple[str, ...] = ()  # why each of its moves or re-placements was undone
     # re-placements that launched elsewhere than decided: "local-a spot → local-b on-demand"
     failed_over: tuple[str, ...] = ()
+    waited_s: float = 0.0  # simulated: decisions on it held up by other jobs' engine steps
 
     @property
     def finished(self) -> bool:
@@ -213,6 +216,11 @@ def causes_of(ran: RanJob, predicted: JobRun, stints: Sequence[Stint]) -> tuple[
         found.append(
             f"launch refused: {len(ran.failed_over)} re-placement(s) launched elsewhere than "
             f"decided, the decided zone out by then ({ran.failed_over[0]})"
+        )
+    if ran.waited_s > SLOW_ENGINE_S:
+        found.append(
+            f"engine busy: the watcher's decisions on it waited {ran.waited_s / 3600:.1f} h in "
+            "all for other jobs' engine steps (one at a time per watcher)"
         )
     if ran.lease_skips:
         found.append(f"lease held: the watcher skipped it {ran.lease_skips}× (another's lease)")

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -35,6 +36,8 @@ from router.core.rehearsal import (
 )
 from router.core.rehearsal_compare import RanJob, Stint, Verdict, verdict
 from router.flows.rehearse_project import RehearsalDirs
+
+_PASS_S = 2.0  # real seconds a watcher's pass takes with no engine step (interval 1 s + work)
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,7 @@ class _JobFacts:
     lease_skips: int
     last_step: int
     last_value: int | None
+    waited_s: float  # real: gaps between its decisions not of its own engine steps
 
     @classmethod
     def read(cls, dirs: RehearsalDirs, plan: JobPlan, clock: Clock) -> _JobFacts:
@@ -256,14 +260,21 @@ class _JobFacts:
         segments = sorted(
             (s for s in read_segments(records) if s.job == plan.name), key=lambda s: s.started_at
         )
+        decided = [
+            e
+            for e in _json_lines(dirs.logs / "watch.log")
+            if e.get("event") == "decision" and e.get("job") == plan.name
+        ]
         # A lease another router held (not the job's own deploy's, before it was placed).
         skips = sum(
             1
-            for e in _json_lines(dirs.logs / "watch.log")
-            if e.get("job") == plan.name
-            and e.get("action") == "skipped"
+            for e in decided
+            if e.get("action") == "skipped"
             and str(e.get("reason", "")).startswith("lease held")
             and ":deploy-" not in str(e.get("reason", ""))
+        )
+        waited = _waited_s(
+            decided, own={"move", "switch-market", "replace", "recovered", "finished"}
         )
         step, value = 0, None
         directory = dirs.home / "checkpoints" / plan.name / plan.name
@@ -273,7 +284,7 @@ class _JobFacts:
                 step = info.step
                 state = _json(Path(info.path) / "rank-00000.json") or {}
                 value = (state.get("user") or {}).get("value")
-        return cls(events, beats, reclaims, segments, journals, skips, step, value)
+        return cls(events, beats, reclaims, segments, journals, skips, step, value, waited)
 
     def restarts(self) -> list[tuple[datetime, datetime, int, int]]:
         """(last progress before, training again, step reached before, step restored) per
@@ -342,11 +353,25 @@ class _JobFacts:
                 (j.kind, clock.sim_s(s)) for j in done if (s := _launch_s(j)) is not None
             ),
             lease_skips=self.lease_skips,
+            waited_s=clock.sim_s(self.waited_s),
             rolled_back=tuple(
                 j.rollback_reason for j in self.journals if j.outcome == "rolled-back"
             ),
             failed_over=tuple(f for j in done if (f := _failed_over(j))),
         )
+
+
+def _waited_s(decided: Sequence[dict[str, Any]], *, own: set[str]) -> float:
+    """Real seconds the watcher's decisions on a job were held up: gaps between two of them
+    beyond two passes, unless the earlier one was the job's own engine step (its report comes
+    when the step is done, so the gap before the next is a pass)."""
+    waited = 0.0
+    times = [(_time(str(e["time"])), str(e.get("action"))) for e in decided]
+    for (before, action), (after, _a) in itertools.pairwise(times):
+        gap = (after - before).total_seconds()
+        if action not in own and gap > 2 * _PASS_S:
+            waited += gap - _PASS_S
+    return waited
 
 
 def _failed_over(journal: Any) -> str:

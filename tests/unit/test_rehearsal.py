@@ -212,12 +212,12 @@ def test_each_difference_is_named_from_what_the_run_measured() -> None:
     ran = _ran(cost=14.0, chaos_preemptions=1, notice_lags_s=(30.0, 900.0),
                engine_steps_s=(("replace", 5000.0),), lease_skips=3,
                rolled_back=("job j: no placement launched (LocalCapacityExhausted)",),
-               failed_over=("local-a spot → local-od on-demand",),
+               failed_over=("local-a spot → local-od on-demand",), waited_s=4000.0,
                stints=(Stint("local-b", "spot", T0, None),))  # fmt: skip
     causes = causes_of(ran, _run(), (Stint("local-a", "spot", T0, None),))
     assert [c.split(":")[0] for c in causes] == [
         "chaos", "late notice", "slow engine step", "launch refused", "launch refused",
-        "lease held", "decision at a different moment",
+        "engine busy", "lease held", "decision at a different moment",
     ]  # fmt: skip
     assert "15 min" in causes[1] and "LocalCapacityExhausted" in causes[3]
     assert "local-a spot → local-od on-demand" in causes[4]
