@@ -32,6 +32,7 @@ from typing import Any
 from router.config import checkpoints as ckpt
 from router.config.project import Project
 from router.core.errors import Interrupted, OperationFailed
+from router.core.failover import launch_order, same_site
 from router.core.journal import (
     STEPS,
     Journal,
@@ -221,16 +222,10 @@ class Mover:
         report = plan_job(job_file, project=self.project, now=_now())
         ranked = list(report.result.placements)
         wanted = journal.target
-        same = [p for p in ranked if _same_place(placement_record(p), wanted)]
-        if journal.kind == "migrate":
-            candidates = same
-            if not candidates:
-                raise StepFailed(f"{place_text(wanted)} is no longer offered for this job")
-        else:
-            lost = journal.data("intent").get("lost") or {}
-            candidates = same + [
-                p for p in ranked if p not in same and not _same_zone(placement_record(p), lost)
-            ]
+        lost = (journal.data("intent").get("lost") or {}) if journal.kind == "replace" else None
+        candidates = launch_order(ranked, placement_record, wanted, lost=lost)
+        if not candidates and journal.kind == "migrate":
+            raise StepFailed(f"{place_text(wanted)} is no longer offered for this job")
         job = report.job
         step = journal.data("checkpoint-complete").get("step")
         env = {**job.run.env, **probation_env(journal)}  # it stops unless the move completes
@@ -493,19 +488,6 @@ def _group_alive(outputs: dict[str, Any]) -> bool:
     return group_alive(group)
 
 
-def _same_place(p: dict[str, Any], q: dict[str, Any]) -> bool:
-    keys = ("cloud", "region", "zone", "instance_type", "market")
-    return all(p.get(k) == q.get(k) for k in keys)
-
-
-def _same_zone(p: dict[str, Any], q: dict[str, Any]) -> bool:
-    return (p.get("cloud"), p.get("region"), p.get("zone") or p.get("region")) == (
-        q.get("cloud"),
-        q.get("region"),
-        q.get("zone") or q.get("region"),
-    )
-
-
 __all__ = ["KILL_ENV", "STEPS", "LeaseLost", "Mover", "StepFailed", "kill_point"]
 
 
@@ -538,7 +520,7 @@ def choose_target(
         )
     report = plan_job(job_file, project=project, now=now)
     here = {k: record.get(k) for k in ("cloud", "region", "zone", "instance_type", "market")}
-    others = [p for p in report.result.placements if not _same_place(placement_record(p), here)]
+    others = [p for p in report.result.placements if not same_site(placement_record(p), here)]
     candidates = candidates_within(report.job, others, to, job_file)
     return candidates[0], record
 
