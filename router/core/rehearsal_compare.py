@@ -238,6 +238,13 @@ def _why(reason: str) -> str:
 
 
 def _first_difference(ran: Sequence[Stint], predicted: Sequence[Stint]) -> str:
+    if ran and predicted and ran[0].start < predicted[0].start - timedelta(seconds=_SAME_MOMENT_S):
+        a, b = ran[0], predicted[0]
+        return (
+            f"placed at submission on {a.region} ({a.market}) from {a.start:%d %H:%M} — route "
+            f"deploy takes what is offered — where the prediction waited for {b.region} "
+            f"({b.market}) until {b.start:%d %H:%M}"
+        )
     for i, (a, b) in enumerate(zip(ran, predicted, strict=False)):
         if (a.region, a.market) != (b.region, b.market):
             return (

@@ -239,3 +239,11 @@ def test_the_verdict_holds_the_totals_deadlines_and_preemptions_to_the_predictio
     assert v.guarantees.held and v.all_finished
     chaos = verdict(ran, runs, _local(), Guarantees(samples=1, leftovers=("pid 1",)), chaos=True)
     assert chaos.tolerance_pct == 7.0 and not chaos.guarantees.held
+
+
+def test_a_job_deployed_where_the_prediction_waited_for_spot_is_named_so() -> None:
+    ran = _ran(cost=30.0, stints=(Stint("local-od", "on-demand", T0, None),))
+    later = (Stint("local-a", "spot", T0 + timedelta(hours=3), None),)
+    [cause] = causes_of(ran, _run(), later)
+    assert cause.startswith("decision at a different moment: placed at submission on local-od")
+    assert "route deploy takes what is offered" in cause
