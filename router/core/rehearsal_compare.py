@@ -231,6 +231,8 @@ def causes_of(ran: RanJob, predicted: JobRun, stints: Sequence[Stint]) -> tuple[
 
 
 def _why(reason: str) -> str:
+    if "no placement to launch" in reason:
+        return "its zone no longer offered, nothing else of its market"
     for code in ("LocalCapacityExhausted", "were lost before they ran", "did not restore"):
         if code in reason:
             return code

@@ -380,7 +380,8 @@ class _Run:
             self.preempt_at.pop(0)
 
     def _preempt_one(self, now: datetime) -> bool:
-        """`route preempt JOB --grace 0` on a job that runs now; False when none does."""
+        """`route preempt JOB --grace 0` on a job that runs now; False when none does, or the
+        preemption failed (a job that ended meanwhile): tried again at the next tick."""
         from components.local_nodes import live_records
 
         running = sorted(
@@ -393,16 +394,9 @@ class _Run:
         if not running:
             return False
         job = self.rng.choice(running)
-        done = subprocess.run(
-            route_command("preempt", job, "--grace", "0", "--json"),
-            cwd=self.dirs.project,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=120,
-        )
-        if done.returncode == 0:
-            self.log.chaos_preemptions.append((job, now))
+        if self._route("preempt", job, "--grace", "0", "--json", log="chaos.log") != 0:
+            return False
+        self.log.chaos_preemptions.append((job, now))
         return True
 
     # --- the end -------------------------------------------------------------------------------
