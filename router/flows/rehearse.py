@@ -58,7 +58,7 @@ from router.flows.rehearse_project import (
 DEFAULT_SPEED = 400.0  # simulated seconds per real second: a week in 25 minutes
 DEFAULT_INTERVAL_S = 1.0  # the watcher's --interval, real seconds
 SETUP_LEAD_S = 3.0  # real seconds between writing the project and the market's start
-CHAOS_KILL_EVERY_S = 20.0  # --chaos: the watcher is SIGKILLed every this many real s (mean)
+CHAOS_KILL_EVERY_S = 60.0  # --chaos: the watcher is SIGKILLed every this many real s (mean)
 CHAOS_JOBS_PER_PREEMPT = 4  # --chaos: one node preempted without notice per this many jobs
 DEPLOY_RETRY_S = 5.0
 QUICK_EXIT_S = 5.0  # a watcher that exits this soon after its start did not get going
