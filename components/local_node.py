@@ -66,7 +66,10 @@ from router.contract.local_node import (
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 20.0  # a node process that has not written its record by then did not start
 _TICK_S = 0.05
-_MARKET_CHECK_S = 1.0
+_MARKET_CHECK_S = 1.0  # real seconds between looks at the local market, at most
+# ... and at most this long on its clock: an accelerated market (a rehearsal's, 400×) must not
+# run a zone's outage past the node unseen (a backtest trace's tick is 32 s).
+MARKET_CHECK_SIM_S = 30.0
 # Run as `python -c _BOOT ROOT NODE_DIR`: ROOT (this checkout or the installed package) goes on
 # sys.path through argv, so the job's environment stays exactly what node_env() built.
 _BOOT = (
@@ -233,6 +236,8 @@ class _Node:
         )
         self.market = LocalMarket.from_env(spec["market_spec"]) if spec["market_spec"] else None
         self.reclaim_at: float | None = None  # monotonic time the job is killed after a notice
+        scale = self.market.behaviour.time_scale if self.market is not None else 1.0
+        self.check_every_s = min(_MARKET_CHECK_S, MARKET_CHECK_SIM_S / scale)
 
     def enter(self, phase: str, **changes: Any) -> None:
         self.record = self.record.at(phase, datetime.now(UTC).isoformat(), **changes)
@@ -286,7 +291,7 @@ class _Node:
         checked = 0.0
         while self.shell.poll() is None:
             now = time.monotonic()
-            if self.reclaim_at is None and now - checked >= _MARKET_CHECK_S:
+            if self.reclaim_at is None and now - checked >= self.check_every_s:
                 checked = now
                 if self.withdrawn():
                     self.reclaim("local market: spot capacity withdrawn")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from router.cli import backtest_commands, jobs_commands, options, prices_commands
+from router.cli import backtest_commands, jobs_commands, options, prices_commands, rehearse_commands
 from router.cli.completion import complete_clouds
 from router.cli.options import ctx_project, json_option, split_csv
 from router.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, RouteError
@@ -237,6 +237,7 @@ for _command in (
     jobs_commands.unlock,
     backtest_commands.backtest,
     backtest_commands.report,
+    rehearse_commands.rehearse,
 ):
     cli.add_command(_command)
 

@@ -80,3 +80,15 @@ def local_behaviour(settings: LocalMarketSettings) -> LocalBehaviour:
         quota_gpus=tuple(sorted(settings.quota.items())),
         boot_by_region=tuple(sorted(settings.boot.items())),
     )
+
+
+def local_clock(org: OrgConfig, project_root: Path | None) -> tuple[float, float | None]:
+    """(time_scale, notice lead in real seconds or None) of the project's local market: what
+    runs on the market's clock — its zones' outages, its nodes' notice — runs time_scale × faster
+    than the router's; (1, None) without a local market."""
+    market = load_local_market(org, project_root)
+    if market is None:
+        return 1.0, None
+    behaviour = market.behaviour
+    notice = behaviour.real_s(behaviour.notice_s) if behaviour.notice_s else None
+    return behaviour.time_scale, notice

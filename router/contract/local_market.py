@@ -15,19 +15,22 @@ A trace is CSV, one row per change (docs/migration.md):
 `at` is an ISO 8601 time with timezone, or a duration (`0s`, `90m`, `2h`, `1d`) after the
 trace's start. At any moment each (region, market) has the values of its latest row at or
 before that moment; before its first row it is not offered. capacity is how many job processes
-may run there at once (0 = the region refuses every launch).
+may run there at once (0 = the region refuses every launch); `-` (price `-` too, or any) takes
+the offer away from then on — not offered, as before its first row — until a later row: a spot
+zone whose outage the market announces (`route rehearse` replays a backtest's trace so).
 
 Pure: standard library only, no files (the caller reads the trace text).
 """
 
 from __future__ import annotations
 
+import bisect
 import csv
 import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -56,6 +59,7 @@ class MarketRow:
     capacity: int  # job processes that may run at once
     offset_s: float | None = None
     at: datetime | None = None
+    offered: bool = True  # False: the offer is taken away from `at` on (capacity `-`)
 
     def starts(self, start: datetime) -> datetime:
         if self.at is not None:
@@ -70,6 +74,7 @@ class MarketRow:
             "capacity": self.capacity,
             "offset_s": self.offset_s,
             "at": None if self.at is None else self.at.isoformat(),
+            "offered": self.offered,
         }
 
 
@@ -135,6 +140,21 @@ class LocalMarket:
     rows: tuple[MarketRow, ...]
     start: datetime
     behaviour: LocalBehaviour = LocalBehaviour()
+    # (region, market) → its rows' start times and rows, in order: a long trace (a rehearsal's)
+    # is looked up by bisection, many times a second.
+    _by_place: dict[tuple[str, str], tuple[list[datetime], list[MarketRow]]] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        found: dict[tuple[str, str], list[tuple[datetime, int, MarketRow]]] = {}
+        for i, row in enumerate(self.rows):
+            found.setdefault((row.region, row.market), []).append((row.starts(self.start), i, row))
+        index = {
+            key: ([b for b, _i, _r in rows], [r for _b, _i, r in rows])
+            for key, rows in sorted((k, sorted(v, key=lambda t: t[:2])) for k, v in found.items())
+        }
+        object.__setattr__(self, "_by_place", index)
 
     def simulated(self, now: datetime) -> datetime:
         """The local market's clock at real time `now` (runs time_scale × faster from start)."""
@@ -148,18 +168,15 @@ class LocalMarket:
 
     def at(self, now: datetime) -> dict[tuple[str, str], MarketRow]:
         """(region, market) → the row in force at real time `now` (on the market's clock;
-        regions not yet offered are absent)."""
+        regions not offered now — not yet, or taken away — are absent)."""
         now = self.simulated(now)
-        found: dict[tuple[str, str], tuple[datetime, int, MarketRow]] = {}
-        for i, row in enumerate(self.rows):
-            begins = row.starts(self.start)
-            if begins > now:
-                continue
-            key = (row.region, row.market)
-            seen = found.get(key)
-            if seen is None or (begins, i) >= (seen[0], seen[1]):
-                found[key] = (begins, i, row)
-        return {key: row for key, (_b, _i, row) in sorted(found.items())}
+        found = {}
+        for key, (begins, rows) in self._by_place.items():
+            # The last row beginning at or before now; of rows beginning together, the last.
+            i = bisect.bisect_right(begins, now)
+            if i and rows[i - 1].offered:
+                found[key] = rows[i - 1]
+        return found
 
     def regions(self) -> tuple[str, ...]:
         return tuple(sorted({r.region for r in self.rows}))
@@ -185,6 +202,7 @@ class LocalMarket:
                 capacity=int(r["capacity"]),
                 offset_s=None if r.get("offset_s") is None else float(r["offset_s"]),
                 at=None if r.get("at") is None else datetime.fromisoformat(str(r["at"])),
+                offered=bool(r.get("offered", True)),
             )
             for r in data["rows"]
         )
@@ -237,6 +255,9 @@ def _row(cell: dict[str, str], where: str) -> MarketRow:
     market = cell["market"]
     if market not in MARKETS:
         raise MarketError(f"{where}: market: {market!r} — use spot or on-demand")
+    if cell["capacity"] == "-":  # the offer is taken away
+        offset_s, at = _when(cell["at"], where)
+        return MarketRow(region, market, 0.0, 0, offset_s=offset_s, at=at, offered=False)
     try:
         price = float(cell["price_per_hour"])
     except ValueError:
@@ -248,7 +269,9 @@ def _row(cell: dict[str, str], where: str) -> MarketRow:
         )
     text = cell["capacity"]
     if not text.isdigit():
-        raise MarketError(f"{where}: capacity: {text!r} — use a whole number ≥ 0")
+        raise MarketError(
+            f"{where}: capacity: {text!r} — use a whole number ≥ 0, or - (not offered)"
+        )
     offset_s, at = _when(cell["at"], where)
     return MarketRow(region, market, price, int(text), offset_s=offset_s, at=at)
 

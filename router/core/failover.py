@@ -29,15 +29,20 @@ Blocking (SkyPilot's EAGER_NEXT_REGION reasoning: shortages cluster): a capacity
 failure blocks the zone for `zone_block_s`; a second failure in the same region while an
 earlier block there is still remembered blocks the whole region for `region_block_s`. Quota is
 per region (or account) from the start, so it blocks the region at once.
+
+What a move or a re-placement tries (`launch_order`): the placement decided on; a re-placement
+then the others of the same market outside the zone just lost. Another market is decide()'s
+call, not the failover's: a re-placement decided onto spot that fails everywhere rolls back,
+and the next pass decides — wait for spot, or on-demand — with the refused zones blocked.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 # propagation: the account is fine and the place too; the same launch succeeds seconds later.
 # group: the place launched, but the group's nodes never formed there (group_not_formed).
@@ -229,3 +234,41 @@ def blocking(
 def prune(blocks: Iterable[Block], now: datetime, keep_s: float = REPEAT_WINDOW_S) -> list[Block]:
     """Blocks still active or recent enough to count as a repeat; older ones are forgotten."""
     return [b for b in blocks if b.until > now or (now - b.at).total_seconds() < keep_s]
+
+
+SITE_KEYS = ("cloud", "region", "zone", "instance_type", "market")
+P = TypeVar("P")
+
+
+def same_site(p: Mapping[str, Any], q: Mapping[str, Any]) -> bool:
+    """The same cloud, region, zone, instance type and market (placement records)."""
+    return all(p.get(k) == q.get(k) for k in SITE_KEYS)
+
+
+def same_zone(p: Mapping[str, Any], q: Mapping[str, Any]) -> bool:
+    """The same capacity pool's zone (its region when zoneless)."""
+    return (p.get("cloud"), p.get("region"), p.get("zone") or p.get("region")) == (
+        q.get("cloud"),
+        q.get("region"),
+        q.get("zone") or q.get("region"),
+    )
+
+
+def launch_order(
+    ranked: Sequence[P],
+    site: Callable[[P], Mapping[str, Any]],
+    decided: Mapping[str, Any],
+    *,
+    lost: Mapping[str, Any] | None = None,
+) -> list[P]:
+    """The placements to try, best first: the one decided on; for a re-placement (`lost`: the
+    placement it lost) then the others of the decided market outside the lost zone."""
+    same = [p for p in ranked if same_site(site(p), decided)]
+    if lost is None:
+        return same
+    market = decided.get("market")
+    return same + [
+        p
+        for p in ranked
+        if p not in same and site(p).get("market") == market and not same_zone(site(p), lost)
+    ]

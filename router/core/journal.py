@@ -213,21 +213,6 @@ def copied_elsewhere(journal: Journal) -> bool:
     return bool(source and target) and urlsplit(source).netloc != urlsplit(target).netloc
 
 
-def same_place(p: dict[str, Any], q: dict[str, Any]) -> bool:
-    """Two placement records at one site (cloud, region, zone, instance type, market)."""
-    keys = ("cloud", "region", "zone", "instance_type", "market")
-    return all(p.get(k) == q.get(k) for k in keys)
-
-
-def same_zone(p: dict[str, Any], q: dict[str, Any]) -> bool:
-    """Two placement records in one zone (a region without zones is its own)."""
-    return (p.get("cloud"), p.get("region"), p.get("zone") or p.get("region")) == (
-        q.get("cloud"),
-        q.get("region"),
-        q.get("zone") or q.get("region"),
-    )
-
-
 def place_text(p: dict[str, Any]) -> str:
     """A placement record as `cloud/region[/zone] market`."""
     zone = f"/{p['zone']}" if p.get("zone") else ""

@@ -19,7 +19,15 @@ from router.config.blocks import read_blocks, updating_blocks
 from router.config.home import spotroute_home
 from router.config.project import Project
 from router.core.errors import OperationFailed
-from router.core.failover import Block, LaunchFailure, block_after, blocking, classify_launch_error
+from router.core.failover import (
+    REGION_BLOCK_S,
+    ZONE_BLOCK_S,
+    Block,
+    LaunchFailure,
+    block_after,
+    blocking,
+    classify_launch_error,
+)
 from router.core.job.model import Job
 from router.core.placement import Placement
 from router.core.review import Review
@@ -133,7 +141,7 @@ def launch(
             # not help: the new identity is the same everywhere.
             if failure is None or failure.kind == "propagation" or dry_run:
                 raise
-            block = _block(home, failure, placement)
+            block = _block(home, failure, placement, _clock_scale(org, project, placement))
             note(LaunchTry(ran, placement, "refused", f"{failure.code}: {failure.message}", block))
             continue
         note(LaunchTry(ran, placement, "launched"))
@@ -176,12 +184,23 @@ def _refusal(exc: OperationFailed) -> LaunchFailure | None:
     return classify_launch_error(detail)
 
 
-def _block(home: Any, failure: LaunchFailure, p: Placement) -> Block:
+def _block(home: Any, failure: LaunchFailure, p: Placement, scale: float = 1.0) -> Block:
     now = datetime.now(UTC)
     with updating_blocks(home, now) as blocks:
-        block = block_after(failure, p.cloud, p.region, p.zone, blocks, now)
+        block = block_after(
+            failure, p.cloud, p.region, p.zone, blocks, now,
+            zone_block_s=ZONE_BLOCK_S / scale, region_block_s=REGION_BLOCK_S / scale,
+        )  # fmt: skip
         blocks.append(block)
     return block
+
+
+def _clock_scale(org: Any, project: Project, p: Placement) -> float:
+    """How much faster than real time the placement's market runs: a local market's time scale
+    (a zone refused for 30 minutes of its clock), else 1."""
+    from router.config.local_market import local_clock
+
+    return local_clock(org, project.root)[0] if p.cloud == "local" else 1.0
 
 
 def _summary(job: str, tries: Sequence[LaunchTry], considered: int) -> str:

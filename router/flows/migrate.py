@@ -31,6 +31,7 @@ from typing import Any
 from router.config import checkpoints as ckpt
 from router.config.project import Project
 from router.core.errors import OperationFailed
+from router.core.failover import launch_order, same_site
 from router.core.journal import (
     STEPS,
     Journal,
@@ -38,8 +39,6 @@ from router.core.journal import (
     describe_step,
     next_stack_name,
     place_text,
-    same_place,
-    same_zone,
 )
 from router.core.placement import Placement
 from router.engine.automation import Engine
@@ -229,16 +228,10 @@ class Mover:
         report = plan_job(job_file, project=self.project, now=_now())
         ranked = list(report.result.placements)
         wanted = journal.target
-        same = [p for p in ranked if same_place(placement_record(p), wanted)]
-        if journal.kind == "migrate":
-            candidates = same
-            if not candidates:
-                raise StepFailed(f"{place_text(wanted)} is no longer offered for this job")
-        else:
-            lost = journal.data("intent").get("lost") or {}
-            candidates = same + [
-                p for p in ranked if p not in same and not same_zone(placement_record(p), lost)
-            ]
+        lost = (journal.data("intent").get("lost") or {}) if journal.kind == "replace" else None
+        candidates = launch_order(ranked, placement_record, wanted, lost=lost)
+        if not candidates and journal.kind == "migrate":
+            raise StepFailed(f"{place_text(wanted)} is no longer offered for this job")
         job = report.job
         step = journal.data("checkpoint-complete").get("step")
         env = {**job.run.env, **probation_env(journal)}  # it stops unless the move completes
@@ -414,9 +407,10 @@ class Mover:
             return
         p = up.get("placement") or {}
         now = _now()
+        ended = datetime.fromisoformat(before["lost_at"]) if before.get("lost_at") else now
         run_h = float(before.get("run_h_before") or 0.0)
         if before.get("deployed_at"):
-            run_h += (now - datetime.fromisoformat(before["deployed_at"])).total_seconds() / 3600
+            run_h += (ended - datetime.fromisoformat(before["deployed_at"])).total_seconds() / 3600
         record = {
             **{k: before.get(k) for k in ("job_file", "submitted_at")},
             "job": journal.job,
@@ -531,7 +525,7 @@ def choose_target(
         )
     report = plan_job(job_file, project=project, now=now)
     here = {k: record.get(k) for k in ("cloud", "region", "zone", "instance_type", "market")}
-    others = [p for p in report.result.placements if not same_place(placement_record(p), here)]
+    others = [p for p in report.result.placements if not same_site(placement_record(p), here)]
     candidates = candidates_within(report.job, others, to, job_file)
     return candidates[0], record
 

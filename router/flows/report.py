@@ -372,6 +372,10 @@ def _segment(source: str, where: str, job: str, item: Any, start_key: str) -> Se
     base = item.get("on_demand_price_per_hour")
     started = time(start_key, True)
     assert started is not None
+    ended = time("ended_at", False)
+    lost = time("lost_at", False)  # route watch saw its nodes gone: nothing ran or billed after
+    if lost is not None and (ended is None or lost < ended):
+        ended = max(lost, started)
     return Segment(
         job=job,
         cloud=str(item.get("cloud", "")),
@@ -381,7 +385,7 @@ def _segment(source: str, where: str, job: str, item: Any, start_key: str) -> Se
         node_count=int(item.get("node_count") or 1),
         price_per_hour=float(price),
         started_at=started,
-        ended_at=time("ended_at", False),
+        ended_at=ended,
         reason=str(item.get("reason", "")),
         on_demand_price_per_hour=float(base) if isinstance(base, int | float) else None,
         stack=str(item.get("stack") or ""),

@@ -249,6 +249,10 @@ class Watcher:
             why = f"finished at step {observed.finished_step}"
             pending = teardown.begin(records.store, record, teardown.FINISHED, why, now)
             return self._tear_down(job, pending)
+        if observed.current.interrupted and not record.get("lost_at"):
+            # Its nodes are gone: it neither runs nor bills from now (route report ends it here).
+            gone = {**record, "lost_at": now.isoformat()}
+            self.mover.engine.records().put(f"placements/{job}", gone)
         state = records.read_state(job)
         history = _history(state)
         rules = observed.rules
@@ -425,6 +429,7 @@ def observe(
     from router.config.blocks import read_blocks
     from router.config.datafiles import load_egress, load_startup_figures
     from router.config.home import spotroute_home
+    from router.config.local_market import local_clock
     from router.core.failover import blocking
     from router.flows.plan import plan_job
 
@@ -465,11 +470,18 @@ def observe(
     ]  # fmt: skip
     checkpoint = job.checkpoint
     at_risk_s = checkpoint.interval_s if checkpoint else 1800.0
+    # The local target's market may run on a faster clock (a rehearsal's): its zones' outages
+    # and its nodes' notice, in real seconds, are the market's ÷ its time scale.
+    scale, local_notice_s = (
+        local_clock(report.org, project.root) if record.get("cloud") == "local" else (1.0, None)
+    )
     if checkpoint is not None:
         # The deployed job's checkpoint library saves on its cloud's spot notice
         # (components/startup.py sets SPOTROUTE_NOTICE_SOURCE): a preemption costs the notice
         # window, as the backtest's job_rules weighs it.
         notices = {c: f.notice_s for c, f in load_startup_figures().items() if f.notice_s > 0}
+        if local_notice_s:
+            notices["local"] = local_notice_s
         clouds = {p.cloud for p in candidates}
         if record.get("cloud"):
             clouds.add(str(record["cloud"]))
@@ -480,8 +492,11 @@ def observe(
         cooldown_s=job.migration.cooldown_s,
         checkpoint_interval_s=at_risk_s,
         restore_overhead_s=checkpoint.restore_overhead_s if checkpoint else 600.0,
+        handover_s=Rules().handover_s / scale,
+        zone_block_s=Rules().zone_block_s / scale,
         decision_period_s=interval_s,
         deadline=job.deadline,
+        spot_wait_s=job.migration.spot_wait_s,  # without a deadline: may wait for spot this long
         transfers=TransferCosts(
             load_egress() if job.data or latest is not None else None,
             data_sets=job_data_sets(job),

@@ -466,3 +466,22 @@ def test_route_status_says_starting_while_a_node_boots_then_running(
     assert _wait_for(lambda: _state(summary, record) == "running")
     stop_group(created.id)
     assert _state(summary, record) == "stopped"
+
+
+def test_a_node_looks_at_an_accelerated_market_often_enough_to_see_a_short_outage(
+    tmp_path: Path,
+) -> None:
+    """A node checks its market at least every 30 s of the market's clock (and every second):
+    on a rehearsal's 400× clock a 1-s check would run a zone's 32-s outage past the node unseen."""
+    from components.local_node import _Node
+
+    def node(market: LocalMarket | None) -> _Node:
+        spec = {"job": "j", "placement": "j", "node": 0, "nodes": 1, "region": "local-a",
+                "market": "spot", "gpus": 0, "running_dir": str(tmp_path / ".running"),
+                "market_spec": market.to_env() if market else ""}  # fmt: skip
+        return _Node(tmp_path, spec)
+
+    trace = parse_trace("at,region,market,price_per_hour,capacity\n0s,local-a,spot,1,2\n", "t")
+    fast = LocalMarket(trace, datetime.now(UTC), LocalBehaviour("aws", 400, notice_s=120))
+    assert node(fast).check_every_s == pytest.approx(30 / 400)
+    assert node(None).check_every_s == 1.0

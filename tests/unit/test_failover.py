@@ -313,3 +313,24 @@ def test_propagation_retries_end_and_other_refusals_are_not_retried() -> None:
     with pytest.raises(CommandError):
         up_through_propagation(short, lambda: False, sleep=lambda _s: None)
     assert len(short.calls) == 1
+
+
+def test_a_re_placement_fails_over_within_the_market_decided_never_into_the_lost_zone() -> None:
+    """A rehearsal (route rehearse) saw a re-placement decided onto spot launch on on-demand at
+    3× the price when its zone ran out meanwhile: decide() had chosen spot (its job could wait),
+    the failover took the next ranked placement. Another market is decide()'s call."""
+    from router.core.failover import launch_order
+
+    def site(zone: str, market: str = "spot") -> dict[str, str]:
+        return {"cloud": "aws", "region": "us-east-1", "zone": zone,
+                "instance_type": "p3.2xlarge", "market": market}  # fmt: skip
+
+    ranked = [site("us-east-1f"), site("us-east-1a"), site("", "on-demand"),
+              site("us-east-1c"), site("us-east-1d")]  # fmt: skip
+    decided, lost = site("us-east-1f"), site("us-east-1c")
+    tried = launch_order(ranked, lambda p: p, decided, lost=lost)
+    assert [p["zone"] for p in tried] == ["us-east-1f", "us-east-1a", "us-east-1d"]
+    # a move tries the placement decided on only
+    assert launch_order(ranked, lambda p: p, decided) == [decided]
+    on_demand = launch_order(ranked, lambda p: p, site("", "on-demand"), lost=lost)
+    assert on_demand == [site("", "on-demand")]

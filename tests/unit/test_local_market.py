@@ -126,3 +126,36 @@ def test_a_missing_trace_file_is_one_line_naming_the_key(tmp_path: Path) -> None
     org = parse_org_config("local_market: {trace: nowhere.csv}")
     with pytest.raises(BadInput, match=r"local_market\.trace: cannot read .*nowhere\.csv"):
         load_local_market(org, tmp_path)
+
+
+def test_a_zone_taken_away_is_not_offered_until_its_next_row() -> None:
+    """A rehearsal's market announces a zone's outage (capacity `-`): no offer, no launch, and
+    the nodes there are reclaimed — the zone is not a candidate, as in the backtest."""
+    from components.local_nodes import check_launch
+
+    trace = TRACE + "1h,local-b,spot,-,-\n90m,local-b,spot,1.10,2\n"
+    market = LocalMarket(parse_trace(trace, "t.csv"), START)
+    assert ("local-b", "spot") not in market.at(START + timedelta(hours=1))
+    assert market.at(START + timedelta(minutes=90))[("local-b", "spot")].price_per_hour == 1.10
+    assert LocalMarket.from_env(market.to_env()) == market
+    job = parse_job(
+        {"name": "j", "resources": {"accelerators": "T4:1", "clouds": ["local"]},
+         "market": "spot", "duration_hours": 1, "checkpoint": {"interval": "10m"},
+         "run": {"command": ["true"]}}, "job.yaml",
+    )  # fmt: skip
+    regions = {o.region for o in local_offers(job, START + timedelta(hours=1), market)}
+    assert regions == {"local-a"}
+    with pytest.raises(RuntimeError, match="LocalCapacityExhausted"):
+        check_launch(Path("/nonexistent"), market, region="local-b", kind="spot", max_price=0,
+                     nodes=1, gpus_per_node=0, now=START + timedelta(hours=1))  # fmt: skip
+
+
+def test_a_long_trace_is_looked_up_as_the_rows_say() -> None:
+    """at() bisects each place's rows: the same answer as the latest row at or before now."""
+    rows = [f"{i * 30}s,local-a,spot,{1 + i % 7},{i % 3}" for i in range(2000)]
+    market = LocalMarket(parse_trace("at,region,market,price_per_hour,capacity\n"
+                                     + "\n".join(rows), "t.csv"), START)  # fmt: skip
+    for second in (0, 29, 30, 31, 29_999, 59_970, 10**6):
+        i = min(1999, second // 30)
+        row = market.at(START + timedelta(seconds=second))[("local-a", "spot")]
+        assert (row.price_per_hour, row.capacity) == (1 + i % 7, i % 3)
