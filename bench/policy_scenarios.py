@@ -18,6 +18,10 @@ Parts (docs/benchmarks.md, "Issue 30" has their tables):
                       mean finish delay, unfinished.
   wait                route watch's policy over migration.spot_wait (0 … forever) on the
                       multi-zone scenarios without deadlines: cost against finish delay.
+  limits              what bounds the multi-zone gaps with tight deadlines: the optimum made to
+                      pay its restores in time as the policies do (bench/restore_time_optimum.py)
+                      beside the optimum, and route watch's policy and the optimum with the
+                      restore at 300 (the jobs'), 60 and 0 seconds.
 
 The zone sets: `9 zones (real-88)` — the 9 files bench/backtest_bench.py's real-88 replays (K80
 and V100 availability of 2022 and one 2023 V100 preemption file: zones that never ran together,
@@ -389,7 +393,55 @@ def wait_part(jobs: int) -> None:
     print()
 
 
-PARTS = ("tight", "loose", "none", "single", "lozo", "forever", "wait")
+RESTORES_S = (300.0, 60.0, 0.0)  # the jobs' restore, a fast one, none
+
+
+def limits_part(jobs: int) -> None:
+    """The optimum with restores in time, and the gaps with cheaper restores (tight deadlines)."""
+    from bench.restore_time_optimum import restore_time_cost
+    from router.core.backtest import feasible_pools, first_step, planner_ranking, trace_evidence
+    from router.core.backtest_model import JobContext, job_rules
+    from router.core.hindsight import price_matrix
+    from router.core.org import OrgConfig
+
+    print(f"### limits: tight deadlines, {jobs} jobs — the optimum with restores in time, and "
+          "the gaps at cheaper restores\n")  # fmt: skip
+    print(
+        f"| scenario | {AWARE} | optimum | optimum, restores in time (estimate) | "
+        + " | ".join(f"gap at restore {r:g} s ({AWARE} / optimum $)" for r in RESTORES_S)
+        + " |"
+    )
+    print("|---|---|---|---|" + "---|" * len(RESTORES_S))
+    egress = load_egress()
+    ranking = planner_ranking(OrgConfig(), egress, load_interruption_model(), load_storage_prices())
+    for name, zs in zone_sets().items():
+        t = trace_of(zs)
+        cells = []
+        for restore in RESTORES_S:
+            w = workload_of(jobs, TIGHT)
+            w = replace(w, jobs=tuple(replace(j, restore_overhead_s=restore) for j in w.jobs))
+            r = run(w, t, chosen(AWARE))
+            mine, best = r.policy(AWARE).total_cost, r.policy("optimum").total_cost
+            if restore == RESTORES_S[0]:
+                first = (mine, best)
+            cells.append(f"{100 * (mine / best - 1):+.1f} % (${best:,.0f})")
+        w = workload_of(jobs, TIGHT)
+        matrix, evidence = price_matrix(t), trace_evidence(t)
+        timed = 0.0
+        for job in w.jobs:
+            step = first_step(job, t)
+            ctx = JobContext(job, t, feasible_pools(job, t, step, ranking),
+                             job_rules(job, w, egress, t.step_s), step, evidence)  # fmt: skip
+            timed += restore_time_cost(ctx, matrix)
+        mine, best = first
+        print(f"| {name} | {mine:,.0f} ({100 * (mine / best - 1):+.1f} %) | {best:,.0f} | "
+              f"{timed:,.0f} (+{100 * (timed / best - 1):.1f} %; {AWARE} "
+              f"{100 * (mine / timed - 1):+.1f} % above it) | " + " | ".join(cells) + " |",
+              flush=True)  # fmt: skip
+    print()
+
+
+PARTS = ("tight", "loose", "none", "single", "lozo", "forever", "wait", "limits")
 
 
 def main() -> None:
@@ -412,6 +464,8 @@ def main() -> None:
         forever_part(args.jobs, args.single_jobs)
     if "wait" in want:
         wait_part(args.jobs)
+    if "limits" in want:
+        limits_part(args.jobs)
     print(f"({time.perf_counter() - started:.0f} s)")
 
 
