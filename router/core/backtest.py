@@ -38,13 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from router.core.backtest_model import (
     BacktestResult,
     JobContext,
     JobRun,
     PolicyResult,
+    SharedCandidates,
     Trace,
     Workload,
     WorkloadJob,
@@ -62,11 +63,22 @@ from router.core.offers import Offer
 from router.core.org import OrgConfig
 from router.core.placement import Placement, PlanResult
 from router.core.plan_explain import no_fit_reason
-from router.core.planner import plan
+from router.core.planner import feasible_offers, plan
 from router.core.storage_prices import StoragePrices
 
 Progressed = Callable[[int, int], None]  # (jobs done, jobs in all)
 PlanFeasible = Callable[[WorkloadJob, Sequence[Offer], datetime], Sequence[Any]]
+
+
+class FeasibleOffer(NamedTuple):
+    """A pool the planner places a job on (what feasible_pools reads of a Placement)."""
+
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    market: str
+    interruptions_per_hour: float
 
 
 # --- the simulation ----------------------------------------------------------------------
@@ -167,9 +179,13 @@ def feasible_pools(
         (p.cloud, p.region, p.zone, p.instance_type, p.market): i for i, p in enumerate(trace.pools)
     }
     now = max(job.arrival, trace.at(step))  # it arrives within its first step
-    placements = plan_feasible(job, job_offers(job, trace, step), now)
+    offers = job_offers(job, trace, step)
+    feasible = getattr(plan_feasible, "feasible", None)  # the planner without its Placements
+    placed: Sequence[Any] = (
+        feasible(job, offers, now) if feasible is not None else plan_feasible(job, offers, now)
+    )
     out = []
-    for p in placements:
+    for p in placed:
         i = index.get((p.cloud, p.region, p.zone, p.instance_type, p.market))
         if i is not None:
             out.append((i, float(p.interruptions_per_hour)))
@@ -245,12 +261,15 @@ class PlannerRanking:
         self.org, self.egress, self.interruption, self.storage = org, egress, interruption, storage
         self._specs: dict[str, Job] = {}
 
-    def _plan(self, job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> PlanResult:
+    def _spec(self, job: WorkloadJob) -> Job:
         spec = self._specs.get(job.name)
         if spec is None:
             spec = self._specs[job.name] = job_spec(job)
+        return spec
+
+    def _plan(self, job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> PlanResult:
         return plan(
-            spec,
+            self._spec(job),
             offers,
             org=self.org,
             egress=self.egress,
@@ -264,8 +283,20 @@ class PlannerRanking:
     ) -> Sequence[Placement]:
         return self._plan(job, offers, now).placements
 
+    def feasible(
+        self, job: WorkloadJob, offers: Sequence[Offer], now: datetime
+    ) -> list[FeasibleOffer]:
+        """The offers __call__ places, unranked, without the Placements (the same filters)."""
+        return [
+            FeasibleOffer(o.cloud, o.region, o.zone, o.instance_type, o.market, rate)
+            for o, rate in feasible_offers(
+                self._spec(job), offers, org=self.org, egress=self.egress, now=now,
+                interruption=self.interruption, storage=self.storage,
+            )
+        ]  # fmt: skip
+
     def why_not(self, job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> str:
-        return no_fit_reason(self._specs[job.name], self._plan(job, offers, now).rejected)
+        return no_fit_reason(self._spec(job), self._plan(job, offers, now).rejected)
 
 
 def run_backtest(
@@ -293,6 +324,7 @@ def run_backtest(
     matrix = price_matrix(trace) if with_optimum else None
     evidence = trace_evidence(trace)
     changes = TraceChanges(trace)
+    shared = SharedCandidates(evidence)
     for n, job in enumerate(workload.jobs):
         first = first_step(job, trace)
         if first >= trace.steps:
@@ -304,7 +336,7 @@ def run_backtest(
             continue
         rules = job_rules(job, workload, egress, trace.step_s)
         notice = {c: h for c, _ in workload.notice_s if (h := workload.notice_h(c)) is not None}
-        ctx = JobContext(job, trace, pools, rules, first, evidence, notice)
+        ctx = JobContext(job, trace, pools, rules, first, evidence, notice, shared)
         last = 0  # the optimum of a job without a deadline ends by the slowest policy's end
         steps = changes.of([i for i, _ in pools])
         for policy in chosen:

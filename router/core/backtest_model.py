@@ -374,6 +374,7 @@ class JobContext:
         first_step: int,
         evidence: Mapping[int, SeriesEvidence] | None = None,  # pool index → its past
         notice_h: Mapping[str, float] | None = None,  # cloud → notice lead (hours) saved on
+        shared: SharedCandidates | None = None,  # the same pools' candidates of other jobs
     ) -> None:
         self.job, self.trace, self.rules = job, trace, rules
         self.notice_h = dict(notice_h or {})
@@ -386,7 +387,10 @@ class JobContext:
         self.guard_rules = replace(self.deadline_rules, wait_for_spot=False)
         # Without a deadline, the never-idle policy does not wait for spot either (spot_wait).
         self.money_rules = replace(rules, wait_for_spot=False)
-        self._steps: dict[int, tuple[Slot, ...]] = {}
+        self._shared = shared if shared is not None and shared.evidence is self.evidence else None
+        self._steps: dict[int, tuple[Slot, ...]] = (
+            {} if self._shared is None else self._shared.of(self.pools)
+        )
 
     def begins(self, step: int) -> datetime:
         """When the job's part of a step begins: the arrival in its first step."""
@@ -432,7 +436,29 @@ class JobContext:
                         )
                     )
             found = self._steps[step] = tuple(out)
+            if self._shared is not None:
+                self._shared.added(self._steps)
         return found
+
+
+class SharedCandidates:
+    """Candidates per step of every job with the same feasible pools and priors: they depend
+    on nothing else (the trace, its evidence), so jobs share them. The latest `limit` steps
+    asked are kept per set of pools (memory does not grow with the jobs)."""
+
+    def __init__(self, evidence: Mapping[int, SeriesEvidence], limit: int = 4096) -> None:
+        self.evidence, self.limit = evidence, limit
+        self._by_pools: dict[tuple[tuple[int, float], ...], dict[int, tuple[Slot, ...]]] = {}
+
+    def of(self, pools: tuple[tuple[int, float], ...]) -> dict[int, tuple[Slot, ...]]:
+        found = self._by_pools.get(pools)
+        if found is None:
+            found = self._by_pools[pools] = {}
+        return found
+
+    def added(self, steps: dict[int, tuple[Slot, ...]]) -> None:
+        if len(steps) > self.limit:
+            del steps[next(iter(steps))]  # the first asked
 
 
 def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s: float) -> Rules:

@@ -196,15 +196,58 @@ class Replay:
         if cur is None or state.interrupted or state.overhead_h > 0.0:
             return step
         trace, run, nodes, pool = self.trace, self.run, self.nodes, cur.pool
+        span_h = _whole_step_h(trace)
+        if span_h is None:
+            return self._coast_measured(step, stop, repriced=repriced)
         prices, up = trace.prices[pool], trace.available[pool]
         duration = self.ctx.job.duration_h
-        span_h = _whole_step_h(trace)
+        price = cur.price_per_hour
+        # The evaluated step's arithmetic, in the same order, in locals: the cost, the
+        # segment's dollars and the work are sums of the same terms, added one step at a time.
+        done, cost, first = state.done_h, run.cost, step
+        seg = run.segments
+        usd = seg[-1][3] if seg and seg[-1][2] == pool and seg[-1][1] == step else None
+        while step < stop:
+            p = prices[step]
+            if not up[step] or p != p or span_h >= duration - done - 1e-12:
+                break  # interrupted or finishing: evaluated
+            if p != price:
+                if not repriced:
+                    break  # re-priced: evaluated
+                price = p
+            paid = p * nodes * span_h
+            cost += paid
+            usd = paid if usd is None else usd + paid
+            done += span_h
+            step += 1
+        if step == first:
+            return step
+        run.cost, state.done_h = cost, done
+        assert usd is not None
+        if seg and seg[-1][2] == pool and seg[-1][1] == first:
+            seg[-1] = (seg[-1][0], step, pool, usd)
+        else:
+            seg.append((first, step, pool, usd))
+        # What a checkpoint keeps only grows with the work done: the last step's is the most.
+        self._checkpoint(cur)
+        if price != cur.price_per_hour:  # as an evaluated step leaves it: at the last price
+            state.current = Slot(
+                cur.cloud, cur.region, cur.zone, cur.instance_type, cur.market, price,
+                cur.interruptions_per_hour, cur.pool,
+            )  # fmt: skip
+        return step
+
+    def _coast_measured(self, step: int, stop: int, *, repriced: bool) -> int:
+        """coast() where steps are not all step_s long: each measured, as the step replay does."""
+        state = self.state
+        cur = state.current
+        assert cur is not None
+        trace, run, nodes, pool = self.trace, self.run, self.nodes, cur.pool
+        prices, up = trace.prices[pool], trace.available[pool]
+        duration = self.ctx.job.duration_h
         price = cur.price_per_hour
         while step < stop:
-            if span_h is None:
-                span_h_here = (trace.at(step + 1) - trace.at(step)).total_seconds() / 3600.0
-            else:
-                span_h_here = span_h
+            span_h_here = (trace.at(step + 1) - trace.at(step)).total_seconds() / 3600.0
             p = prices[step]
             left = duration - state.done_h
             if not up[step] or p != p or span_h_here >= left - 1e-12:

@@ -53,10 +53,20 @@ import numpy.typing as npt
 
 from router.core.backtest_model import JobContext, JobRun, Trace
 from router.core.hindsight_moves import Moves, cross, distinct
+from router.core.hindsight_stretches import (
+    StretchProgramme,
+    stretch_starts,
+    stretch_work,
+    triangle,
+)
 
 Array = npt.NDArray[np.float64]
 MEMORY_CELLS = 4_000_000  # float64 cells (32 MB) of per-unit arrays kept for the path
+# Which programme solves a job: the cheaper of the two by its estimated work ("auto"), or one of
+# them always ("units", "stretches": the tests hold both to an independent search).
+SOLVER = "auto"
 _EPS = 1e-9
+_TIE = 1e-12  # relative: costs this close are equal (the sooner finish wins)
 _SECOND_H = 1 / 3600.0  # a schedule that ends up to a second after its deadline is on time
 
 
@@ -141,6 +151,7 @@ class _Problem:
         self.first_h = min(self.step_h, arrived)  # what is left of the first step (hours)
         self.model = self._moves(0)
         self.deadline_cut = False  # the deadline is inside the last step: a second late is on time
+        self.triangle = False  # moves obey the triangle inequality: stretches may be solved
 
     def _moves(self, steps: int) -> Moves:
         """Moves in a window of `steps` steps: the restore priced at its cheapest price."""
@@ -189,6 +200,7 @@ class _Problem:
         if price.shape[0] == 0 or not np.isfinite(price).any():
             return None
         self.model = model = self._moves(steps)
+        self.triangle = triangle(model)
         work_h, nodes, start = self.ctx.job.duration_h, self.nodes, model.start
         self.deadline_cut = False
         caps = self.caps(steps, deadline)
@@ -222,7 +234,7 @@ class _Problem:
             found = self._dp(price, caps, rest, placed, tail)
             if found is None:
                 continue
-            if best is None or (found.cost, found.ends) < (best.cost, best.ends):
+            if best is None or _better(found, best):
                 best = found
         return None if best is None else _Schedule(best.cost, best.runs())
 
@@ -252,6 +264,13 @@ class _Problem:
             late[-1] = _SECOND_H
         part[:, caps[:end] < frac_h - late] = np.inf
         ready0 = model.start if placed is None else model.enter(placed[:, None].copy())[:, 0]
+        if self.triangle and SOLVER != "units":
+            starts = stretch_starts(whole, part, t0, end)
+            if SOLVER == "stretches" or stretch_work(starts, m, count) < _unit_work(n, m, count):
+                prog = StretchProgramme(
+                    model, whole, part, t0, end, n, ready0, starts, MEMORY_CELLS
+                )
+                return self._stretched(prog, price, caps, placed, tail, frac_h)
         units = _Units(
             model,
             _Scan(whole, t0, m),
@@ -304,6 +323,51 @@ class _Problem:
         if not tail and units.part_last[q_end, d_end] <= best:  # the last unit: the fraction
             ends = self._ends_h(t0 + n - 1 + d_end, frac_h)
         return _Found(best, ends, runs)
+
+    def _stretched(
+        self,
+        prog: StretchProgramme,
+        price: Array,
+        caps: Array,
+        placed: Array | None,
+        tail: bool,
+        frac_h: float,
+    ) -> _Found | None:
+        """_dp by stretches (router.core.hindsight_stretches): the same schedules, the same
+        least cost."""
+        step_h, nodes, model = self.step_h, self.nodes, self.model
+        last, best = prog.forward()
+        at = len(prog.starts) - 1
+        if tail:
+            final = last[:, 1, -1]
+            into = model.enter(final[:, None].copy())[:, 0] + price[-1] * (caps[-1] * nodes)
+            q_tail = int(np.argmin(into))
+            cost = float(into[q_tail])
+            if not math.isfinite(cost):
+                return None
+            q_end = self._came_from(final, q_tail)
+            ends = self._ends_h(price.shape[0] - 1, float(caps[-1]))
+        else:
+            if best is None:
+                return None
+            cost, at, _ = best
+            q_end, src = prog.finish(cost, at)
+            t_last = prog.t0 + prog.starts[at - 1] + src.steps - 1
+            ends = self._ends_h(t_last, frac_h if src.fraction else step_h)
+
+        def runs() -> tuple[tuple[int, int, float], ...]:
+            out: list[tuple[int, int, float]] = []
+            if tail:
+                out.append((price.shape[0] - 1, q_tail, float(caps[-1])))
+            lag = prog.starts[at] - prog.n
+            back, first = prog.back(at, 1, q_end, lag, self._came_from, step_h, frac_h)
+            out.extend(back)
+            if placed is not None:
+                out.append((0, self._came_from(placed, first), float(caps[0])))
+            out.reverse()
+            return tuple(out)
+
+        return _Found(cost, ends, runs)
 
     def _was_fraction(
         self, units: _Units, j: int, q: int, d: int, part_usd: float, value: float
@@ -493,6 +557,20 @@ class _Units:
                 ready = self._enter(done)
             found = self._rebuilt[j]
         return found[layer]
+
+
+def _better(found: _Found, best: _Found) -> bool:
+    """Cheaper, or as cheap (to rounding: two programmes add the same costs in other orders)
+    and sooner done."""
+    if found.cost < best.cost * (1 - _TIE):
+        return True
+    return found.cost <= best.cost * (1 + _TIE) and found.ends < best.ends
+
+
+def _unit_work(n: int, m: int, count: int) -> float:
+    """A rough count of the array cells the unit programme touches (router.core.hindsight_
+    stretches.stretch_work counts the same for its own)."""
+    return n * (2.0 * count * m * 12 + 600.0 * count)
 
 
 def _cheapest(price: Array) -> float:

@@ -110,24 +110,28 @@ class Moves:
         out: Array = self.between[self.region_of, self.region_of[dst]]
         return out
 
-    def enter(self, value: Array) -> Array:
-        """(P, m), in place: the least of staying on each pool and moving there from any pool."""
+    def enter(self, value: Array, out: Array | None = None) -> Array:
+        """(P, …): the least of staying on each pool and moving there from any pool — in place,
+        or into `out` (value left as it is)."""
+        if out is None:
+            out = value
         if len(self.firsts) == 1:
-            np.minimum(value, value.min(axis=0) + self.restore_usd, out=value)
-            return value
+            np.minimum(value, value.min(axis=0) + self.restore_usd, out=out)
+            return out
         between = self.between
         if len(self.spans) > 3:  # many regions: one pass over (regions, regions, offsets)
             per_region = np.minimum.reduceat(value, self.firsts, axis=0)
-            best = (per_region[:, None, :] + between[:, :, None]).min(axis=0)
-            np.minimum(value, best[self.region_of], out=value)
-            return value
+            moves = between.reshape(between.shape + (1,) * (value.ndim - 1))
+            best = (per_region[:, None] + moves).min(axis=0)
+            np.minimum(value, best[self.region_of], out=out)
+            return out
         # A few regions (the usual case): span by span, no (R, R, m) temporary.
-        per_region = np.empty((len(self.spans), value.shape[1]))
+        per_region = np.empty((len(self.spans), *value.shape[1:]))
         for r, (a, b) in enumerate(self.spans):
             value[a:b].min(axis=0, out=per_region[r])
         for r, (a, b) in enumerate(self.spans):
             into = per_region[0] + between[0, r]
             for s in range(1, len(self.spans)):
                 np.minimum(into, per_region[s] + between[s, r], out=into)
-            np.minimum(value[a:b], into, out=value[a:b])
-        return value
+            np.minimum(value[a:b], into, out=out[a:b])
+        return out

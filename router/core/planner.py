@@ -60,7 +60,7 @@ from router.core.placement import (
     rejections_listed,
 )
 from router.core.plan_context import RESERVATION_SOURCE, RESERVED, JobContext
-from router.core.plan_costs import cost_rows, placement_of, rank_key
+from router.core.plan_costs import CostRow, cost_rows, placement_of, rank_key
 from router.core.quotas import QuotaBook
 from router.core.storage_prices import StoragePrices
 
@@ -95,10 +95,56 @@ def plan(
     (router.core.catalog.OffersResult.refused_offers): each is rejected, with the image reason
     when it is hardware the job asked for.
     """
-    if now.tzinfo is None:
-        raise ValueError("plan(now=...) must be timezone-aware (UTC)")
     if top is not None and top < 1:
         raise ValueError(f"plan(top=...) must be at least 1, got {top}")
+    ctx, rows, pending = _costed(
+        job, offers, org=org, egress=egress, now=now, require_fresh=require_fresh,
+        interruption=interruption, catalog=catalog, quotas=quotas, storage=storage,
+        refused=refused,
+    )  # fmt: skip
+    rows.sort(key=rank_key)
+    chosen = rows if top is None else rows[:top]
+    placements = [placement_of(row, ctx) for row in chosen]
+    return PlanResult.deferred(placements, pending)
+
+
+def feasible_offers(
+    job: Job,
+    offers: Sequence[Offer],
+    *,
+    org: OrgConfig,
+    egress: EgressTable,
+    now: datetime,
+    interruption: InterruptionModel,
+    storage: StoragePrices | None = None,
+) -> list[tuple[Offer, float]]:
+    """The offers plan() places the job on, each with its interruptions per instance-hour —
+    unranked, without the Placements' reasons (what the backtest asks for every job)."""
+    _, rows, _ = _costed(
+        job, offers, org=org, egress=egress, now=now, require_fresh=False,
+        interruption=interruption, catalog=None, quotas=None, storage=storage, refused=(),
+    )  # fmt: skip
+    return [(row.offer, row.rate_per_hour) for row in rows]
+
+
+def _costed(
+    job: Job,
+    offers: Sequence[Offer],
+    *,
+    org: OrgConfig,
+    egress: EgressTable,
+    now: datetime,
+    require_fresh: bool,
+    interruption: InterruptionModel,
+    catalog: HardwareLookup | None,
+    quotas: QuotaBook | None,
+    storage: StoragePrices | None,
+    refused: Sequence[tuple[Offer, str]],
+) -> tuple[JobContext, list[CostRow], list[PendingRejections]]:
+    """Filters 0-10 and the costs (module docstring): the job's context, the costed rows in no
+    order, and the rejections to list when asked."""
+    if now.tzinfo is None:
+        raise ValueError("plan(now=...) must be timezone-aware (UTC)")
     if job.data and storage is None:
         raise ValueError("plan(storage=...) is needed for a job with data (copy mode prices it)")
     ctx = JobContext(job, org, egress, now, require_fresh, interruption, storage, quotas)
@@ -194,10 +240,7 @@ def plan(
     rows, late_rejects = cost_rows(best.values(), ctx)
     if late_rejects:
         pending.append(rejections_fixed(late_rejects))
-    rows.sort(key=rank_key)
-    chosen = rows if top is None else rows[:top]
-    placements = [placement_of(row, ctx) for row in chosen]
-    return PlanResult.deferred(placements, pending)
+    return ctx, rows, pending
 
 
 def _image_rejection(o: Offer, why: str, ctx: JobContext) -> tuple[Offer, str, str]:

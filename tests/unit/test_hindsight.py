@@ -298,6 +298,7 @@ def small_cases(draw: st.DrawFn) -> tuple[JobContext, int | None]:
     return context(t, j), horizon
 
 
+@pytest.mark.parametrize("solver", ["units", "stretches"])
 @pytest.mark.parametrize("rebuilt", [False, True])
 @settings(
     max_examples=300,
@@ -305,8 +306,11 @@ def small_cases(draw: st.DrawFn) -> tuple[JobContext, int | None]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(case=small_cases())
-def test_the_optimum_matches_an_independent_search(rebuilt: bool, case, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_optimum_matches_an_independent_search(solver: str, rebuilt: bool, case, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     ctx, horizon = case
+    # Both programmes (the unit one, and the one by stretches wherever moves obey the triangle
+    # inequality — router.core.hindsight_stretches), each forced here where "auto" would pick.
+    monkeypatch.setattr(hindsight, "SOLVER", solver)
     if rebuilt:  # keep (almost) nothing: the path is rebuilt from every √n-th unit's array
         monkeypatch.setattr(hindsight, "MEMORY_CELLS", 1)
     if ctx.first_step >= ctx.trace.steps:
@@ -324,6 +328,62 @@ def test_the_optimum_matches_an_independent_search(rebuilt: bool, case, monkeypa
     assert run.finished_at is not None and run.finished_at >= ctx.arrived_at
     if ctx.job.deadline is not None and not run.deadline_missed:
         assert run.finished_at <= ctx.job.deadline + timedelta(seconds=1)
+
+
+@st.composite
+def still_cases(draw: st.DrawFn) -> JobContext:
+    """Longer traces that hold still for stretches (as real ones do): each pool's price and
+    availability change at a few drawn steps only."""
+    steps = draw(st.integers(10, 60))
+    chosen = draw(st.lists(st.sampled_from(PLACES), min_size=1, max_size=4, unique=True))
+    prices, available = [], []
+    for _ in chosen:
+        cuts = sorted(draw(st.sets(st.integers(1, steps - 1), max_size=4)))
+        row: list[float] = []
+        up: list[bool] = []
+        for a, b in zip([0, *cuts], [*cuts, steps], strict=True):
+            row += [draw(st.sampled_from([0.5, 1.0, 1.5, 3.0]))] * (b - a)
+            up += [draw(st.booleans())] * (b - a)
+        prices.append(tuple(row))
+        available.append(tuple(up))
+    t = Trace(START, 3600.0, tuple(chosen), tuple(prices), tuple(available))
+    arrival = START + timedelta(seconds=draw(st.integers(0, 7200)))
+    hours = draw(st.sampled_from([1.0, 2.5, 6.0, 9.75]))
+    deadline = None
+    if draw(st.booleans()):
+        deadline = arrival + timedelta(hours=hours * draw(st.sampled_from([1.0, 1.5, 4.0])))
+    j = job(
+        arrival=arrival,
+        duration_h=hours,
+        node_count=draw(st.integers(1, 2)),
+        restore_overhead_s=draw(st.sampled_from([0.0, 600.0])),
+        checkpoint_gb=draw(st.sampled_from([0.0, 100.0])),
+        data_cloud="aws",
+        data_region="us-east-1",
+        data_gb=draw(st.sampled_from([0.0, 500.0])),
+        deadline=deadline,
+    )
+    return context(t, j)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ctx=still_cases())
+def test_the_two_programmes_agree_on_cost_finish_and_what_they_report(ctx: JobContext) -> None:
+    if ctx.first_step >= ctx.trace.steps:
+        return
+    runs = {}
+    for solver in ("units", "stretches"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(hindsight, "SOLVER", solver)
+            runs[solver] = optimum_cost(ctx, price_matrix(ctx.trace))
+    units, stretches = runs["units"], runs["stretches"]
+    assert stretches.finished == units.finished
+    if not units.finished:
+        return
+    assert stretches.cost == pytest.approx(units.cost, rel=1e-9, abs=1e-9)
+    assert stretches.finished_at == units.finished_at  # ties go to the sooner finish in both
+    paid = sum(s[3] for s in stretches.segments) + sum(e[1] for e in stretches.extras)
+    assert paid == pytest.approx(stretches.cost, rel=1e-9, abs=1e-9)
 
 
 def test_a_job_with_no_pool_has_no_optimum() -> None:
