@@ -306,7 +306,9 @@ def small_cases(draw: st.DrawFn) -> tuple[JobContext, int | None]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(case=small_cases())
-def test_the_optimum_matches_an_independent_search(solver: str, rebuilt: bool, case, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_optimum_matches_an_independent_search(  # type: ignore[no-untyped-def]
+    solver: str, rebuilt: bool, case, monkeypatch
+) -> None:
     ctx, horizon = case
     # Both programmes (the unit one, and the one by stretches wherever moves obey the triangle
     # inequality — router.core.hindsight_stretches), each forced here where "auto" would pick.
