@@ -35,7 +35,9 @@ from components.startup import LOG_PATH, render_startup_script
 from tests.checkpoint.servers import StorageServer, start_gcs, start_s3
 from tests.components.rendezvous_servers import AzuriteOAuth, TokenServer, azurite_https
 
-FAST = {"poll_s": 0.2, "timeout_s": 30.0}
+# 60 s: with two test workers and the engine tests beside them, a node script took over 30 s
+# to meet its peer (both ended "the group did not form").
+FAST = {"poll_s": 0.2, "timeout_s": 60.0}
 KEYS = ("NODE_RANK", "NNODES", "MASTER_ADDR", "MASTER_PORT", "SKYPILOT_NODE_RANK",
         "SKYPILOT_NUM_NODES", "SKYPILOT_NODE_IPS", "SPOTROUTE_RDZV_ENDPOINT",
         "SPOTROUTE_GROUP_GENERATION", "SPOTROUTE_NODE_ID")
@@ -98,7 +100,7 @@ class Group:
                "RDZV_KEYS": json.dumps(KEYS), **job_env}
         self.procs[(node, boot)] = (subprocess.Popen(["bash", "-c", text], env=env), log)
 
-    def wait(self, node: str, boot: str, timeout_s: float = 90) -> tuple[int, str]:
+    def wait(self, node: str, boot: str, timeout_s: float = 180) -> tuple[int, str]:
         proc, log = self.procs[(node, boot)]
         code = proc.wait(timeout=timeout_s)
         return code, log.read_text() if log.exists() else ""
