@@ -17,7 +17,7 @@ from router.core.job.model import Job
 from router.core.offers import INTERRUPTION_BUCKETS, Offer
 from router.core.org import OrgConfig
 from router.core.placement import PlanResult
-from router.core.planner import RESERVATION_SOURCE, plan
+from router.core.planner import RESERVATION_SOURCE, feasible_offers, plan
 
 # instance type → (cloud, gpu, gpu_count, gpu_memory_gb, vcpus, memory_gb)
 TYPES = {
@@ -192,6 +192,24 @@ def test_placements_are_sorted_by_total_then_tie_breaks(
     ]  # fmt: skip
     assert keys == sorted(keys)
     assert len(set(keys)) == len(keys)
+
+
+@common
+@given(jobs(), orgs(), st.lists(offers(), max_size=30))
+def test_feasible_offers_are_exactly_what_plan_places(
+    job: Job, org: OrgConfig, given_offers: list[Offer]
+) -> None:
+    # The backtest's shortcut (the same filters, no Placements, no ranking) places the same.
+    def key(o: Any) -> tuple[Any, ...]:
+        return (o.cloud, o.region, o.zone, o.instance_type, o.market)
+
+    placements = run(job, given_offers, org).placements
+    placed = Counter((key(p), p.interruptions_per_hour) for p in placements)
+    found = feasible_offers(
+        job, given_offers, org=org, egress=EGRESS, now=NOW,
+        interruption=load_interruption_model(), storage=load_storage_prices(),
+    )  # fmt: skip
+    assert Counter((key(o), rate) for o, rate in found) == placed
 
 
 @common
