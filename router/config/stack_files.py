@@ -12,6 +12,7 @@ salt only the engine can add.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -172,9 +173,22 @@ class _PulumiStyle(yaml.SafeDumper):
         return '"' if style == "'" else style  # the CLI quotes with double quotes
 
 
+# Plain scalars a YAML 1.2 reader takes for numbers (the core schema, yaml.org/spec/1.2.2
+# §10.3.2; the Pulumi CLI reads stack files with go-yaml v3, whose resolver also takes 0b…, 0o…
+# and `_` between digits). PyYAML resolves by YAML 1.1 and leaves some of them plain — e.g. a
+# deployment id of "220447e0", which the CLI would read as the number 220447 — so they are
+# quoted, as the CLI quotes them.
+_YAML12_NUMBER = re.compile(
+    r"[-+]?(0b[01_]+|0o[0-7_]+|0x[0-9a-fA-F_]+|[0-9][0-9_]*)"
+    r"|[-+]?(\.[0-9][0-9_]*|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?"
+)
+
+
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     if "\n" in value and not any(line != line.rstrip() for line in value.split("\n")):
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    if _YAML12_NUMBER.fullmatch(value):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     return dumper.represent_scalar("tag:yaml.org,2002:str", value)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,33 +10,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from servers import STARTERS, StorageServer, Store
-
-_counter = itertools.count()
-
-
-_servers: dict[str, StorageServer] = {}
-
-
-def _server(kind: str) -> StorageServer:
-    if kind not in _servers:
-        _servers[kind] = STARTERS[kind]()
-    return _servers[kind]
+from servers import Store, make_store, stop_servers
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _stop_servers() -> Iterator[None]:
     yield
-    for server in _servers.values():
-        server.stop()
-
-
-def make_store(kind: str, tmp_path: Path) -> Store:
-    if kind == "file":
-        return Store("file", f"file://{tmp_path}/ckpt", {}, {})
-    server = _server(kind)
-    return Store(kind, f"{server.url}/t{next(_counter)}-{tmp_path.name}", server.storage_options,
-                 server.env)
+    stop_servers()
 
 
 @pytest.fixture(params=["file", "s3", "gcs", "azure"])

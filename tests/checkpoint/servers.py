@@ -7,6 +7,7 @@ and is stopped by its owner. The fsspec clients (s3fs, gcsfs, adlfs) talk to the
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
@@ -200,3 +201,25 @@ class Store:
         data[len(data) // 2] ^= 0x01
         fs.pipe_file(path, bytes(data))
 
+
+# One server of each kind per test process, started when a test first asks for it.
+_counter = itertools.count()
+_servers: dict[str, StorageServer] = {}
+
+
+def make_store(kind: str, tmp_path: Path) -> Store:
+    """A fresh store of `kind` ("file", "s3", "gcs", "azure") for one test."""
+    if kind == "file":
+        return Store("file", f"file://{tmp_path}/ckpt", {}, {})
+    if kind not in _servers:
+        _servers[kind] = STARTERS[kind]()
+    server = _servers[kind]
+    return Store(kind, f"{server.url}/t{next(_counter)}-{tmp_path.name}", server.storage_options,
+                 server.env)
+
+
+def stop_servers() -> None:
+    """Stop the servers make_store started (at the end of the test session)."""
+    for server in _servers.values():
+        server.stop()
+    _servers.clear()

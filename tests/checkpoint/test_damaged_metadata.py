@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import make_store
 from segments import run_segment
-from servers import Store
+from servers import Store, make_store
 from training import build, reference, run, same
 
 from router.checkpoint import Checkpointer

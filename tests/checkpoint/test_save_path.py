@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import make_store
-from servers import Store
+from servers import Store, make_store
 
 from router.checkpoint import Checkpointer
 from router.checkpoint.storage import Location, open_location

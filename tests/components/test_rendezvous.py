@@ -282,13 +282,14 @@ def test_a_replacement_with_a_new_name_takes_the_lost_nodes_place(
     group, _ = local_group
     group.start("node-a", "10.0.0.1", "boot-a", JOB_EXIT_node_a="1,0", JOB_AFTER_NOTICE_node_a="0")
     group.start("node-b", "10.0.0.2", "boot-b", JOB_EXIT_node_b="1", JOB_NOTICE_node_b="0")
-    assert group.wait("node-b", "boot-b")[0] == 1
+    code_b, log_b = group.wait("node-b", "boot-b")
+    assert code_b == 1 and "formed generation" in log_b, log_b
     group.start("node-c", "10.0.0.3", "boot-c")  # e.g. a new VM of an Azure scale set
 
     code_a, log_a = group.wait("node-a", "boot-a")
     code_c, log_c = group.wait("node-c", "boot-c")
 
-    assert (code_a, code_c) == (0, 0), log_a + log_c
+    assert (code_a, code_c) == (0, 0), log_a + log_c + "\n-- node-b:\n" + log_b
     assert "node-b" not in log_c  # b's entry is older than c's wait: b is gone
     seen = group.seen("node-c")
     assert (seen["NODE_RANK"], seen["SKYPILOT_NODE_IPS"]) == ("1", "10.0.0.1\n10.0.0.3")

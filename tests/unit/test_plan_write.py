@@ -159,6 +159,29 @@ def test_the_writer_lays_out_yaml_as_the_pulumi_cli_does(tmp_path: Path) -> None
     )
 
 
+# Recorded from `pulumi config set-all --json` (v3.274.1): the CLI reads stack files as YAML 1.2
+# (go-yaml v3), so it double-quotes every string that would read back as a number there — some
+# of which PyYAML (YAML 1.1) leaves plain; a string that is no number stays plain.
+NUMBER_LIKE = {"a": ("220447e0", '"220447e0"'), "b": ("0x1f", '"0x1f"'), "c": ("1_000", '"1_000"'),
+               "d": ("12345678", '"12345678"'), "e": ("1e5", '"1e5"'), "f": ("0o17", '"0o17"'),
+               "g": ("0b101", '"0b101"'), "h": (".5", '".5"'), "i": ("+1", '"+1"'),
+               "j": ("a3e5f0c1", "a3e5f0c1"), "k": ("12e", "12e"), "l": ("1.5e+3", '"1.5e+3"'),
+               "m": ("0e1", '"0e1"'), "n": ("1.", '"1."'), "o": ("-.5e-2", '"-.5e-2"')}  # fmt: skip
+
+
+def test_a_string_a_yaml_1_2_reader_takes_for_a_number_is_quoted_as_the_cli_quotes_it(
+    tmp_path: Path,
+) -> None:
+    # A deployment id of "220447e0" written plain was read by the CLI as the number 220447
+    # (tests/engine/test_review_loop_engine.py met it, the id being random).
+    path = tmp_path / "Pulumi.x.yaml"
+    write_stack_file(path, {k: value for k, (value, _) in NUMBER_LIKE.items()})
+    assert path.read_text() == "config:\n" + "".join(
+        f"  spotroute:{k}: {shown}\n" for k, (_, shown) in NUMBER_LIKE.items()
+    )
+    assert read_stack_file(path) == {k: value for k, (value, _) in NUMBER_LIKE.items()}
+
+
 def test_review_without_a_stack_file_advises_plan_write(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
