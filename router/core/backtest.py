@@ -61,7 +61,6 @@ from router.core.job.model import Job
 from router.core.job.problems import parse_job
 from router.core.offers import Offer
 from router.core.org import OrgConfig
-from router.core.placement import Placement, PlanResult
 from router.core.plan_explain import no_fit_reason
 from router.core.planner import feasible_offers, plan
 from router.core.storage_prices import StoragePrices
@@ -71,7 +70,7 @@ PlanFeasible = Callable[[WorkloadJob, Sequence[Offer], datetime], Sequence[Any]]
 
 
 class FeasibleOffer(NamedTuple):
-    """A pool the planner places a job on (what feasible_pools reads of a Placement)."""
+    """A pool the planner places a job on, with its interruptions per instance-hour."""
 
     cloud: str
     region: str
@@ -179,13 +178,8 @@ def feasible_pools(
         (p.cloud, p.region, p.zone, p.instance_type, p.market): i for i, p in enumerate(trace.pools)
     }
     now = max(job.arrival, trace.at(step))  # it arrives within its first step
-    offers = job_offers(job, trace, step)
-    feasible = getattr(plan_feasible, "feasible", None)  # the planner without its Placements
-    placed: Sequence[Any] = (
-        feasible(job, offers, now) if feasible is not None else plan_feasible(job, offers, now)
-    )
     out = []
-    for p in placed:
+    for p in plan_feasible(job, job_offers(job, trace, step), now):
         i = index.get((p.cloud, p.region, p.zone, p.instance_type, p.market))
         if i is not None:
             out.append((i, float(p.interruptions_per_hour)))
@@ -249,7 +243,7 @@ def planner_ranking(
 
 
 class PlannerRanking:
-    """The planner's feasible placements of a workload job (`why_not`: why none, in words)."""
+    """The planner's feasible pools of a workload job (`why_not`: why none, in words)."""
 
     def __init__(
         self,
@@ -267,26 +261,11 @@ class PlannerRanking:
             spec = self._specs[job.name] = job_spec(job)
         return spec
 
-    def _plan(self, job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> PlanResult:
-        return plan(
-            self._spec(job),
-            offers,
-            org=self.org,
-            egress=self.egress,
-            now=now,
-            interruption=self.interruption,
-            storage=self.storage,
-        )
-
     def __call__(
         self, job: WorkloadJob, offers: Sequence[Offer], now: datetime
-    ) -> Sequence[Placement]:
-        return self._plan(job, offers, now).placements
-
-    def feasible(
-        self, job: WorkloadJob, offers: Sequence[Offer], now: datetime
     ) -> list[FeasibleOffer]:
-        """The offers __call__ places, unranked, without the Placements (the same filters)."""
+        """The offers plan() places the job on, unranked, without building Placements (the
+        same filters: planner.feasible_offers)."""
         return [
             FeasibleOffer(o.cloud, o.region, o.zone, o.instance_type, o.market, rate)
             for o, rate in feasible_offers(
@@ -296,7 +275,11 @@ class PlannerRanking:
         ]  # fmt: skip
 
     def why_not(self, job: WorkloadJob, offers: Sequence[Offer], now: datetime) -> str:
-        return no_fit_reason(self._spec(job), self._plan(job, offers, now).rejected)
+        result = plan(
+            self._spec(job), offers, org=self.org, egress=self.egress, now=now,
+            interruption=self.interruption, storage=self.storage,
+        )  # fmt: skip
+        return no_fit_reason(self._spec(job), result.rejected)
 
 
 def run_backtest(
