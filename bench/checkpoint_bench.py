@@ -3,7 +3,7 @@
     python bench/checkpoint_bench.py [--size-gb 1] [--backends file,s3]
 
 For a model whose parameters total --size-gb (fp32 4096×4096 layers), per backend:
-  save     Checkpointer.save(blocking=True): DCP write (io_threads() files) + checksums +
+  save     Checkpointer.save(blocking=True): DCP write (io_threads(local=True) files) + checksums +
            rank files + manifest
   restore  Checkpointer.restore of the only checkpoint: every file's checksum (xxh3-64) checked,
            then DCP load into the model; restore_newest: the newest of two (file://: each file
@@ -293,14 +293,20 @@ def bench_series(url: str, model: torch.nn.Module, saves: int) -> dict[str, floa
     gc.callbacks.append(on_gc)
     try:
         with Checkpointer(f"{url}/series", interval_s=None, handle_sigterm=False) as ckpt:
+            ckpt.save(0, blocking=True, model=model)  # untimed: a process's first save imports DCP
             for step in range(1, saves + 1):
                 for _ in range(20):  # a little training: autograd's garbage, as between saves
                     loss = small(torch.randn(32, 256)).square().mean()
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
+                # Each timed write starts with the file system's journal committed: saves minutes
+                # apart find it so (ext4 commits every 5 s), and otherwise each side pays for the
+                # other's deleted 200 MB (a discard on this disk) in its fsync.
+                os.sync()
                 raw_s.append(raw_write(fs, f"{root}/raw.bin", model, fsync=True))
                 fs.rm(f"{root}/raw.bin")
+                os.sync()
                 t0 = time.perf_counter()
                 ckpt.save(step, blocking=True, model=model)
                 t1 = time.perf_counter()
@@ -318,7 +324,8 @@ def bench_series(url: str, model: torch.nn.Module, saves: int) -> dict[str, floa
     hit = [s for s in in_save if s > 0.005]
     mb = nbytes(model) / 1e6
     print(f"series: {saves} synchronous saves of {mb:.0f} MB in {len(list(model.parameters()))} "
-          "tensors (file://, keep 3) against a raw copy + fsync of the same bytes before each")
+          f"tensors (file://, keep 3, {ckpt.io_threads} file(s) a save) against a raw copy + "
+          "fsync of the same bytes before each")
     print("  save / raw per save: " + " ".join(f"{r:.2f}" for r in ratios))
     save_p95 = statistics.quantiles(saves_s, n=20, method="inclusive")[18]
     raw_p95 = statistics.quantiles(raw_s, n=20, method="inclusive")[18]

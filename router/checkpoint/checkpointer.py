@@ -96,8 +96,9 @@ class Checkpointer(SavingMixin, FromEnvMixin, NoticeHandlingMixin, PlainDirector
             raise ValueError("keep must be at least 1: the newest complete checkpoint stays")
         if io_threads is not None and io_threads < 1:
             raise ValueError("io_threads must be at least 1 (files a rank writes at once)")
-        self.io_threads = io_threads or default_io_threads()  # files per rank and save
         self.location: Location = open_location(url, storage_options)
+        # files per rank and save
+        self.io_threads = io_threads or default_io_threads(local=self.location.is_local)
         self._retention = Retention(self.location, keep)  # rank 0's, after each commit
         self.url = url
         self.interval_s = interval_s

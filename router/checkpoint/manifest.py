@@ -11,6 +11,8 @@ marker `<url>/interruption.json` sits beside the checkpoints.
 from __future__ import annotations
 
 import json
+import os
+import threading
 import zlib
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
@@ -182,9 +184,19 @@ class ChecksumWriter:
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        self.checksum.update(view)
+        if view.nbytes < BESIDE_BYTES:
+            self.checksum.update(view)
+            written = self._raw.write(view)
+        else:
+            # A tensor's bytes: checksummed on a helper thread while this one writes them (both
+            # release the GIL), so a save costs the write, not the write plus the checksum. The
+            # caller may free or reuse the buffer once write returns: wait for the checksum.
+            checksummed = _checksum_pool().submit(self.checksum.update, view)
+            try:
+                written = self._raw.write(view)
+            finally:
+                checksummed.result()
         self.size += view.nbytes
-        written = self._raw.write(view)
         return view.nbytes if written is None else int(written)
 
     def close(self) -> None:
@@ -216,6 +228,25 @@ class ChecksumWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+BESIDE_BYTES = 1 << 20  # writes at least this large are checksummed beside the write
+CHECKSUM_THREADS = 4  # = verified_io.MAX_IO_THREADS (which imports this module)
+_POOL_LOCK = threading.Lock()
+_POOL: tuple[int, Any] | None = None  # (pid, executor): a forked child makes its own
+
+
+def _checksum_pool() -> Any:
+    """Threads that checksum large writes while the writing threads write them (as many as
+    writing threads a rank may run: verified_io.MAX_IO_THREADS)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=CHECKSUM_THREADS,
+                                                     thread_name_prefix="spotroute-checksum"))
+        return _POOL[1]
 
 
 def crc_hex(crc: int) -> str:

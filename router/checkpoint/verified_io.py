@@ -27,13 +27,17 @@ from router.checkpoint.storage import Location
 MAX_IO_THREADS = 4
 
 
-def io_threads() -> int:
+def io_threads(local: bool = False) -> int:
     """How many files each rank writes at once (DCP's thread_count) unless
     Checkpointer(io_threads=) says: one per CPU this rank has (cores / LOCAL_WORLD_SIZE), at
-    most MAX_IO_THREADS. Restore reads a rank's files at once, up to MAX_IO_THREADS."""
+    most MAX_IO_THREADS; to a local disk (`local`), one per two of those CPUs, because each
+    writing thread keeps a second one busy checksumming beside it (manifest.ChecksumWriter) —
+    with a writer per CPU, two writers on two cores made one save in five 2-4x slower here
+    (docs/benchmarks.md). Restore reads a rank's files at once, up to MAX_IO_THREADS."""
     text = os.environ.get("LOCAL_WORLD_SIZE", "")  # torchrun's ranks on this node
     per_node = int(text) if text.isdigit() and int(text) > 0 else 1
-    return max(1, min(MAX_IO_THREADS, (os.cpu_count() or 1) // per_node))
+    cpus = (os.cpu_count() or 1) // per_node
+    return max(1, min(MAX_IO_THREADS, cpus // 2 if local else cpus))
 
 
 def io_pool(files: int, name: str) -> ThreadPoolExecutor:

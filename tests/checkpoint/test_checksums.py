@@ -5,13 +5,23 @@ router checks a job's checkpoints with the same algorithms."""
 
 from __future__ import annotations
 
+import io
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from training import build, params, same, train_step
 
-from router.checkpoint import Checkpointer, Manifest
-from router.checkpoint.manifest import Checksum, checksum_bytes, checksum_stream, default_algorithm
+from router.checkpoint import Checkpointer, Manifest, manifest
+from router.checkpoint.manifest import (
+    BESIDE_BYTES,
+    Checksum,
+    ChecksumWriter,
+    checksum_bytes,
+    checksum_stream,
+    default_algorithm,
+)
 from router.config import checkpoints as router_files
 
 # Published check values: the CRC catalogue's over b"123456789", xxHash's XXH3_64bits of b"".
@@ -39,6 +49,57 @@ def test_a_stream_is_checksummed_across_piece_boundaries(tmp_path: Path) -> None
     path.write_bytes(data)
     with path.open("rb") as stream:
         assert checksum_stream(stream, "xxh3-64") == (len(data), checksum_bytes(data, "xxh3-64"))
+
+
+@pytest.mark.parametrize("algorithm", ["xxh3-64", "crc32"])
+def test_a_large_write_is_checksummed_beside_it_and_done_when_write_returns(
+        monkeypatch: pytest.MonkeyPatch, algorithm: str) -> None:
+    """A tensor's bytes (BESIDE_BYTES or more) are checksummed on another thread while written;
+    write() returns only once they are checksummed, so the caller may then reuse the buffer."""
+    threads: list[str] = []
+    original = Checksum.update
+
+    def slow_update(self: Checksum, data: object) -> None:
+        threads.append(threading.current_thread().name)
+        time.sleep(0.05)  # a checksum slower than the write: write must still wait for it
+        original(self, data)
+
+    monkeypatch.setattr(Checksum, "update", slow_update)
+    sink = io.BytesIO()
+    writer = ChecksumWriter(sink, algorithm)
+    buffer = bytearray(b"\x5a" * BESIDE_BYTES)
+    writer.write(b"header")
+    writer.write(buffer)
+    buffer[:] = b"\x00" * BESIDE_BYTES  # reused by the caller once write returned
+    writer.write(memoryview(buffer))
+    expected = b"header" + b"\x5a" * BESIDE_BYTES + b"\x00" * BESIDE_BYTES
+    monkeypatch.setattr(Checksum, "update", original)
+    assert (writer.size, writer.checksum.hexdigest()) == (len(expected),
+                                                          checksum_bytes(expected, algorithm))
+    assert sink.getvalue() == expected
+    here = threading.current_thread().name
+    assert threads[0] == here  # a small write: checksummed in the writing thread
+    assert all(name != here and name.startswith("spotroute-checksum") for name in threads[1:])
+
+
+def test_a_forked_child_checksums_with_its_own_threads() -> None:
+    """The checksum threads are per process: a child forked after the parent made them gets its
+    own (an executor copied by fork has no threads and would never run the checksum)."""
+    import multiprocessing
+
+    checksum_in_child(BESIDE_BYTES)  # the parent's threads exist, and are idle
+    parent = manifest._checksum_pool()
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        digest = pool.apply_async(checksum_in_child, (BESIDE_BYTES + 1,)).get(timeout=60)
+    assert digest == checksum_bytes(b"\x01" * (BESIDE_BYTES + 1), "xxh3-64")
+    assert manifest._checksum_pool() is parent
+
+
+def checksum_in_child(size: int) -> str:
+    writer = ChecksumWriter(io.BytesIO(), "xxh3-64")
+    writer.write(b"\x01" * size)
+    return str(writer.checksum.hexdigest())
 
 
 def test_new_manifests_use_xxh3_where_xxhash_is_installed() -> None:

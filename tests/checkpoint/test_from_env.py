@@ -24,7 +24,7 @@ def test_the_settings_come_from_the_variables(tmp_path: Path) -> None:
         assert (ckpt.interval_s, ckpt.keep, ckpt.io_threads) == (600.0, 5, 3)
         assert (ckpt.job_id, ckpt.asynchronous, ckpt.placement) == ("j-1", False, "train.2")
     with from_env(tmp_path) as default:
-        assert (default.keep, default.io_threads) == (3, dcp.io_threads())
+        assert (default.keep, default.io_threads) == (3, dcp.io_threads(local=True))
 
 
 @pytest.mark.parametrize("name", ["SPOTROUTE_CHECKPOINT_KEEP", "SPOTROUTE_CHECKPOINT_THREADS"])
@@ -54,14 +54,18 @@ def test_io_threads_below_one_is_refused(tmp_path: Path) -> None:
         Checkpointer(tmp_path.as_uri(), io_threads=0)
 
 
-@pytest.mark.parametrize(("local_world_size", "cpus", "threads"),
-                         [(None, 2, 2), ("1", 16, 4), ("8", 16, 2), ("4", 2, 1), ("x", 2, 2)])
+@pytest.mark.parametrize(("local_world_size", "cpus", "threads", "local_threads"),
+                         [(None, 2, 2, 1), ("1", 16, 4, 4), ("8", 16, 2, 1), ("4", 2, 1, 1),
+                          ("x", 2, 2, 1), ("1", 6, 4, 3)])
 def test_the_default_is_a_thread_per_cpu_of_the_rank_at_most_four(
         monkeypatch: pytest.MonkeyPatch, local_world_size: str | None, cpus: int,
-        threads: int) -> None:
+        threads: int, local_threads: int) -> None:
+    """An object store: a file per CPU of the rank. A local disk: one per two CPUs (each
+    writing thread keeps a second CPU checksumming beside it)."""
     if local_world_size is None:
         monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     else:
         monkeypatch.setenv("LOCAL_WORLD_SIZE", local_world_size)
     monkeypatch.setattr(dcp.os, "cpu_count", lambda: cpus)
     assert dcp.io_threads() == threads
+    assert dcp.io_threads(local=True) == local_threads
