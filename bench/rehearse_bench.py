@@ -39,12 +39,14 @@ def main() -> int:
     parser.add_argument("--unannounced-outages", action="store_true")
     parser.add_argument("--interval", default="1s")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--watchers", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     options = RehearsalOptions(
         speed=args.speed, chaos=args.chaos, jobs=args.jobs, days=args.days,
         directory=args.dir, interval_s=parse_duration_s(args.interval), seed=args.seed,
+        watchers=args.watchers,
         unannounced_outages=args.unannounced_outages,
     )  # fmt: skip
     started = time.monotonic()

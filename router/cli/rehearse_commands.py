@@ -38,6 +38,14 @@ from router.cli.options import json_option
 @click.option("--interval", default="1s", show_default=True, help="The watcher's --interval.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --chaos.")
 @click.option(
+    "--watchers",
+    type=click.IntRange(1, 8),
+    default=1,
+    show_default=True,
+    help="route watch processes side by side (a lease keeps each job to one): each runs engine "
+    "steps one at a time.",
+)
+@click.option(
     "--unannounced-outages",
     is_flag=True,
     help="A zone that is out keeps its offer and refuses launches, as a cloud does (default: "
@@ -72,6 +80,7 @@ def rehearse(
     directory: Path | None,
     interval: str,
     seed: int,
+    watchers: int,
     unannounced_outages: bool,
     price_files: tuple[Path, ...],
     availability: tuple[str, ...],
@@ -105,6 +114,7 @@ def rehearse(
         directory=directory,
         interval_s=interval_s,
         seed=seed,
+        watchers=watchers,
         unannounced_outages=unannounced_outages,
     )
     progress = None if as_json or not sys.stderr.isatty() else render_rehearsal.Progress()

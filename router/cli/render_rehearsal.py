@@ -53,6 +53,7 @@ def rehearsal_tables(report: RehearsalReport) -> None:
     table = Table(
         title=f"Rehearsal of {report.workload} at {report.speed:g}×"
         + (" with chaos" if report.chaos else "")
+        + (f", {report.watchers} watchers" if report.watchers > 1 else "")
         + f": {report.trace_start:%Y-%m-%d %H:%M} → {report.trace_end:%Y-%m-%d %H:%M} "
         f"(realised | predicted)"
     )

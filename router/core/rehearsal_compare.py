@@ -18,8 +18,10 @@ the run measured:
   prediction's policy places at once, on the zones available at that step);
 - **engine busy** — the watcher decided on the job late: its passes waited for other jobs'
   engine steps (route watch runs them one at a time, and a pass waits for all of its jobs);
-- **lease held** — the watcher skipped the job because a lease was held (a deploy's, or a
-  killed watcher's);
+- **lease held** — the watcher skipped the job because another router held its lease (a
+  killed watcher's; not the job's own deploy, nor another of `--watchers` at work on it);
+- **slow teardown** — its last placement was billed for longer than a cloud's launch after the
+  job finished, until the watcher had its stack destroyed (the prediction stops at the finish);
 - **decision at a different moment** — the placements differ: another region, or the same one
   at another time (the watcher decides every interval, on the evidence it has seen);
 - **unexplained** — none of these: a difference the rehearsal cannot account for.
@@ -224,10 +226,23 @@ def causes_of(ran: RanJob, predicted: JobRun, stints: Sequence[Stint]) -> tuple[
         )
     if ran.lease_skips:
         found.append(f"lease held: the watcher skipped it {ran.lease_skips}× (another's lease)")
+    after = _billed_after_finish_s(ran)
+    if after > SLOW_ENGINE_S:
+        found.append(
+            f"slow teardown: billed {after / 3600:.2f} h after it finished, until the watcher "
+            "had its stack destroyed (the prediction stops at the finish)"
+        )
     moment = _first_difference(ran.stints, stints)
     if moment:
         found.append(f"decision at a different moment: {moment}")
     return tuple(found) or ("unexplained",)
+
+
+def _billed_after_finish_s(ran: RanJob) -> float:
+    """Simulated seconds its last placement was billed after the job finished."""
+    if ran.finished_at is None or not ran.stints or ran.stints[-1].end is None:
+        return 0.0
+    return max(0.0, (ran.stints[-1].end - ran.finished_at).total_seconds())
 
 
 def _why(reason: str) -> str:

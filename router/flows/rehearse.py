@@ -63,6 +63,7 @@ CHAOS_JOBS_PER_PREEMPT = 4  # --chaos: one node preempted without notice per thi
 DEPLOY_RETRY_S = 5.0
 QUICK_EXIT_S = 5.0  # a watcher that exits this soon after its start did not get going
 STOP_TIMEOUT_S = 300.0
+MAX_WATCHERS = 8
 _TICK_S = 0.2
 Progress = Callable[[datetime, int, int], None]  # (simulated now, jobs finished, jobs)
 
@@ -79,6 +80,9 @@ class RehearsalOptions:
     directory: Path | None = None  # where to keep it all; None = a new temporary directory
     interval_s: float = DEFAULT_INTERVAL_S
     seed: int = 0
+    # `route watch` processes side by side (leases keep each job to one of them): a watcher
+    # runs engine steps one at a time, so more of them take more jobs' steps at once.
+    watchers: int = 1
     # A zone that is out keeps its offer and refuses launches, as a cloud does — the system the
     # backtest's policies (which see which zones are usable) do not model; default: withdrawn.
     unannounced_outages: bool = False
@@ -94,6 +98,8 @@ class RunLog:
     deploys: dict[str, list[tuple[datetime, datetime, int]]] = field(default_factory=dict)
     watcher_runs: int = 0
     watcher_kills: list[datetime] = field(default_factory=list)
+    watcher_pids: list[int] = field(default_factory=list)  # every watcher process started
+    killed_pids: list[int] = field(default_factory=list)  # of them, SIGKILLed by --chaos
     chaos_preemptions: list[tuple[str, datetime]] = field(default_factory=list)
     destroyed_at_end: list[str] = field(default_factory=list)
 
@@ -119,31 +125,39 @@ def rehearse(
         raise BadInput(f"--speed: {options.speed:g} — use 1 … 3600 simulated seconds per second")
     if options.interval_s <= 0:
         raise BadInput(f"--interval: {options.interval_s:g} s — use a duration above 0")
+    if not 1 <= options.watchers <= MAX_WATCHERS:
+        raise BadInput(f"--watchers: {options.watchers} — use 1 … {MAX_WATCHERS} watch processes")
     inputs = load_backtest_inputs(workload_path, prices=prices, availability=availability)
     trace = cut_trace(inputs.trace, options.days)
     workload = inputs.workload.workload
     picked = chosen_jobs(workload, trace, count=options.jobs, names=options.job_names)
+    existed = options.directory is not None and options.directory.exists()
     dirs = RehearsalDirs(_directory(options.directory))
     clock = Clock(trace.start, datetime.now(UTC) + timedelta(seconds=SETUP_LEAD_S), options.speed)
     regions = region_names(trace.pools)
     capacity = sum(j.node_count for j in picked)
-    write_project(
-        dirs,
-        workload=workload.name,
-        clock=clock,
-        profile=_profile(trace, workload),
-        rows=market_rows(
-            trace,
-            regions,
-            speed=options.speed,
-            capacity=capacity,
-            announced=not options.unannounced_outages,
-        ),
-    )
-    names = job_names(picked)
-    plans = [job_plan(j, names[j.name], clock) for j in picked]
-    for plan in plans:
-        write_job(dirs, plan, clock, regions_for(plan.job, trace, regions))
+    try:
+        write_project(
+            dirs,
+            workload=workload.name,
+            clock=clock,
+            profile=_profile(trace, workload),
+            rows=market_rows(
+                trace,
+                regions,
+                speed=options.speed,
+                capacity=capacity,
+                announced=not options.unannounced_outages,
+            ),
+        )
+        names = job_names(picked)
+        plans = [job_plan(j, names[j.name], clock) for j in picked]
+        for plan in plans:
+            written = write_job(dirs, plan, clock, regions_for(plan.job, trace, regions))
+            _check_job_file(written, plan, options.speed)
+    except BadInput:
+        _empty(dirs.root, made=not existed)  # as it was: absent, or empty
+        raise
     run = _Run(dirs, plans, clock, options, end=clock.real_at(trace.end), on_progress=on_progress)
     log = run.go()
     if run.failed:
@@ -161,6 +175,37 @@ def rehearse(
         sources=inputs.sources,
         leftover_wait_s=30.0,
     )
+
+
+def _check_job_file(path: Path, plan: JobPlan, speed: float) -> None:
+    """What `route deploy` would refuse is refused before the market starts, not at the job's
+    arrival minutes in: on the accelerated clock a short job or interval may fall below what a
+    job file may say (BadInput naming --speed)."""
+    import yaml
+
+    from router.core.job.problems import check_data
+
+    _, problems = check_data(yaml.safe_load(path.read_text()), str(path))
+    if problems:
+        raise BadInput(
+            f"--speed: at {speed:g}× workload job {plan.job.name} is not a valid job file "
+            f"({problems[0].split(': ', 1)[-1]}) — use a lower --speed"
+        )
+
+
+def _empty(root: Path, *, made: bool) -> None:
+    """Take back what the rehearsal wrote: the directory it made, or the contents of the empty
+    one it was given (that is all it holds)."""
+    import shutil
+
+    if made:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for child in root.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def _directory(given: Path | None) -> Path:
@@ -199,14 +244,15 @@ class _Run:
         self.env = route_env(dirs)
         self.log = RunLog(started_at=datetime.now(UTC))
         self.rng = random.Random(options.seed)
-        self.watcher: subprocess.Popen[bytes] | None = None
-        self.watch_log: IO[bytes] | None = None
+        count = options.watchers
+        self.watchers: list[subprocess.Popen[bytes] | None] = [None] * count
+        self.watch_logs: list[IO[bytes] | None] = [None] * count
+        self.watchers_started = [datetime.now(UTC)] * count
+        self.quick_exits = [0] * count
         self.pending: dict[str, datetime] = {p.name: p.submit_at for p in plans}
         self.deploying: dict[str, tuple[subprocess.Popen[bytes], datetime]] = {}
         self.finished: set[str] = set()
         self.failed = ""  # why the rehearsal cannot go on (a job file the CLI refuses)
-        self.watcher_started = datetime.now(UTC)
-        self.quick_exits = 0
         self.sampler: Any = None
         self.next_kill = self._after(CHAOS_KILL_EVERY_S) if options.chaos else None
         self.preempt_at = self._preempt_times() if options.chaos else []
@@ -219,7 +265,8 @@ class _Run:
         sampler = self.sampler = Sampler(self.dirs, [p.name for p in self.plans]).start()
         try:
             self._wait_until(self.clock.real_start)
-            self._start_watcher()
+            for i in range(len(self.watchers)):
+                self._start_watcher(i)
             while True:
                 now = datetime.now(UTC)
                 self._submit(now)
@@ -239,7 +286,7 @@ class _Run:
                     break
                 time.sleep(_TICK_S)
         finally:
-            self._stop_watcher()
+            self._stop_watchers()
             self._end_deploys()
             self._finish_journals()
             self._destroy_unfinished()
@@ -315,66 +362,76 @@ class _Run:
 
     # --- the watcher ---------------------------------------------------------------------------
 
-    def _start_watcher(self) -> None:
-        if self.watch_log is None:
-            self.watch_log = open(self.dirs.logs / "watch.log", "ab")  # noqa: SIM115
+    def _start_watcher(self, i: int) -> None:
+        """Watcher i: `route watch`, its JSON lines in logs/watch.log (watch-<i>.log beside it
+        for the second and later: one writer per file)."""
+        if self.watch_logs[i] is None:
+            self.watch_logs[i] = open(self.dirs.logs / watch_log_name(i), "ab")  # noqa: SIM115
         interval = f"{self.options.interval_s:g}s"
-        self.watcher = subprocess.Popen(
+        proc = subprocess.Popen(
             route_command("watch", "--interval", interval, "--log-format", "json"),
             cwd=self.dirs.project,
             env=self.env,
             stdin=subprocess.DEVNULL,
-            stdout=self.watch_log,
+            stdout=self.watch_logs[i],
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group: the engine's too
         )
+        self.watchers[i] = proc
         self.log.watcher_runs += 1
-        self.watcher_started = datetime.now(UTC)
+        self.log.watcher_pids.append(proc.pid)
+        self.watchers_started[i] = datetime.now(UTC)
 
     def _keep_watcher(self) -> None:
         """A watcher that exited by itself is started again; one that keeps exiting at once
         (a project it cannot watch) stops the rehearsal."""
-        if self.watcher is None or self.watcher.poll() is None:
-            return
-        quick = (datetime.now(UTC) - self.watcher_started).total_seconds() < QUICK_EXIT_S
-        self.quick_exits = self.quick_exits + 1 if quick else 0
-        if self.quick_exits >= 3:
-            self.failed = (
-                f"route watch exited at once 3 times: {_last_line(self.dirs.logs / 'watch.log')}"
-            )
-            return
-        self._start_watcher()
+        for i, proc in enumerate(self.watchers):
+            if proc is None or proc.poll() is None:
+                continue
+            quick = (datetime.now(UTC) - self.watchers_started[i]).total_seconds() < QUICK_EXIT_S
+            self.quick_exits[i] = self.quick_exits[i] + 1 if quick else 0
+            if self.quick_exits[i] >= 3:
+                last = _last_line(self.dirs.logs / watch_log_name(i))
+                self.failed = f"route watch exited at once 3 times: {last}"
+                return
+            self._start_watcher(i)
 
-    def _kill_watcher(self) -> None:
-        """SIGKILL the watcher and what it started in its session (the engine's processes)."""
-        if self.watcher is None or self.watcher.poll() is not None:
+    def _kill_watcher(self, i: int) -> None:
+        """SIGKILL watcher i and what it started in its session (the engine's processes)."""
+        proc = self.watchers[i]
+        if proc is None or proc.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.watcher.pid, signal.SIGKILL)
-        self.watcher.wait()
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
         self.log.watcher_kills.append(datetime.now(UTC))
+        self.log.killed_pids.append(proc.pid)
 
-    def _stop_watcher(self) -> None:
-        """SIGTERM: the watcher finishes the step in flight and exits; SIGKILL after a while."""
-        if self.watcher is not None and self.watcher.poll() is None:
-            self.watcher.send_signal(signal.SIGTERM)
+    def _stop_watchers(self) -> None:
+        """SIGTERM: each watcher finishes the step in flight and exits; SIGKILL after a while."""
+        running = [p for p in self.watchers if p is not None and p.poll() is None]
+        for proc in running:
+            proc.send_signal(signal.SIGTERM)
+        for proc in running:
             try:
-                self.watcher.wait(timeout=STOP_TIMEOUT_S)
+                proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.watcher.pid, signal.SIGKILL)
-                self.watcher.wait()
-        if self.watch_log is not None:
-            self.watch_log.close()
-            self.watch_log = None
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for i, out in enumerate(self.watch_logs):
+            if out is not None:
+                out.close()
+                self.watch_logs[i] = None
 
     # --- chaos ---------------------------------------------------------------------------------
 
     def _chaos(self, now: datetime) -> None:
         if self.next_kill is not None and now >= self.next_kill:
-            self._kill_watcher()
+            i = self.rng.randrange(len(self.watchers)) if len(self.watchers) > 1 else 0
+            self._kill_watcher(i)
             time.sleep(self.rng.uniform(0.2, 1.5))
-            self._start_watcher()
+            self._start_watcher(i)
             self.next_kill = self._after(CHAOS_KILL_EVERY_S)
         if self.preempt_at and now >= self.preempt_at[0] and self._preempt_one(now):
             self.preempt_at.pop(0)
@@ -445,6 +502,11 @@ class _Run:
                 continue
             self._route("destroy", plan.name, "--yes", log=f"destroy-{plan.name}.log")
             self.log.destroyed_at_end.append(plan.name)
+
+
+def watch_log_name(i: int) -> str:
+    """The log of watcher i (0: watch.log, as with one watcher)."""
+    return "watch.log" if i == 0 else f"watch-{i}.log"
 
 
 def _said_finished(events: Path) -> bool:

@@ -48,6 +48,7 @@ class RehearsalReport:
     directory: Path
     speed: float
     chaos: bool
+    watchers: int
     clock: Clock
     trace_start: datetime
     trace_end: datetime
@@ -65,6 +66,7 @@ class RehearsalReport:
             "directory": str(self.directory),
             "speed": self.speed,
             "chaos": self.chaos,
+            "watchers": self.watchers,
             "policy": REHEARSED_POLICY,
             "trace": {"start": self.trace_start.isoformat(), "end": self.trace_end.isoformat()},
             "wall_s": log.wall_s,
@@ -125,7 +127,11 @@ def collect(
     with _home(dirs):
         spend = spend_report(now=end, records=FileRecords(dirs.home))
     costs = {j.job: j.cost for j in spend.by_job}
-    facts = {p.name: _JobFacts.read(dirs, p, clock) for p in plans}
+    watched = _watch_events(dirs)
+    # A lease held by a watcher that was running (another of --watchers at work on the job) is
+    # no delay; one held by a watcher --chaos killed is.
+    working = {str(pid) for pid in log.watcher_pids} - {str(pid) for pid in log.killed_pids}
+    facts = {p.name: _JobFacts.read(dirs, p, clock, watched, working) for p in plans}
     measured = _measured(facts, spend, plans, inputs.workload.workload, clock)
     ran = {
         p.name: facts[p.name].ran(
@@ -149,6 +155,7 @@ def collect(
         directory=dirs.root,
         speed=clock.speed,
         chaos=options.chaos,
+        watchers=options.watchers,
         clock=clock,
         trace_start=trace.start,
         trace_end=trace.end,
@@ -234,7 +241,14 @@ class _JobFacts:
     waited_s: float  # real: gaps between its decisions not of its own engine steps
 
     @classmethod
-    def read(cls, dirs: RehearsalDirs, plan: JobPlan, clock: Clock) -> _JobFacts:
+    def read(
+        cls,
+        dirs: RehearsalDirs,
+        plan: JobPlan,
+        clock: Clock,
+        watched: Sequence[dict[str, Any]],
+        working: set[str],
+    ) -> _JobFacts:
         from router.config import checkpoints as ckpt
         from router.engine.job_records import JobRecords
         from router.engine.records import FileRecords
@@ -260,19 +274,8 @@ class _JobFacts:
         segments = sorted(
             (s for s in read_segments(records) if s.job == plan.name), key=lambda s: s.started_at
         )
-        decided = [
-            e
-            for e in _json_lines(dirs.logs / "watch.log")
-            if e.get("event") == "decision" and e.get("job") == plan.name
-        ]
-        # A lease another router held (not the job's own deploy's, before it was placed).
-        skips = sum(
-            1
-            for e in decided
-            if e.get("action") == "skipped"
-            and str(e.get("reason", "")).startswith("lease held")
-            and ":deploy-" not in str(e.get("reason", ""))
-        )
+        decided = [e for e in watched if e.get("event") == "decision" and e.get("job") == plan.name]
+        skips = lease_delays(decided, working)
         waited = _waited_s(
             decided, own={"move", "switch-market", "replace", "recovered", "finished"}
         )
@@ -452,6 +455,37 @@ def _json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _watch_events(dirs: RehearsalDirs) -> list[dict[str, Any]]:
+    """Every watcher's JSON lines (logs/watch.log, watch-<i>.log), in time order."""
+    lines = [e for p in sorted(dirs.logs.glob("watch*.log")) for e in _json_lines(p)]
+    return sorted(lines, key=lambda e: str(e.get("time", "")))
+
+
+def lease_delays(decided: Sequence[dict[str, Any]], working: set[str]) -> int:
+    """Passes that skipped a job because another router held its lease — not the job's own
+    deploy (before it was placed), nor a watcher at work (`working`: the pids of watchers that
+    were running; another of --watchers acting on the job is no delay, a killed one's is)."""
+    return sum(
+        1
+        for e in decided
+        if e.get("action") == "skipped"
+        and str(e.get("reason", "")).startswith("lease held")
+        and not _held_by_deploy(str(e.get("reason", "")))
+        and _holder_pid(str(e.get("reason", ""))) not in working
+    )
+
+
+def _held_by_deploy(reason: str) -> bool:
+    """The holder is `route deploy` (Lease.describe; ":deploy-" in the holder id of old)."""
+    return "`route deploy`" in reason or ":deploy-" in reason
+
+
+def _holder_pid(reason: str) -> str:
+    """The pid in "lease held by `route watch` (…, pid 4242) since …" ("" if none)."""
+    found = re.search(r"pid (\d+)", reason)
+    return found.group(1) if found else ""
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:

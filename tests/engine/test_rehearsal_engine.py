@@ -1,6 +1,7 @@
 """`route rehearse` through the real CLI and engine (CI's rehearsal, docs/rehearsal.md): a day of
-the real 4-zone V100 trace, its first 3 jobs, with chaos — the watcher SIGKILLed at random
-moments and a node preempted without notice — and nothing may be lost or left over."""
+the real 4-zone V100 trace, its first 3 jobs, two watchers side by side, with chaos — one of
+them SIGKILLed at random moments and a node preempted without notice — and nothing may be lost
+or left over."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def test_a_day_of_a_real_trace_with_chaos_loses_nothing_and_names_every_differen
 ) -> None:
     done = route(
         "rehearse", str(WORKLOAD), "--jobs", "3", "--days", "1", "--speed", "400", "--chaos",
-        "--seed", "7", "--dir", str(tmp_path / "rehearsal"), "--json", timeout_s=900,
+        "--seed", "7", "--watchers", "2", "--dir", str(tmp_path / "rehearsal"), "--json",
+        timeout_s=900,
     )  # fmt: skip
     no_traceback(done)
     data = done.json()
@@ -32,8 +34,9 @@ def test_a_day_of_a_real_trace_with_chaos_loses_nothing_and_names_every_differen
     assert guarantees["held"] and guarantees["samples"] > 100
     assert guarantees["leftovers"] == [] and guarantees["checkpoint_regressions"] == []
     assert guarantees["two_placements_training"] == []
-    # the chaos happened: the watcher was killed and came back, a node went without notice
-    assert data["watcher_kills"] >= 1 and data["watcher_runs"] == data["watcher_kills"] + 1
+    # the chaos happened: watchers were killed and came back, a node went without notice
+    assert data["watchers"] == 2
+    assert data["watcher_kills"] >= 1 and data["watcher_runs"] == data["watcher_kills"] + 2
     assert len(data["chaos_preemptions"]) == 1
     assert data["targets"]["every_difference_named"], [
         (j["job"], j["causes"]) for j in data["jobs"]

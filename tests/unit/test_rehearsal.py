@@ -4,9 +4,11 @@ clock, the jobs as job.yaml on that clock, the prediction's inputs; and its verd
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -227,6 +229,19 @@ def test_each_difference_is_named_from_what_the_run_measured() -> None:
     assert causes_of(_ran(engine_steps_s=(("replace", 500.0),)), _run(), same) == ("unexplained",)
 
 
+def test_billing_long_after_the_finish_is_named_a_slow_teardown() -> None:
+    """Found by a rehearsal with three watchers: a job on one on-demand placement, 8.5 % dearer
+    than predicted, said "unexplained" — its stack was destroyed 23 simulated minutes after it
+    finished, and the prediction stops billing at the finish."""
+    same = (Stint("local-a", "spot", T0, None),)
+    finished = T0 + timedelta(hours=5)
+    late = _ran(cost=11.0, stints=(Stint("local-a", "spot", T0, finished + timedelta(minutes=23)),))
+    [cause] = causes_of(late, _run(), same)
+    assert cause.startswith("slow teardown: billed 0.38 h after it finished")
+    quick = _ran(cost=11.0, stints=(Stint("local-a", "spot", T0, finished + timedelta(minutes=5)),))
+    assert causes_of(quick, _run(), same) == ("unexplained",)  # no longer than a cloud's launch
+
+
 def test_the_verdict_holds_the_totals_deadlines_and_preemptions_to_the_prediction() -> None:
     late = T0 + timedelta(hours=4)
     ran = {"j": _ran(cost=10.2, deadline=late), "k": replace(_ran(cost=9.0, preemptions=2),
@@ -247,3 +262,41 @@ def test_a_job_deployed_where_the_prediction_waited_for_spot_is_named_so() -> No
     [cause] = causes_of(ran, _run(), later)
     assert cause.startswith("decision at a different moment: placed at submission on local-od")
     assert "route deploy takes what is offered" in cause
+
+
+def _skip(holder: str) -> dict[str, str]:
+    return {"event": "decision", "action": "skipped",
+            "reason": f"lease held by {holder} since 2026-12-07 17:08:11 UTC"}  # fmt: skip
+
+
+def test_a_lease_is_a_delay_only_when_held_by_a_router_not_at_work_on_the_job() -> None:
+    """The job's own deploy (before it is placed) and another of --watchers acting on the job
+    are no delay; a watcher --chaos killed, or any other router, is (rehearse_result)."""
+    from router.flows.rehearse_result import lease_delays
+
+    decided = [
+        _skip("`route deploy` (root@vm, pid 4309)"),
+        _skip("a router on build-7 (pid 11:deploy-1a2b)"),  # an older holder id
+        _skip("`route watch` (root@vm, pid 4240)"),  # a watcher at work
+        _skip("`route watch` (root@vm, pid 4241)"),  # killed by --chaos
+        _skip("`route migrate` (alice@vm, pid 900)"),
+        {"event": "decision", "action": "stay", "reason": "lease held by nobody"},
+    ]
+    assert lease_delays(decided, working={"4240"}) == 2
+    assert lease_delays(decided, working={"4240", "4241", "900"}) == 0
+
+
+def test_every_watchers_log_is_read_in_time_order(tmp_path: Path) -> None:
+    from router.flows.rehearse import watch_log_name
+    from router.flows.rehearse_project import RehearsalDirs
+    from router.flows.rehearse_result import _watch_events
+
+    dirs = RehearsalDirs(tmp_path)
+    dirs.logs.mkdir(parents=True, exist_ok=True)
+    lines = {0: ["2026-12-07T17:00:03+00:00", "2026-12-07T17:00:01.500000+00:00"],
+             1: ["2026-12-07T17:00:02+00:00", "not json"], 2: ["2026-12-07T17:00:01+00:00"]}
+    for i, times in lines.items():
+        (dirs.logs / watch_log_name(i)).write_text("\n".join(
+            t if t == "not json" else json.dumps({"time": t, "watcher": i}) for t in times) + "\n")
+    assert [watch_log_name(i) for i in range(3)] == ["watch.log", "watch-1.log", "watch-2.log"]
+    assert [e["watcher"] for e in _watch_events(dirs)] == [2, 0, 1, 0]

@@ -59,7 +59,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # (`copy_gbps: 1.0e-320` made a staging time of inf hours, and `route plan --json` failed on it).
 MIN_PRICE_PER_HOUR = 0.001  # USD per instance-hour
 MAX_PRICE_PER_HOUR = 10_000.0  # ~100× the dearest GPU instance's list price (p5.48xlarge ~$98/h)
-MIN_DURATION_HOURS = 0.01  # 36 s
+MIN_DURATION_HOURS = 0.0001  # 0.36 s: a rehearsal's jobs run on an accelerated clock
 MAX_DURATION_HOURS = 87_600.0  # ten years
 MAX_VCPUS = 2_048  # the largest instances have 896 (AWS u7in-32tb.224xlarge, Azure M896ixds)
 MAX_MEMORY_GB = 65_536.0  # the largest have 32 TiB
