@@ -22,7 +22,14 @@ class PlainDirectoryMixin(CheckpointerState):
     """Checkpoints of a plain directory: due, save_files, restore_files."""
 
     def due(self, step: int) -> bool:
-        """True when a save is due (interval passed or a notice arrived): for save_files users."""
+        """True when a save is due (interval passed or a notice arrived): for save_files users.
+
+        A new placement whose move the router never completed within handover_timeout_s stops
+        here, as maybe_save stops it (SystemExit(0); with exit_on_notice=False, stop_reason is
+        set and this returns False). Rank 0 decides: no collective, so due() may be called on
+        rank 0 alone; torchrun stops the other ranks when it exits."""
+        if self._handover_given_up():
+            return self._abandon_handover(step)
         if self._terminal_notice() is not None or self._save_request() is not None:
             return True
         if self.every_steps is not None and step > 0 and step % self.every_steps == 0:

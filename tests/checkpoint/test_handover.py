@@ -206,6 +206,39 @@ def test_a_new_placement_stops_unless_the_router_completes_its_move(store: Store
     assert router_files.handover_abandoned(router, "m-7") is None
 
 
+def test_a_new_plain_directory_placement_stops_too_unless_the_router_completes_its_move(
+    store: Store, tmp_path: Path
+) -> None:
+    """The plain-directory mode (save_files / due: the rehearsal's jobs, code that is not
+    PyTorch) kept training past SPOTROUTE_HANDOVER_TIMEOUT: only maybe_save checked it."""
+    scheme = store.url.split("://", 1)[0]
+    router = router_files.checkpoint_store(store.url, {scheme: store.storage_options})
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "value.txt").write_text("8")
+    with checkpointer(store, "train") as old:
+        old.save_files(8, state)
+    new = Checkpointer(store.url, interval_s=None, handle_sigterm=False, notice_sources=[],
+                       storage_options=store.storage_options, placement="train.2",
+                       request_poll_s=0.05, restore_step=8, handover_id="m-9",
+                       handover_timeout_s=0.6)  # fmt: skip
+    assert new.restore_files(tmp_path / "restored").step == 8
+    step, code = 8, None
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the router died: no handover-complete.json
+            step += 1
+            if new.due(step):
+                new.save_files(step, state)
+            time.sleep(0.01)
+    except SystemExit as stopped:
+        code = stopped.code
+    assert code == 0, f"still training at step {step} after 30 s"
+    record = router_files.handover_abandoned(router, "m-9")
+    assert record is not None and (record["placement"], record["step"]) == ("train.2", step)
+    assert record["waited_s"] >= 0.6
+
+
 def test_a_request_written_after_the_jobs_last_save_is_answered_on_every_store(
     store: Store,
 ) -> None:
