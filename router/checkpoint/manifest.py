@@ -231,14 +231,14 @@ class ChecksumWriter:
 
 
 BESIDE_BYTES = 1 << 20  # writes at least this large are checksummed beside the write
-CHECKSUM_THREADS = 4  # = verified_io.MAX_IO_THREADS (which imports this module)
+# One checksum thread per writing thread a rank may run (verified_io.MAX_IO_THREADS is this).
+CHECKSUM_THREADS = 4
 _POOL_LOCK = threading.Lock()
 _POOL: tuple[int, Any] | None = None  # (pid, executor): a forked child makes its own
 
 
 def _checksum_pool() -> Any:
-    """Threads that checksum large writes while the writing threads write them (as many as
-    writing threads a rank may run: verified_io.MAX_IO_THREADS)."""
+    """Threads that checksum large writes while the writing threads write them."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None or _POOL[0] != os.getpid():

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from router.checkpoint.manifest import (
+    CHECKSUM_THREADS,
     PIECE,
     Checksum,
     FileEntry,
@@ -24,7 +25,7 @@ from router.checkpoint.manifest import (
 from router.checkpoint.results import CheckpointDamaged
 from router.checkpoint.storage import Location
 
-MAX_IO_THREADS = 4
+MAX_IO_THREADS = CHECKSUM_THREADS  # files a rank writes or reads at once; one checksum each
 
 
 def io_threads(local: bool = False) -> int:

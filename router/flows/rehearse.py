@@ -104,6 +104,12 @@ class RunLog:
     destroyed_at_end: list[str] = field(default_factory=list)
 
     @property
+    def working_pids(self) -> set[str]:
+        """Watchers that ran until stopped: a lease one of them held was no delay (another of
+        --watchers at work on the job), one a killed watcher held was."""
+        return {str(pid) for pid in self.watcher_pids} - {str(pid) for pid in self.killed_pids}
+
+    @property
     def wall_s(self) -> float:
         end = self.ended_at or datetime.now(UTC)
         return (end - self.started_at).total_seconds()
@@ -181,11 +187,9 @@ def _check_job_file(path: Path, plan: JobPlan, speed: float) -> None:
     """What `route deploy` would refuse is refused before the market starts, not at the job's
     arrival minutes in: on the accelerated clock a short job or interval may fall below what a
     job file may say (BadInput naming --speed)."""
-    import yaml
+    from router.config.job_file import validate_job_file
 
-    from router.core.job.problems import check_data
-
-    _, problems = check_data(yaml.safe_load(path.read_text()), str(path))
+    problems = validate_job_file(path)  # the reader `route deploy` and `route validate` use
     if problems:
         raise BadInput(
             f"--speed: at {speed:g}× workload job {plan.job.name} is not a valid job file "
@@ -225,6 +229,17 @@ def _profile(trace: Any, workload: Any) -> str:
     return workload.home_cloud if workload.home_cloud in ("aws", "gcp", "azure") else "aws"
 
 
+@dataclass
+class _Watcher:
+    """One `route watch` of the rehearsal: its log, its process (restarted), its quick exits."""
+
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+    out: IO[bytes] | None = None
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    quick_exits: int = 0
+
+
 class _Run:
     """Drives the real commands over the rehearsal's span (one at a time but the watcher)."""
 
@@ -244,11 +259,7 @@ class _Run:
         self.env = route_env(dirs)
         self.log = RunLog(started_at=datetime.now(UTC))
         self.rng = random.Random(options.seed)
-        count = options.watchers
-        self.watchers: list[subprocess.Popen[bytes] | None] = [None] * count
-        self.watch_logs: list[IO[bytes] | None] = [None] * count
-        self.watchers_started = [datetime.now(UTC)] * count
-        self.quick_exits = [0] * count
+        self.watchers = [_Watcher(dirs.watch_log(i)) for i in range(options.watchers)]
         self.pending: dict[str, datetime] = {p.name: p.submit_at for p in plans}
         self.deploying: dict[str, tuple[subprocess.Popen[bytes], datetime]] = {}
         self.finished: set[str] = set()
@@ -265,8 +276,8 @@ class _Run:
         sampler = self.sampler = Sampler(self.dirs, [p.name for p in self.plans]).start()
         try:
             self._wait_until(self.clock.real_start)
-            for i in range(len(self.watchers)):
-                self._start_watcher(i)
+            for watcher in self.watchers:
+                self._start_watcher(watcher)
             while True:
                 now = datetime.now(UTC)
                 self._submit(now)
@@ -362,43 +373,40 @@ class _Run:
 
     # --- the watcher ---------------------------------------------------------------------------
 
-    def _start_watcher(self, i: int) -> None:
-        """Watcher i: `route watch`, its JSON lines in logs/watch.log (watch-<i>.log beside it
-        for the second and later: one writer per file)."""
-        if self.watch_logs[i] is None:
-            self.watch_logs[i] = open(self.dirs.logs / watch_log_name(i), "ab")  # noqa: SIM115
+    def _start_watcher(self, watcher: _Watcher) -> None:
+        """`route watch`, its JSON lines appended to the watcher's log."""
+        if watcher.out is None:
+            watcher.out = open(watcher.log, "ab")  # noqa: SIM115 (closed by _stop_watchers)
         interval = f"{self.options.interval_s:g}s"
-        proc = subprocess.Popen(
+        watcher.proc = subprocess.Popen(
             route_command("watch", "--interval", interval, "--log-format", "json"),
             cwd=self.dirs.project,
             env=self.env,
             stdin=subprocess.DEVNULL,
-            stdout=self.watch_logs[i],
+            stdout=watcher.out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group: the engine's too
         )
-        self.watchers[i] = proc
+        watcher.started = datetime.now(UTC)
         self.log.watcher_runs += 1
-        self.log.watcher_pids.append(proc.pid)
-        self.watchers_started[i] = datetime.now(UTC)
+        self.log.watcher_pids.append(watcher.proc.pid)
 
     def _keep_watcher(self) -> None:
         """A watcher that exited by itself is started again; one that keeps exiting at once
         (a project it cannot watch) stops the rehearsal."""
-        for i, proc in enumerate(self.watchers):
-            if proc is None or proc.poll() is None:
+        for watcher in self.watchers:
+            if watcher.proc is None or watcher.proc.poll() is None:
                 continue
-            quick = (datetime.now(UTC) - self.watchers_started[i]).total_seconds() < QUICK_EXIT_S
-            self.quick_exits[i] = self.quick_exits[i] + 1 if quick else 0
-            if self.quick_exits[i] >= 3:
-                last = _last_line(self.dirs.logs / watch_log_name(i))
-                self.failed = f"route watch exited at once 3 times: {last}"
+            quick = (datetime.now(UTC) - watcher.started).total_seconds() < QUICK_EXIT_S
+            watcher.quick_exits = watcher.quick_exits + 1 if quick else 0
+            if watcher.quick_exits >= 3:
+                self.failed = f"route watch exited at once 3 times: {_last_line(watcher.log)}"
                 return
-            self._start_watcher(i)
+            self._start_watcher(watcher)
 
-    def _kill_watcher(self, i: int) -> None:
-        """SIGKILL watcher i and what it started in its session (the engine's processes)."""
-        proc = self.watchers[i]
+    def _kill_watcher(self, watcher: _Watcher) -> None:
+        """SIGKILL the watcher and what it started in its session (the engine's processes)."""
+        proc = watcher.proc
         if proc is None or proc.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -409,7 +417,7 @@ class _Run:
 
     def _stop_watchers(self) -> None:
         """SIGTERM: each watcher finishes the step in flight and exits; SIGKILL after a while."""
-        running = [p for p in self.watchers if p is not None and p.poll() is None]
+        running = [w.proc for w in self.watchers if w.proc is not None and w.proc.poll() is None]
         for proc in running:
             proc.send_signal(signal.SIGTERM)
         for proc in running:
@@ -419,19 +427,20 @@ class _Run:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        for i, out in enumerate(self.watch_logs):
-            if out is not None:
-                out.close()
-                self.watch_logs[i] = None
+        for watcher in self.watchers:
+            if watcher.out is not None:
+                watcher.out.close()
+                watcher.out = None
 
     # --- chaos ---------------------------------------------------------------------------------
 
     def _chaos(self, now: datetime) -> None:
         if self.next_kill is not None and now >= self.next_kill:
-            i = self.rng.randrange(len(self.watchers)) if len(self.watchers) > 1 else 0
-            self._kill_watcher(i)
+            # One watcher draws nothing: --seed gives the same chaos as before --watchers.
+            watcher = self.rng.choice(self.watchers) if len(self.watchers) > 1 else self.watchers[0]
+            self._kill_watcher(watcher)
             time.sleep(self.rng.uniform(0.2, 1.5))
-            self._start_watcher(i)
+            self._start_watcher(watcher)
             self.next_kill = self._after(CHAOS_KILL_EVERY_S)
         if self.preempt_at and now >= self.preempt_at[0] and self._preempt_one(now):
             self.preempt_at.pop(0)
@@ -502,11 +511,6 @@ class _Run:
                 continue
             self._route("destroy", plan.name, "--yes", log=f"destroy-{plan.name}.log")
             self.log.destroyed_at_end.append(plan.name)
-
-
-def watch_log_name(i: int) -> str:
-    """The log of watcher i (0: watch.log, as with one watcher)."""
-    return "watch.log" if i == 0 else f"watch-{i}.log"
 
 
 def _said_finished(events: Path) -> bool:

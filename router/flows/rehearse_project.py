@@ -4,7 +4,8 @@ local market made of the trace, one job.yaml per rehearsed job, and the `route` 
     <dir>/project/Pulumi.yaml, spotroute.yaml, trace.csv, jobs/<job>.yaml
     <dir>/home/        SPOTROUTE_HOME: state backend, records, sandbox, checkpoints, locks
     <dir>/events/      <job>.jsonl: the job's own events (router/checkpoint/rehearsal_job.py)
-    <dir>/logs/        watch.log (JSON lines, every watcher run), deploys and destroys
+    <dir>/logs/        watch.log (JSON lines, every run of the first watcher; watch-<i>.log of
+                       the others with --watchers), deploys and destroys
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ class RehearsalDirs:
 
     def events_of(self, job: str) -> Path:
         return self.events / f"{job}.jsonl"
+
+    def watch_log(self, i: int) -> Path:
+        """Watcher i's JSON lines (0: watch.log, as with one watcher): one writer per file."""
+        return self.logs / ("watch.log" if i == 0 else f"watch-{i}.log")
+
+    def watch_logs(self) -> list[Path]:
+        """Every watcher's log there is."""
+        return sorted(self.logs.glob("watch*.log"))
 
 
 def package_root() -> str:

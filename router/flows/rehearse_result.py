@@ -128,10 +128,7 @@ def collect(
         spend = spend_report(now=end, records=FileRecords(dirs.home))
     costs = {j.job: j.cost for j in spend.by_job}
     watched = _watch_events(dirs)
-    # A lease held by a watcher that was running (another of --watchers at work on the job) is
-    # no delay; one held by a watcher --chaos killed is.
-    working = {str(pid) for pid in log.watcher_pids} - {str(pid) for pid in log.killed_pids}
-    facts = {p.name: _JobFacts.read(dirs, p, clock, watched, working) for p in plans}
+    facts = {p.name: _JobFacts.read(dirs, p, clock, watched, log.working_pids) for p in plans}
     measured = _measured(facts, spend, plans, inputs.workload.workload, clock)
     ran = {
         p.name: facts[p.name].ran(
@@ -458,8 +455,8 @@ def _json(path: Path) -> dict[str, Any] | None:
 
 
 def _watch_events(dirs: RehearsalDirs) -> list[dict[str, Any]]:
-    """Every watcher's JSON lines (logs/watch.log, watch-<i>.log), in time order."""
-    lines = [e for p in sorted(dirs.logs.glob("watch*.log")) for e in _json_lines(p)]
+    """Every watcher's JSON lines (RehearsalDirs.watch_logs), in time order."""
+    lines = [e for p in dirs.watch_logs() for e in _json_lines(p)]
     return sorted(lines, key=lambda e: str(e.get("time", "")))
 
 
@@ -472,14 +469,9 @@ def lease_delays(decided: Sequence[dict[str, Any]], working: set[str]) -> int:
         for e in decided
         if e.get("action") == "skipped"
         and str(e.get("reason", "")).startswith("lease held")
-        and not _held_by_deploy(str(e.get("reason", "")))
+        and "`route deploy`" not in str(e.get("reason", ""))  # Lease.describe's words
         and _holder_pid(str(e.get("reason", ""))) not in working
     )
-
-
-def _held_by_deploy(reason: str) -> bool:
-    """The holder is `route deploy` (Lease.describe; ":deploy-" in the holder id of old)."""
-    return "`route deploy`" in reason or ":deploy-" in reason
 
 
 def _holder_pid(reason: str) -> str:

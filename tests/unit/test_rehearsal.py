@@ -276,7 +276,6 @@ def test_a_lease_is_a_delay_only_when_held_by_a_router_not_at_work_on_the_job() 
 
     decided = [
         _skip("`route deploy` (root@vm, pid 4309)"),
-        _skip("a router on build-7 (pid 11:deploy-1a2b)"),  # an older holder id
         _skip("`route watch` (root@vm, pid 4240)"),  # a watcher at work
         _skip("`route watch` (root@vm, pid 4241)"),  # killed by --chaos
         _skip("`route migrate` (alice@vm, pid 900)"),
@@ -287,7 +286,6 @@ def test_a_lease_is_a_delay_only_when_held_by_a_router_not_at_work_on_the_job() 
 
 
 def test_every_watchers_log_is_read_in_time_order(tmp_path: Path) -> None:
-    from router.flows.rehearse import watch_log_name
     from router.flows.rehearse_project import RehearsalDirs
     from router.flows.rehearse_result import _watch_events
 
@@ -296,7 +294,8 @@ def test_every_watchers_log_is_read_in_time_order(tmp_path: Path) -> None:
     lines = {0: ["2026-12-07T17:00:03+00:00", "2026-12-07T17:00:01.500000+00:00"],
              1: ["2026-12-07T17:00:02+00:00", "not json"], 2: ["2026-12-07T17:00:01+00:00"]}
     for i, times in lines.items():
-        (dirs.logs / watch_log_name(i)).write_text("\n".join(
+        dirs.watch_log(i).write_text("\n".join(
             t if t == "not json" else json.dumps({"time": t, "watcher": i}) for t in times) + "\n")
-    assert [watch_log_name(i) for i in range(3)] == ["watch.log", "watch-1.log", "watch-2.log"]
+    assert [dirs.watch_log(i).name for i in range(3)] == ["watch.log", "watch-1.log",
+                                                          "watch-2.log"]
     assert [e["watcher"] for e in _watch_events(dirs)] == [2, 0, 1, 0]
