@@ -28,6 +28,7 @@ from components.rendezvous import (
     GroupRendezvous,
     rendezvous_lines,
 )
+from router.contract.clouds import SHUTDOWN_GRACE_MIN as SHUTDOWN_GRACE_MIN
 from router.contract.stack_config import RESERVED_ENV as RESERVED_ENV
 
 # POSIX shell variable names; anything else could not be exported and would break the script.
@@ -35,7 +36,8 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Set by spotroute itself: a job env entry with one of these names would silently win otherwise
 # (the one list, shared with validation: router.contract.stack_config.RESERVED_ENV).
 LOG_PATH = "/var/log/spotroute-job.log"
-SHUTDOWN_GRACE_MIN = 5  # minutes between job exit and power-off, to read logs or cancel
+# SHUTDOWN_GRACE_MIN (router.contract.clouds): minutes between job exit and power-off, to read
+# logs or cancel; route report ends a finished job's bill there.
 # Power off after the grace period. What power-off means for the bill is the cloud's: AWS
 # terminates (instance-initiated shutdown behaviour), GCP stops the VM; Azure passes its own lines.
 POWER_OFF: tuple[str, ...] = (f"shutdown -h +{SHUTDOWN_GRACE_MIN} 'spotroute: job finished'",)

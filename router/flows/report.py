@@ -6,7 +6,11 @@ bucket on s3://, rows of spotroute_records on postgres:// — so everyone on a s
 sees the same spend:
 
 - `placements/<job>`: the job's live placement (written by `route deploy`, router/flows/jobs.py
-  record_placement, and by `route migrate`), counted from `deployed_at` until now;
+  record_placement, and by `route migrate`), counted from `deployed_at` until now — or until
+  `lost_at` (route watch saw its nodes gone), or until its nodes powered off after the job
+  finished (`finished_at`, which route watch records, plus router.contract.clouds'
+  powered_off_after_s: the start-up script's 5-minute grace; 0 on the local target), whichever
+  comes first: a finished job's nodes stop billing then, however long its teardown takes;
 - `ended/<job>/<started_at>`: a placement that is over (`route destroy`, a re-placement onto
   new instances, or `route watch` tearing down a finished or crashed job's placement), written by
   `record_ended` before the live record is removed or replaced; a crashed one is counted until
@@ -39,6 +43,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from router.contract.clouds import powered_off_after_s
 from router.core.errors import BadInput
 from router.core.journal import Journal
 from router.core.offers import Quote
@@ -376,6 +381,11 @@ def _segment(source: str, where: str, job: str, item: Any, start_key: str) -> Se
     lost = time("lost_at", False)  # route watch saw its nodes gone: nothing ran or billed after
     if lost is not None and (ended is None or lost < ended):
         ended = max(lost, started)
+    finished = time("finished_at", False)  # the job ended there: its nodes power off after it
+    if finished is not None:
+        off = finished + timedelta(seconds=powered_off_after_s(str(item.get("cloud") or "")))
+        if ended is None or off < ended:
+            ended = max(off, started)
     return Segment(
         job=job,
         cloud=str(item.get("cloud", "")),

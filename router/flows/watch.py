@@ -247,6 +247,11 @@ class Watcher:
                            evidence=self._evidence, interval_s=self.interval_s)  # fmt: skip
         if observed.finished:
             why = f"finished at step {observed.finished_step}"
+            if observed.finished_at is not None and not record.get("finished_at"):
+                # Its nodes power off after the job (router.contract.clouds): route report ends
+                # its bill then, however long the teardown below takes.
+                done = {**record, "finished_at": observed.finished_at.isoformat()}
+                self.mover.engine.records().put(f"placements/{job}", done)
             pending = teardown.begin(records.store, record, teardown.FINISHED, why, now)
             return self._tear_down(job, pending)
         if observed.current.interrupted and not record.get("lost_at"):
@@ -403,6 +408,7 @@ class Observation:
     candidates: list[Any]
     finished: bool = False
     finished_step: int | None = None
+    finished_at: datetime | None = None  # when it ended there (finished record, else exits)
     nodes: dict[str, Any] | None = None  # what the cloud said of the nodes (router.nodes)
     checkpoint_error: str | None = None  # why the checkpoint storage could not be read
     exits: list[str] = field(default_factory=list)  # what nodes said as the job ended there
@@ -455,6 +461,7 @@ def observe(
         step = int(done.get("step", 0)) if done is not None else (latest.step if latest else 0)
         return Observation(
             Rules(), Progress(1, 1, 1, now), Current(_placed(record, []), now), [], True, step,
+            _finished_at(done, exits, deployed_at, now),
         )  # fmt: skip
     before_h = float(record.get("run_h_before") or 0.0)
     ran_h = max(0.0, (now - deployed_at).total_seconds() / 3600)
@@ -514,6 +521,24 @@ def observe(
         candidates, nodes=seen_nodes, checkpoint_error=storage_error,
         exits=[e.describe() for e in exits],
     )  # fmt: skip
+
+
+def _finished_at(
+    done: dict[str, Any] | None, exits: Sequence[Any], deployed_at: datetime, now: datetime
+) -> datetime:
+    """When a finished job ended on its placement: its finished record's time, else its nodes'
+    last exit, else now — never before the placement began nor after now (a node's clock)."""
+    at: datetime | None = None
+    if done is not None and done.get("time"):
+        with contextlib.suppress(TypeError, ValueError):
+            at = datetime.fromisoformat(str(done["time"]).replace("Z", "+00:00"))
+    if at is None:
+        at = max((e.at for e in exits if e.at is not None), default=None)
+    if at is None:
+        return now
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return min(max(at, deployed_at), now)
 
 
 def _block_if_unformed(record: dict[str, Any], exits: list[Any], now: datetime) -> None:

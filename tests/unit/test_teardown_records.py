@@ -88,3 +88,34 @@ def test_route_status_lists_a_torn_down_crash_with_its_cost_until_then(store: Re
     assert (row.state, row.cloud, row.node_count, row.resources) == ("crashed", "aws", 2, 0)
     assert row.cost_so_far == pytest.approx(3 * 2 * 0.5), "billed until the teardown, not now"
     assert row.torn_down == {"at": NOW.isoformat(), "why": WHY, "checkpoints": "s3://acme/llm/"}
+
+
+@pytest.mark.parametrize(
+    ("cloud", "billed_h"),
+    [
+        # components/startup.py powers a cloud node off 5 minutes after its job exits (AWS
+        # terminates it: instance-initiated shutdown behaviour "terminate", components/aws.py)
+        ("aws", 1.0 + 5 / 60),
+        ("local", 1.0),  # a local node exits with its job
+    ],
+)
+def test_route_report_ends_a_finished_jobs_bill_when_its_nodes_powered_off(
+    store: RecordStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cloud: str,
+    billed_h: float,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("SPOTROUTE_HOME", str(tmp_path / "home"))
+    finished = DEPLOYED + timedelta(hours=1)
+    placement = {**_placement(), "cloud": cloud, "finished_at": finished.isoformat()}
+    # torn down two hours after the finish (a watcher that was down): not billed meanwhile
+    record_ended(store, placement, finished + timedelta(hours=2), "destroyed")
+    store.put("placements/live", {**placement, "job": "live"})  # finished, not yet torn down
+
+    spend = report(now=NOW, records=store)
+
+    hours = {j.job: j.hours for j in spend.by_job}
+    assert hours == {"llm": pytest.approx(billed_h), "live": pytest.approx(billed_h)}
+    # torn down before the power-off (the usual case on a cloud): billed until the teardown
+    early = {**placement, "job": "early"}
+    record_ended(store, early, finished + timedelta(minutes=1), "destroyed")
+    hours = {j.job: j.hours for j in report(now=NOW, records=store).by_job}
+    assert hours["early"] == pytest.approx(min(billed_h, 1.0 + 1 / 60))

@@ -6,7 +6,11 @@
   notice lead were counted in real time, not on the market's clock;
 - a placement whose nodes were gone was billed until the watcher's next successful action
   (re-placement or teardown): it now records when it saw them gone (`lost_at`), and route
-  report ends the placement there.
+  report ends the placement there;
+- a finished job was billed until the watcher had its stack destroyed (`slow teardown`, minutes
+  to hours of a loaded watcher), where a cloud node powers itself off 5 minutes after its job
+  (components/startup.py) and a local node exits with it: the watcher now records when the job
+  finished (`finished_at`), and route report ends the placement when its nodes powered off.
 """
 
 from __future__ import annotations
@@ -176,3 +180,49 @@ def test_a_launch_the_accelerated_market_refused_blocks_its_zone_on_that_clock(
     assert (block.until - block.at).total_seconds() == pytest.approx(ZONE_BLOCK_S / 400)
     elsewhere = SimpleNamespace(cloud="aws", region="us-east-1", zone="us-east-1a")
     assert _clock_scale(org_config_for(project), project, elsewhere) == 1.0  # type: ignore[arg-type]
+
+
+def test_a_finished_job_is_billed_until_its_nodes_powered_off_not_until_its_teardown(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from router.engine.records import FileRecords
+    from router.flows import watch
+    from router.flows.report import read_segments
+    from router.flows.watch import Watcher
+
+    started = datetime.now(UTC) - timedelta(hours=2)
+    finished = started + timedelta(hours=1)
+    records = FileRecords(project.root / "home")
+    records.put("placements/nd", _record(project, "local-process:999999:1", started))
+    (project.root / "ckpt" / "finished.json").write_text(
+        json.dumps({"step": 1, "time": finished.isoformat()})
+    )
+    seen: list[dict[str, object]] = []
+
+    def tear_down(self: Watcher, job: str, pending: object) -> watch.JobReport:
+        # what the teardown finds: the live record as the pass left it (the engine's part,
+        # destroying and writing the ended record, is tests/engine/test_watch_engine.py's)
+        seen.append(dict(records.get(f"placements/{job}") or {}))
+        return watch.JobReport(job, "finished", "torn down")
+
+    monkeypatch.setattr(Watcher, "_tear_down", tear_down)
+    [report] = Watcher(project, interval_s=60).once(["nd"])
+
+    assert report.action == "finished", report.reason
+    assert seen and seen[0]["finished_at"] == finished.isoformat()
+    [segment] = read_segments(records)
+    # a local node exits with its job: nothing bills after the finish, an hour before now
+    assert segment.ended_at == finished
+
+
+def test_a_finished_record_without_a_time_or_from_a_clock_ahead_is_taken_as_now() -> None:
+    from router.flows.watch import _finished_at
+
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    deployed = now - timedelta(hours=3)
+    assert _finished_at({"step": 4}, [], deployed, now) == now
+    ahead = (now + timedelta(minutes=3)).isoformat()
+    assert _finished_at({"step": 4, "time": ahead}, [], deployed, now) == now
+    before = (deployed - timedelta(hours=1)).isoformat()  # a clock behind: not before it began
+    assert _finished_at({"step": 4, "time": before}, [], deployed, now) == deployed
+    assert _finished_at({"step": 4, "time": "soon"}, [], deployed, now) == now
