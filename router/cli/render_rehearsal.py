@@ -119,12 +119,10 @@ def rehearsal_tables(report: RehearsalReport) -> None:
     m = report.measured
     restarts = list(m.restore_s.values())
     paid = sum(restarts) / len(restarts) / 60 if restarts else 0.0
-    idle = [s for j in v.jobs for _kind, s in j.ran.engine_steps_s]
     console.print(
-        f"measured (simulated): a restart paid {paid:.1f} min and a hand-over "
-        f"{m.handover_s / 60:.1f} min on average (fed to the prediction); the engine left a "
-        f"job idle {sum(idle) / len(idle) / 60 if idle else 0.0:.1f} min per move or "
-        "re-placement until its new stack was up"
+        f"measured (simulated), on average: a move's or re-placement's launch took "
+        f"{m.launch_s / 60:.1f} min from the decision until its new stack was up, a restart paid "
+        f"{paid:.1f} min and a hand-over {m.handover_s / 60:.1f} min (all fed to the prediction)"
     )
     console.print(
         f"ran {log.wall_s / 60:.1f} min wall time, {log.ended_by}; watcher started "

@@ -100,8 +100,9 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
         raise BadInput(f"{path}: {line}not valid YAML") from None
     if not isinstance(data, dict):
         raise w.fail("", "expected a mapping with name, start, days and jobs")
-    _known(w, "", data, {"name", "start", "days", "step", "home_cloud", "handover", "zone_block",
-                         "price_gap", "market", "traces", "jobs", "save_on_notice"})  # fmt: skip
+    _known(w, "", data, {"name", "start", "days", "step", "home_cloud", "handover", "launch",
+                         "zone_block", "price_gap", "market", "traces", "jobs",
+                         "save_on_notice"})  # fmt: skip
     name = str(data.get("name") or path.stem)
     start = _time(w, "start", data.get("start"))
     days = _number(w, "days", data.get("days", 30), positive=True)
@@ -115,6 +116,10 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
     home = str(data.get("home_cloud", "aws"))
     handover_s = _duration(w, "handover", data.get("handover", "5m"), allow_zero=True)
     block_s = _duration(w, "zone_block", data.get("zone_block", "1h"), allow_zero=True)
+    launch_s = _duration(w, "launch", data.get("launch", "0s"), allow_zero=True)
+    if launch_s > 86400:
+        raise w.fail("launch", f"{launch_s:g} s is more than a day — a launch takes minutes "
+                     "(e.g. 3m), or 0 for at once")  # fmt: skip
     gap_s = None
     if data.get("price_gap") is not None:
         gap_s = price_gap(data["price_gap"], lambda why: w.fail("price_gap", why))
@@ -152,6 +157,7 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
         handover_s=handover_s,
         zone_block_s=block_s,
         notice_s=notice,
+        launch_s=launch_s,
     )
     prices, availability = _traces(w, data.get("traces"))
     return WorkloadFile(workload, start, days, step_s, market, seed, gap_s, prices, availability)

@@ -319,7 +319,8 @@ def run_backtest(
             continue
         rules = job_rules(job, workload, egress, trace.step_s)
         notice = {c: h for c, _ in workload.notice_s if (h := workload.notice_h(c)) is not None}
-        ctx = JobContext(job, trace, pools, rules, first, evidence, notice, shared)
+        ctx = JobContext(job, trace, pools, rules, first, evidence, notice, shared,
+                         workload.launch_s / 3600.0)  # fmt: skip
         last = 0  # the optimum of a job without a deadline ends by the slowest policy's end
         steps = changes.of([i for i, _ in pools])
         for policy in chosen:

@@ -177,6 +177,11 @@ class Workload:
     home_cloud: str = "aws"
     handover_s: float = 300.0
     zone_block_s: float = 3600.0
+    # Seconds from a decision to re-place or move until the new placement's nodes run (the
+    # engine's step and the cloud's launch; restore_overhead follows): 0 = at once. The first
+    # placement starts at the arrival. router.core.backtest_replay: nothing is decided
+    # meanwhile, and a pool gone by then refuses the launch.
+    launch_s: float = 0.0
     # (cloud, seconds): each cloud's spot notice lead. The checkpoint library saves on the
     # notice, so a preemption loses only the work of the notice window; () = no save on notice
     # (work rolls back to the last periodic checkpoint).
@@ -215,6 +220,7 @@ class JobRun:
     finished_at: datetime | None = None
     deadline: datetime | None = None
     gpu_hours: float = 0.0
+    launches_refused: int = 0  # decided placements whose pool was gone when launched (launch_s)
     segments: list[tuple[int, int, int, float]] = field(default_factory=list)  # (from, to, pool, $)
     extras: list[tuple[int, float]] = field(default_factory=list)  # (step, $): egress, hand-over
     decisions: list[tuple[int, str, str]] = field(default_factory=list)  # (step, action, reason)
@@ -375,8 +381,10 @@ class JobContext:
         evidence: Mapping[int, SeriesEvidence] | None = None,  # pool index → its past
         notice_h: Mapping[str, float] | None = None,  # cloud → notice lead (hours) saved on
         shared: SharedCandidates | None = None,  # the same pools' candidates of other jobs
+        launch_h: float = 0.0,  # Workload.launch_s in hours
     ) -> None:
         self.job, self.trace, self.rules = job, trace, rules
+        self.launch_h = launch_h
         self.notice_h = dict(notice_h or {})
         self.pools = tuple(pools)
         self.first_step = first_step

@@ -51,6 +51,9 @@ class RunState:
     overhead_h: float = 0.0
     history: History = field(default_factory=History)
     memo: Any = None  # what a policy keeps of its own between calls (a peer's controller)
+    # A re-placement or move under way (Workload.launch_s): its target and the first step that
+    # begins with its nodes up; nothing is decided meanwhile (router.core.backtest_replay).
+    launching: tuple[Slot, int] | None = None
 
 
 class Policy(Protocol):

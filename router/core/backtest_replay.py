@@ -2,7 +2,8 @@
 
 router.core.backtest documents the simulation. Both replays share `Replay.evaluate`, which plays
 one step exactly as described there: interruption, the policy's choice (and its wake-ups inside
-the step), a move or placement, the step run. The step replay evaluates every step. The event
+the step) — or, while a move or re-placement is launched, none until it is up — a move or
+placement, the step run. The step replay evaluates every step. The event
 replay evaluates a step only when something the policy reads may have changed:
 
 - the job's candidates — a feasible pool's price, availability or listing (`TraceChanges`);
@@ -10,7 +11,8 @@ replay evaluates a step only when something the policy reads may have changed:
 - the policy's own time: `quiet_until(ctx, state, now)` — the earliest moment its answer could
   differ with all of the above unchanged (router.core.backtest_quiet; a policy without it is
   evaluated every step);
-- the steps where the job starts, pays a restore, is interrupted or finishes.
+- the steps where the job starts, pays a restore, is interrupted or finishes;
+- the step a launch under way completes (Workload.launch_s), and the step after a refused one.
 
 Between them the job runs (`Replay.coast`): each step paid and progressed with the same
 arithmetic, in the same order, as an evaluated step whose policy stayed — so both replays give
@@ -31,6 +33,7 @@ from router.core.backtest_policies import Policy, RunState
 from router.core.decision_model import SPOT, STAY, History, zone_key
 
 Changes = Sequence[int]  # sorted steps at which something a policy reads changes
+LAUNCHED = "launched"  # a decided placement whose launch (Workload.launch_s) completed
 
 
 class TraceChanges:
@@ -75,6 +78,7 @@ class Replay:
         self.wake = getattr(policy, "wake_h", None)
         self.wakes = getattr(policy, "wakes_per_step", 8)
         self.done = False  # finished
+        self.ask_next = False  # a launch was refused: the policy is asked at the next step
 
     def evaluate(self, step: int) -> None:
         """One step, the policy asked (router.core.backtest's steps 1-3)."""
@@ -95,25 +99,38 @@ class Replay:
                     h.last_move_at, (*h.lost_zones, (zone_key(cur), now)), h.committed_on_demand
                 )
         cands = ctx.candidates(step)
-        action, target, reason = policy.choose(ctx, state, cands, now)
         end = trace.at(step + 1)
-        # route watch decides every minute: a job kept waiting is asked again inside the step
-        # at the moment its answer could change (its slack reaching the margin, say).
-        wake = self.wake
-        for _ in range(self.wakes):
+        if state.launching is not None:
+            action, target = self._launched(step, cands)
+        else:
+            action, target, reason = policy.choose(ctx, state, cands, now)
+            # route watch decides every minute: a job kept waiting is asked again inside the
+            # step at the moment its answer could change (its slack reaching the margin, say).
+            wake = self.wake
+            for _ in range(self.wakes):
+                if (
+                    target is not None
+                    or wake is None
+                    or not (state.current is None or state.interrupted)
+                ):
+                    break
+                after = wake(ctx, state, now)
+                if after is None or now + timedelta(hours=after) >= end:
+                    break
+                now += timedelta(hours=after)
+                action, target, reason = policy.choose(ctx, state, cands, now)
+            if self.keep and action != STAY:
+                run.decisions.append((step, action, reason))
             if (
                 target is not None
-                or wake is None
-                or not (state.current is None or state.interrupted)
+                and ctx.launch_h > 0
+                and state.started
+                and (cur is None or target.pool != cur.pool or state.interrupted)
             ):
-                break
-            after = wake(ctx, state, now)
-            if after is None or now + timedelta(hours=after) >= end:
-                break
-            now += timedelta(hours=after)
-            action, target, reason = policy.choose(ctx, state, cands, now)
-        if self.keep and action != STAY:
-            run.decisions.append((step, action, reason))
+                # Its nodes run launch_s later, from the first step that begins then: until
+                # then what ran goes on running (a move) or nothing does (a re-placement).
+                ready = _step_holding(trace, now + timedelta(hours=ctx.launch_h), step) + 1
+                state.launching, target = (target, ready), None
         if target is not None and (cur is None or target.pool != cur.pool or state.interrupted):
             if cur is not None and not state.interrupted:
                 run.migrations += 1
@@ -175,6 +192,23 @@ class Replay:
                 cur.interruptions_per_hour,
                 cur.pool,
             )
+
+    def _launched(self, step: int, cands: Sequence[Slot]) -> tuple[str, Slot | None]:
+        """A launch under way (Workload.launch_s): nothing decided before its step; then the
+        placement decided, at this step's price — or nothing when its pool is gone meanwhile
+        (route watch rolls such a launch back; the policy decides again at the next step)."""
+        launching = self.state.launching
+        assert launching is not None
+        decided, ready = launching
+        if step < ready:
+            return STAY, None
+        self.state.launching = None
+        found = next((c for c in cands if c.pool == decided.pool), None)  # usable ones only
+        if found is None:
+            self.run.launches_refused += 1
+            self.ask_next = True
+            return STAY, None
+        return LAUNCHED, found
 
     def _checkpoint(self, cur: Slot) -> None:
         # What a preemption at the end of this step keeps: the last periodic checkpoint, the
@@ -333,7 +367,11 @@ def replay_events(
         step += 1
         if quiet is None or step >= steps:
             continue
-        if stays and state.current is not None and not state.interrupted:
+        if replay.ask_next:
+            replay.ask_next = False
+            continue
+        launching = state.launching
+        if stays and state.current is not None and not state.interrupted and not launching:
             step = replay.coast(step, steps, repriced=True)
             continue
         # The next step that must be asked: a change of the candidates, a block running out,
@@ -346,6 +384,8 @@ def replay_events(
         until = quiet(ctx, state, begins)
         if until is not None:
             stop = min(stop, _step_holding(trace, until, step))
+        if launching is not None:
+            stop = min(stop, launching[1])  # the step its nodes are up
         block = timedelta(seconds=ctx.rules.zone_block_s)
         for _, lost_at in state.history.lost_zones:
             # a zone unblocked: the first step that starts with it open must be asked

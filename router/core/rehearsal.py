@@ -280,6 +280,7 @@ class Measured:
     handover_s: float  # a move's overlap: both placements paid
     restore_s: Mapping[str, float]  # per job name: a restart, from the loss to training again
     started: Mapping[str, datetime]  # per job name: when its first placement began (simulated)
+    launch_s: float = 0.0  # a move's or re-placement's decision until its new stack was up
 
 
 def predicted_workload(
@@ -290,8 +291,8 @@ def predicted_workload(
     notice_s: float,
 ) -> Workload:
     """The rehearsed jobs as a backtest replays them on the local target: no data or checkpoint
-    egress there, the profile's notice, and the measured phase times (restore, hand-over; a job
-    arrives when its first placement began)."""
+    egress there, the profile's notice, and the measured phase times (launch, restore,
+    hand-over; a job arrives when its first placement began)."""
     jobs = []
     for plan in plans:
         job = plan.job
@@ -313,6 +314,7 @@ def predicted_workload(
         jobs=tuple(sorted(jobs, key=lambda j: (j.arrival, j.name))),
         home_cloud=LOCAL,
         handover_s=measured.handover_s,
+        launch_s=measured.launch_s,
         zone_block_s=workload.zone_block_s,
         notice_s=((LOCAL, notice_s),),
     )

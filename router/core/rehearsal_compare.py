@@ -11,8 +11,8 @@ the run measured:
 - **late notice** — a node saw its zone go later than the trace took it (the market check), so
   it ran (and was paid) past the moment the prediction stopped it;
 - **slow engine step** — a re-placement or move left the job idle, from the decision until its
-  new stack was up, longer than a cloud's launch takes (SLOW_ENGINE_S): time the prediction
-  cannot be fed (nobody pays for it, it only delays);
+  new stack was up, longer than a cloud's launch takes (SLOW_ENGINE_S): the prediction is fed
+  the mean of those steps (Workload.launch_s), not each one;
 - **launch refused** — a move or re-placement rolled back, or a re-placement failed over to
   the next placement: the zone decided on was out by the time the engine launched there (the
   prediction's policy places at once, on the zones available at that step);

@@ -79,6 +79,7 @@ class RehearsalReport:
             "destroyed_at_end": list(log.destroyed_at_end),
             "measured": {
                 "handover_s": self.measured.handover_s,
+                "launch_s": self.measured.launch_s,
                 "restart_s": dict(self.measured.restore_s),
             },
             **self.verdict.to_json(),
@@ -421,13 +422,15 @@ def _measured(
     facts: dict[str, _JobFacts], spend: Any, plans: Sequence[JobPlan], workload: Any, clock: Clock
 ) -> Measured:
     """The phase times the prediction is fed (simulated seconds), from the journals that went
-    through: a restart is what a new placement is paid without progress — its stack up until
-    the job resumed there; a hand-over what the old one is — from its save for the move until
-    its stack is down. (The engine's time before a new stack is up is paid by nobody: it only
-    delays, and is named as a slow engine step where it changed an outcome.)"""
+    through: a launch is the engine's time from the decision to move or re-place until the new
+    stack was up (nobody is paid for the new placement meanwhile; a move's old one runs on); a
+    restart is what a new placement is paid without progress — its stack up until the job
+    resumed there; a hand-over what the old one is paid on top — from the new stack up until
+    the old stack is down."""
     restore: dict[str, float] = {}
     started: dict[str, datetime] = {}
     handovers: list[float] = []
+    launches: list[float] = []
     for plan in plans:
         f = facts[plan.name]
         done = [j for j in f.journals if j.outcome == "done"]
@@ -438,12 +441,14 @@ def _measured(
             s
             for j in done
             if j.kind == "migrate"
-            if (s := _between(j, "checkpoint-complete", "old-stack-down"))
+            if (s := _between(j, "new-stack-up", "old-stack-down"))
         ]
+        launches += [s for j in done if (s := _launch_s(j)) is not None]
         if f.segments:
             started[plan.name] = clock.sim_at(f.segments[0].started_at)
     handover = clock.sim_s(sum(handovers) / len(handovers)) if handovers else workload.handover_s
-    return Measured(handover_s=handover, restore_s=restore, started=started)
+    launch = clock.sim_s(sum(launches) / len(launches)) if launches else 0.0
+    return Measured(handover_s=handover, restore_s=restore, started=started, launch_s=launch)
 
 
 def _json(path: Path) -> dict[str, Any] | None:

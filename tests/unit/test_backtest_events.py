@@ -4,7 +4,8 @@ The event replay asks a policy only where something it reads may change (router.
 backtest_replay, backtest_quiet); the step replay asks at every step. On random markets shaped
 like the real traces — prices that hold for long stretches, spot zones up and down in runs,
 deadlines tight and loose, jobs without one waiting under spot_wait, zone blocks, pools that stop
-being listed, the save on a notice or not — every policy, the peers included, must give the
+being listed, the save on a notice or not, launches that take time (Workload.launch_s) — every
+policy, the peers included, must give the
 same cost, egress, interruptions, moves, recomputed hours, finish, payments and decisions.
 """
 
@@ -123,6 +124,7 @@ def market(seed: int) -> tuple[Workload, Trace]:
         "events", tuple(jobs), home_cloud=rng.choice(sorted({p.cloud for p in pools})),
         handover_s=rng.choice([0.0, 300.0]), zone_block_s=rng.choice([0.0, 1800.0, 3 * 3600.0]),
         notice_s=rng.choice([(), (("aws", 120.0), ("gcp", 30.0), ("azure", 30.0))]),
+        launch_s=rng.choice([0.0, 0.0, 600.0, 2400.0]),  # moves and re-placements launched later
     )  # fmt: skip
     return workload, trace
 
@@ -138,7 +140,7 @@ def shown(run: JobRun) -> tuple[object, ...]:
             segments.append(seg)
     decisions = [d for d in run.decisions if d[1] != WAIT]
     return (run.cost, run.egress_cost, run.interruptions, run.migrations, run.recomputed_h,
-            run.finished_at, segments, run.extras, decisions)  # fmt: skip
+            run.finished_at, segments, run.extras, decisions, run.launches_refused)  # fmt: skip
 
 
 def same_runs(workload: Workload, trace: Trace) -> int:
@@ -156,9 +158,10 @@ def same_runs(workload: Workload, trace: Trace) -> int:
             continue
         rules = job_rules(job, workload, EGRESS, trace.step_s)
         for policy in policy_set(workload.home_cloud, "all"):
-            ctx = JobContext(job, trace, pools, rules, first, evidence, notice)
+            launch_h = workload.launch_s / 3600.0
+            ctx = JobContext(job, trace, pools, rules, first, evidence, notice, None, launch_h)
             by_steps = simulate_job(ctx, policy, keep_decisions=True)
-            ctx = JobContext(job, trace, pools, rules, first, evidence, notice)
+            ctx = JobContext(job, trace, pools, rules, first, evidence, notice, None, launch_h)
             by_events = simulate_job_events(ctx, policy, changes, keep_decisions=True)
             assert shown(by_events) == shown(by_steps), (policy.name, job)
             compared += 1

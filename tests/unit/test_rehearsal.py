@@ -173,12 +173,13 @@ def test_the_prediction_is_fed_what_the_run_measured() -> None:
     clock = Clock(T0, REAL, 400.0)
     plans = [job_plan(_job(data_cloud="aws", data_gb=40.0, checkpoint_gb=5.0), "job-017", clock)]
     started = T0 + timedelta(hours=3)
-    measured = Measured(900.0, {"job-017": 2400.0}, {"job-017": started})
+    measured = Measured(900.0, {"job-017": 2400.0}, {"job-017": started}, launch_s=1200.0)
     workload = predicted_workload(Workload("w", (plans[0].job,)), plans, measured, notice_s=120)
     job = workload.jobs[0]
     assert (job.restore_overhead_s, job.arrival, job.clouds) == (2400.0, started, ("local",))
     assert job.data_gb == 0 and job.checkpoint_gb == 0 and job.data_cloud is None
     assert workload.handover_s == 900.0 and workload.notice_s == (("local", 120),)
+    assert workload.launch_s == 1200.0  # the engine's steps: a move's decision to its stack up
 
 
 def test_the_job_program_and_the_router_agree_on_the_state_of_work_done_once() -> None:

@@ -142,6 +142,22 @@ def test_workload_errors_name_the_field(tmp_path):
         load_workload(path)
 
 
+def test_a_workloads_launch_time_is_read_and_bounded(tmp_path):
+    path = tmp_path / "w.yaml"
+    head = (
+        "start: 2026-11-01T00:00:00Z\njobs:\n  list:\n"
+        "    - {name: a, gpus: A100-80GB:8, duration: 2h}\n"
+    )
+    path.write_text(head)
+    assert load_workload(path).workload.launch_s == 0.0  # at once, as before
+    path.write_text(head + "launch: 3m\n")
+    assert load_workload(path).workload.launch_s == 180.0
+    for bad, why in (("2d", "more than a day"), ("-1m", "launch"), ("soon", "launch")):
+        path.write_text(head + f"launch: {bad}\n")
+        with pytest.raises(BadInput, match=why):
+            load_workload(path)
+
+
 def test_thirty_day_example_is_about_200_gpu_hours_a_day():
     wf = load_workload(THIRTY_DAYS)
     hours = sum(j.gpu_hours for j in wf.workload.jobs)
