@@ -54,7 +54,7 @@ from router.engine.processes import sweep_orphans
 from router.flows import teardown
 from router.flows.jobs import clear_stale_locks
 from router.flows.migrate import LeaseLost, Mover, _group_alive
-from router.flows.node_exits import exits_and_crash
+from router.flows.node_exits import block_if_unformed, exits_and_crash, finished_at
 from router.flows.watch_events import PassReport, price_ages
 
 DEFAULT_INTERVAL_S = 60.0
@@ -454,14 +454,14 @@ def observe(
     deployed_at = datetime.fromisoformat(record["deployed_at"])
     exits, crashed = exits_and_crash(record, deployed_at, seen_nodes)
     if crashed is None:
-        _block_if_unformed(record, exits, now)
+        block_if_unformed(record, exits, now)
     if exits:
         alive = False  # a node stopped running the job: it does not go on there
     if (done is not None or all_exited(exits)) and not alive:
         step = int(done.get("step", 0)) if done is not None else (latest.step if latest else 0)
         return Observation(
             Rules(), Progress(1, 1, 1, now), Current(_placed(record, []), now), [], True, step,
-            _finished_at(done, exits, deployed_at, now),
+            finished_at(done, exits, deployed_at, now),
         )  # fmt: skip
     before_h = float(record.get("run_h_before") or 0.0)
     ran_h = max(0.0, (now - deployed_at).total_seconds() / 3600)
@@ -521,43 +521,6 @@ def observe(
         candidates, nodes=seen_nodes, checkpoint_error=storage_error,
         exits=[e.describe() for e in exits],
     )  # fmt: skip
-
-
-def _finished_at(
-    done: dict[str, Any] | None, exits: Sequence[Any], deployed_at: datetime, now: datetime
-) -> datetime:
-    """When a finished job ended on its placement: its finished record's time, else its nodes'
-    last exit, else now — never before the placement began nor after now (a node's clock)."""
-    at: datetime | None = None
-    if done is not None and done.get("time"):
-        with contextlib.suppress(TypeError, ValueError):
-            at = datetime.fromisoformat(str(done["time"]).replace("Z", "+00:00"))
-    if at is None:
-        at = max((e.at for e in exits if e.at is not None), default=None)
-    if at is None:
-        return now
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return min(max(at, deployed_at), now)
-
-
-def _block_if_unformed(record: dict[str, Any], exits: list[Any], now: datetime) -> None:
-    """A group that never formed (EXIT_GROUP_NOT_FORMED) blocks its zone as a refused launch
-    does, so the re-placement goes elsewhere; once, not again while that block stands."""
-    from router.config.blocks import updating_blocks
-    from router.config.home import spotroute_home
-    from router.core.failover import block_after, blocking, group_not_formed
-    from router.core.node_exit import unformed_of
-
-    why = unformed_of(exits)
-    if why is None:
-        return
-    cloud, region = str(record.get("cloud") or ""), str(record.get("region") or "")
-    zone = record.get("zone") or None
-    with updating_blocks(spotroute_home(), now) as blocks:
-        if blocking(blocks, cloud, region, zone, now) is None:
-            failure = group_not_formed(cloud, why)
-            blocks.append(block_after(failure, cloud, region, zone, blocks, now))
 
 
 def checkpoint_progress(

@@ -216,13 +216,13 @@ def test_a_finished_job_is_billed_until_its_nodes_powered_off_not_until_its_tear
 
 
 def test_a_finished_record_without_a_time_or_from_a_clock_ahead_is_taken_as_now() -> None:
-    from router.flows.watch import _finished_at
+    from router.flows.node_exits import finished_at
 
     now = datetime(2026, 12, 1, 12, tzinfo=UTC)
     deployed = now - timedelta(hours=3)
-    assert _finished_at({"step": 4}, [], deployed, now) == now
+    assert finished_at({"step": 4}, [], deployed, now) == now
     ahead = (now + timedelta(minutes=3)).isoformat()
-    assert _finished_at({"step": 4, "time": ahead}, [], deployed, now) == now
+    assert finished_at({"step": 4, "time": ahead}, [], deployed, now) == now
     before = (deployed - timedelta(hours=1)).isoformat()  # a clock behind: not before it began
-    assert _finished_at({"step": 4, "time": before}, [], deployed, now) == deployed
-    assert _finished_at({"step": 4, "time": "soon"}, [], deployed, now) == now
+    assert finished_at({"step": 4, "time": before}, [], deployed, now) == deployed
+    assert finished_at({"step": 4, "time": "soon"}, [], deployed, now) == now
