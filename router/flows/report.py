@@ -213,8 +213,12 @@ def summarise(
     for s in all_segments:
         start = max(s.started_at, since)
         end = min(s.ended_at or now, until)
-        if end <= start:
+        # A placement whose job ended before its record began (a job done while `pulumi up`
+        # still ran: billing starts when the placement is recorded) is shown, at no hours.
+        if end < start or (end == start and (s.overlap or s.started_at < since)):
             continue
+        for table, key in ((jobs, s.job), (clouds, s.cloud)):
+            table.setdefault(key, [0.0, 0.0, 0.0])
         base_price = 0.0  # the job on on-demand would have run once: no hand-over in it
         if not s.overlap:
             base_price = _baseline_price(s, on_demand, unknown)

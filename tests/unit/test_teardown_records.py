@@ -119,3 +119,17 @@ def test_route_report_ends_a_finished_jobs_bill_when_its_nodes_powered_off(
     record_ended(store, early, finished + timedelta(minutes=1), "destroyed")
     hours = {j.job: j.hours for j in report(now=NOW, records=store).by_job}
     assert hours["early"] == pytest.approx(min(billed_h, 1.0 + 1 / 60))
+
+
+def test_a_job_done_before_its_placement_was_recorded_is_shown_at_no_hours(
+    store: RecordStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A local job that finished while `pulumi up` still ran: billing starts when the placement
+    is recorded, its nodes were off by then — the job and its placement are still reported."""
+    monkeypatch.setenv("SPOTROUTE_HOME", str(tmp_path / "home"))
+    placement = {**_placement(), "cloud": "local", "finished_at": DEPLOYED.isoformat()}
+    record_ended(store, placement, DEPLOYED + timedelta(minutes=1), "destroyed")
+
+    [job] = report(now=NOW, records=store).by_job
+
+    assert (job.job, job.placements, job.hours, job.cost) == ("llm", 1, 0.0, 0.0)
