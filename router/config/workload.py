@@ -18,7 +18,7 @@ import yaml
 
 from router.config.datafiles import load_catalog, load_gpus, load_startup_figures
 from router.config.user_files import CONFIG_LIMIT_BYTES, read_user_text
-from router.core.backtest_model import Workload, WorkloadJob
+from router.core.backtest_model import FIRST_PLACEMENTS, POLICY, Workload, WorkloadJob
 from router.core.catalog import Catalog
 from router.core.durations import parse_duration_s, parse_spot_wait_s
 from router.core.errors import BadInput
@@ -101,8 +101,8 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
     if not isinstance(data, dict):
         raise w.fail("", "expected a mapping with name, start, days and jobs")
     _known(w, "", data, {"name", "start", "days", "step", "home_cloud", "handover", "launch",
-                         "zone_block", "price_gap", "market", "traces", "jobs",
-                         "save_on_notice"})  # fmt: skip
+                         "first_placement", "zone_block", "price_gap", "market", "traces",
+                         "jobs", "save_on_notice"})  # fmt: skip
     name = str(data.get("name") or path.stem)
     start = _time(w, "start", data.get("start"))
     days = _number(w, "days", data.get("days", 30), positive=True)
@@ -120,6 +120,11 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
     if launch_s > 86400:
         raise w.fail("launch", f"{launch_s:g} s is more than a day — a launch takes minutes "
                      "(e.g. 3m), or 0 for at once")  # fmt: skip
+    first = data.get("first_placement", POLICY)
+    if first not in FIRST_PLACEMENTS:
+        raise w.fail("first_placement", f"{first!r} is not policy or deploy — give policy "
+                     "(the policy places a job at its arrival) or deploy (route deploy "
+                     "does)")  # fmt: skip
     gap_s = None
     if data.get("price_gap") is not None:
         gap_s = price_gap(data["price_gap"], lambda why: w.fail("price_gap", why))
@@ -158,6 +163,7 @@ def load_workload(path: Path, *, catalog: Catalog | None = None) -> WorkloadFile
         zone_block_s=block_s,
         notice_s=notice,
         launch_s=launch_s,
+        first_placement=str(first),
     )
     prices, availability = _traces(w, data.get("traces"))
     return WorkloadFile(workload, start, days, step_s, market, seed, gap_s, prices, availability)

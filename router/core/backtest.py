@@ -19,7 +19,11 @@ The simulation, per job and policy, one step [t, t + step) at a time:
   3. the placement runs: price × node_count per hour used; the step the job arrives in only
      from its arrival (JobContext.begins / hours), a step in which it was asked again only
      from then, the last step only up to the moment the work is done. Checkpoints complete
-     every checkpoint interval of work.
+     every checkpoint interval of work;
+  4. a move or re-placement takes Workload.launch_s to launch: nothing is decided meanwhile,
+     and a pool gone by then refuses it (router.core.backtest_replay).
+At its arrival a job is placed by its policy, or with Workload.first_placement "deploy" (what
+`route deploy` does) on the cheapest placement offered then, for spotroute's own policies.
 Jobs are independent (no capacity contention between them) and on-demand never runs out.
 
 Policies (router.core.backtest_policies): single-cloud on-demand (the baseline), single-cloud
@@ -41,6 +45,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from router.core.backtest_model import (
+    DEPLOY,
     BacktestResult,
     JobContext,
     JobRun,
@@ -320,7 +325,8 @@ def run_backtest(
         rules = job_rules(job, workload, egress, trace.step_s)
         notice = {c: h for c, _ in workload.notice_s if (h := workload.notice_h(c)) is not None}
         ctx = JobContext(job, trace, pools, rules, first, evidence, notice, shared,
-                         workload.launch_s / 3600.0)  # fmt: skip
+                         workload.launch_s / 3600.0,
+                         workload.first_placement == DEPLOY)  # fmt: skip
         last = 0  # the optimum of a job without a deadline ends by the slowest policy's end
         steps = changes.of([i for i, _ in pools])
         for policy in chosen:

@@ -168,6 +168,11 @@ class WorkloadJob:
         return self.duration_h * self.gpu_count * self.node_count
 
 
+# Workload.first_placement: the policy places a job at its arrival, or `route deploy` does.
+POLICY, DEPLOY = "policy", "deploy"
+FIRST_PLACEMENTS = (POLICY, DEPLOY)
+
+
 @dataclass(frozen=True)
 class Workload:
     """Jobs to replay, and the cloud single-cloud policies stay in (where the team lives)."""
@@ -182,6 +187,11 @@ class Workload:
     # placement starts at the arrival. router.core.backtest_replay: nothing is decided
     # meanwhile, and a pool gone by then refuses the launch.
     launch_s: float = 0.0
+    # Who places a job at its arrival under spotroute's own policies (those `route deploy`
+    # submits: Policy.deployed): "policy" — the policy decides, as route watch would (it may
+    # wait for spot); "deploy" — what `route deploy` does: the planner's cheapest placement
+    # offered then, re-tried each step while nothing is; route watch's policy from then on.
+    first_placement: str = POLICY
     # (cloud, seconds): each cloud's spot notice lead. The checkpoint library saves on the
     # notice, so a preemption loses only the work of the notice window; () = no save on notice
     # (work rolls back to the last periodic checkpoint).
@@ -382,9 +392,10 @@ class JobContext:
         notice_h: Mapping[str, float] | None = None,  # cloud → notice lead (hours) saved on
         shared: SharedCandidates | None = None,  # the same pools' candidates of other jobs
         launch_h: float = 0.0,  # Workload.launch_s in hours
+        deployed: bool = False,  # Workload.first_placement "deploy"
     ) -> None:
         self.job, self.trace, self.rules = job, trace, rules
-        self.launch_h = launch_h
+        self.launch_h, self.deployed = launch_h, deployed
         self.notice_h = dict(notice_h or {})
         self.pools = tuple(pools)
         self.first_step = first_step

@@ -170,9 +170,22 @@ class PlacedUntilInterrupted:
         return self.place(ctx, state, cands, now, self.home)
 
 
+def deploy_placement(
+    ctx: JobContext, state: RunState, cands: Sequence[Slot]
+) -> tuple[Action, Slot | None, str]:
+    """What `route deploy` places a job on when it is submitted (Workload.first_placement
+    "deploy"): the planner's cheapest offered placement, spot or on-demand, by the same cost
+    (compute and expected interruptions, decide.remaining_cost) — it does not wait for spot.
+    Nothing offered: the deploy is refused, and submitted again at the next step."""
+    target = _cheapest(ctx, state, cands)
+    return (REPLACE, target, "route deploy") if target else (WAIT, None, "route deploy refused")
+
+
 class DecidePolicy:
     """All clouds through router.core.decide.decide — the rules `route watch` runs — with the
     job's deadline; `wait_for_spot` picks how decide() keeps it (Rules.wait_for_spot)."""
+
+    deployed = True  # its jobs are submitted by `route deploy` (Workload.first_placement)
 
     def __init__(self, name: str, label: str, *, wait_for_spot: bool) -> None:
         self.name, self.label, self.wait_for_spot = name, label, wait_for_spot

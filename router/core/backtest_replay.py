@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from router.core.backtest_model import JobContext, JobRun, Slot, Trace
-from router.core.backtest_policies import Policy, RunState
+from router.core.backtest_policies import Policy, RunState, deploy_placement
 from router.core.decision_model import SPOT, STAY, History, zone_key
 
 Changes = Sequence[int]  # sorted steps at which something a policy reads changes
@@ -79,9 +79,11 @@ class Replay:
         self.wakes = getattr(policy, "wakes_per_step", 8)
         self.done = False  # finished
         self.ask_next = False  # a launch was refused: the policy is asked at the next step
+        # Workload.first_placement "deploy": `route deploy` places the job, not the policy.
+        self.deploys = ctx.deployed and getattr(policy, "deployed", False)
 
     def evaluate(self, step: int) -> None:
-        """One step, the policy asked (router.core.backtest's steps 1-3)."""
+        """One step, the policy asked (router.core.backtest's steps 1-4)."""
         ctx, trace, state, run, policy = self.ctx, self.trace, self.state, self.run, self.policy
         job, rules, nodes = ctx.job, ctx.rules, self.nodes
         now = ctx.begins(step)  # the arrival, in the step the job arrives in
@@ -102,6 +104,10 @@ class Replay:
         end = trace.at(step + 1)
         if state.launching is not None:
             action, target = self._launched(step, cands)
+        elif self.deploys and not state.started:  # route deploy's placement, not the policy's
+            action, target, reason = deploy_placement(ctx, state, cands)
+            if self.keep:
+                run.decisions.append((step, action, reason))
         else:
             action, target, reason = policy.choose(ctx, state, cands, now)
             # route watch decides every minute: a job kept waiting is asked again inside the

@@ -34,7 +34,7 @@ from typing import Any
 
 from router.contract.local_market import MarketRow
 from router.contract.stack_config import JOB_NAME_MAX
-from router.core.backtest_model import Pool, Trace, Workload, WorkloadJob
+from router.core.backtest_model import DEPLOY, Pool, Trace, Workload, WorkloadJob
 from router.core.errors import BadInput
 
 REHEARSED_POLICY = "deadline-aware"  # the policy `route watch` runs (backtest_policies)
@@ -292,7 +292,8 @@ def predicted_workload(
 ) -> Workload:
     """The rehearsed jobs as a backtest replays them on the local target: no data or checkpoint
     egress there, the profile's notice, and the measured phase times (launch, restore,
-    hand-over; a job arrives when its first placement began)."""
+    hand-over; a job arrives when its first placement began, placed as `route deploy` placed
+    it)."""
     jobs = []
     for plan in plans:
         job = plan.job
@@ -315,6 +316,9 @@ def predicted_workload(
         home_cloud=LOCAL,
         handover_s=measured.handover_s,
         launch_s=measured.launch_s,
+        # Each job was submitted by `route deploy`, which places it on the cheapest placement
+        # offered then (it does not wait for spot as the policy might): so is the prediction's.
+        first_placement=DEPLOY,
         zone_block_s=workload.zone_block_s,
         notice_s=((LOCAL, notice_s),),
     )

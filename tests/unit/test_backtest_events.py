@@ -4,9 +4,10 @@ The event replay asks a policy only where something it reads may change (router.
 backtest_replay, backtest_quiet); the step replay asks at every step. On random markets shaped
 like the real traces — prices that hold for long stretches, spot zones up and down in runs,
 deadlines tight and loose, jobs without one waiting under spot_wait, zone blocks, pools that stop
-being listed, the save on a notice or not, launches that take time (Workload.launch_s) — every
-policy, the peers included, must give the
-same cost, egress, interruptions, moves, recomputed hours, finish, payments and decisions.
+being listed, the save on a notice or not, launches that take time (Workload.launch_s), first
+placements by the policy or by `route deploy` (Workload.first_placement) — every policy, the
+peers included, must give the same cost, egress, interruptions, moves, recomputed hours,
+finish, payments and decisions.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def market(seed: int) -> tuple[Workload, Trace]:
         handover_s=rng.choice([0.0, 300.0]), zone_block_s=rng.choice([0.0, 1800.0, 3 * 3600.0]),
         notice_s=rng.choice([(), (("aws", 120.0), ("gcp", 30.0), ("azure", 30.0))]),
         launch_s=rng.choice([0.0, 0.0, 600.0, 2400.0]),  # moves and re-placements launched later
+        first_placement=rng.choice(["policy", "deploy"]),  # the arrival: the policy's or deploy's
     )  # fmt: skip
     return workload, trace
 
@@ -158,10 +160,12 @@ def same_runs(workload: Workload, trace: Trace) -> int:
             continue
         rules = job_rules(job, workload, EGRESS, trace.step_s)
         for policy in policy_set(workload.home_cloud, "all"):
-            launch_h = workload.launch_s / 3600.0
-            ctx = JobContext(job, trace, pools, rules, first, evidence, notice, None, launch_h)
+            launch_h, deploys = workload.launch_s / 3600.0, workload.first_placement == "deploy"
+            ctx = JobContext(job, trace, pools, rules, first, evidence, notice, None, launch_h,
+                             deploys)  # fmt: skip
             by_steps = simulate_job(ctx, policy, keep_decisions=True)
-            ctx = JobContext(job, trace, pools, rules, first, evidence, notice, None, launch_h)
+            ctx = JobContext(job, trace, pools, rules, first, evidence, notice, None, launch_h,
+                             deploys)  # fmt: skip
             by_events = simulate_job_events(ctx, policy, changes, keep_decisions=True)
             assert shown(by_events) == shown(by_steps), (policy.name, job)
             compared += 1
