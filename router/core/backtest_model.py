@@ -192,6 +192,9 @@ class Workload:
     # wait for spot); "deploy" — what `route deploy` does: the planner's cheapest placement
     # offered then, re-tried each step while nothing is; route watch's policy from then on.
     first_placement: str = POLICY
+    # Seconds until route watch decides on a job again (Rules.decision_period_s, which its
+    # slack test counts): its interval, or — as `route rehearse` measures it — its passes.
+    decision_period_s: float = 60.0
     # (cloud, seconds): each cloud's spot notice lead. The checkpoint library saves on the
     # notice, so a preemption loses only the work of the notice window; () = no save on notice
     # (work rolls back to the last periodic checkpoint).
@@ -483,8 +486,9 @@ class SharedCandidates:
 def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s: float) -> Rules:
     """decide()'s rules for a workload job (deadline left out: policies add it when they use it).
 
-    The decision period is route watch's (Rules' default), not the trace's step: the simulation
-    asks a waiting job's policy again inside a step when its answer could change (wake_h).
+    The decision period is route watch's (Workload.decision_period_s), not the trace's step:
+    the simulation asks a waiting job's policy again inside a step when its answer could change
+    (wake_h). The launch (Workload.launch_s) is counted by the slack test with each restart.
     """
     # With a save on the notice a preemption loses at most the notice window: what the
     # policies weigh as work at risk is the shorter of it and the interval (the longest notice
@@ -498,6 +502,8 @@ def job_rules(job: WorkloadJob, workload: Workload, egress: EgressTable, step_s:
         restore_overhead_s=job.restore_overhead_s,
         handover_s=workload.handover_s,
         zone_block_s=workload.zone_block_s,
+        launch_s=workload.launch_s,  # the slack test counts it with each restart
+        decision_period_s=workload.decision_period_s,
         deadline=None,
         spot_wait_s=job.spot_wait_s,
         transfers=TransferCosts(

@@ -82,11 +82,12 @@ def deadline_slack(
 ) -> tuple[float, float, float]:
     """(hours to the deadline, slack, risk), hours: on-demand for good once slack ≤ risk.
 
-    slack = hours left − work left − hours to get onto on-demand (restore + redo unless on it);
+    slack = hours left − work left − hours to get onto on-demand (a restart — the launch and
+            the restore, Rules.restart_h — and the redo, unless on it);
     risk  = what staying off on-demand until the next decision can cost the slack: the period
             itself, the work the checkpoint interval can still lose on spot (interval − redo
             running there, a whole interval for a job that would take the spot there is now,
-            `spot_now`; none while it waits) and one restore as a pad (the least certain
+            `spot_now`; none while it waits) and one restart as a pad (the least certain
             number; a first start or a pending restore is within it).
     """
     assert rules.deadline is not None
@@ -97,9 +98,9 @@ def deadline_slack(
     work_left = max(0.0, progress.total_h - done)
     redo = 0.0 if interrupted else max(0.0, progress.done_h - progress.checkpointed_h)
     hours_left = (rules.deadline - now).total_seconds() / 3600.0
-    to_on_demand_h = 0.0 if on_demand_now else rules.restore_h + redo
+    to_on_demand_h = 0.0 if on_demand_now else rules.restart_h + redo
     slack = hours_left - work_left - to_on_demand_h
-    risk = rules.restore_h + rules.decision_period_s / 3600.0
+    risk = rules.restart_h + rules.decision_period_s / 3600.0
     if not interrupted and not on_demand_now:
         risk += max(0.0, rules.checkpoint_interval_s / 3600.0 - redo)
     elif interrupted and spot_now:
@@ -108,27 +109,28 @@ def deadline_slack(
 
 
 def _risk_h(rules: Rules) -> float:
-    """The most the slack test's risk can be: a restore, a whole interval and the period."""
-    return rules.restore_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
+    """The most the slack test's risk can be: a restart, a whole interval and the period."""
+    return rules.restart_h + (rules.checkpoint_interval_s + rules.decision_period_s) / 3600.0
 
 
 def latest_start(rules: Rules, work_h: float) -> datetime:
-    """The latest start that leaves a job the slack to take spot: deadline − work − a restore
+    """The latest start that leaves a job the slack to take spot: deadline − work − a restart
     (to get onto on-demand) − the most the slack test risks. A later start would be sent to
     on-demand for good at once, so a price saving on spot could not be had (`route plan`'s
     later start, router/flows/timeshift.py)."""
     assert rules.deadline is not None
-    return rules.deadline - timedelta(hours=work_h + rules.restore_h + _risk_h(rules))
+    return rules.deadline - timedelta(hours=work_h + rules.restart_h + _risk_h(rules))
 
 
 def return_reserve_h(rules: Rules) -> float:
-    """Slack (hours) a job on on-demand needs to go back to spot: 2 restores + the most risk.
+    """Slack (hours) a job on on-demand needs to go back to spot: 2 restarts + the most risk.
 
-    On spot its slack counts the restore back to on-demand, and the restore there spends as
-    much: 2 restores; then the slack test must still pass with a whole checkpoint interval to
-    lose (restore + interval + period), or the return would be followed by a commit.
+    On spot its slack counts the restart back to on-demand, and the restart there spends as
+    much: 2 restarts (each a launch and a restore); then the slack test must still pass with a
+    whole checkpoint interval to lose (restart + interval + period), or the return would be
+    followed by a commit.
     """
-    return 2 * rules.restore_h + _risk_h(rules)
+    return 2 * rules.restart_h + _risk_h(rules)
 
 
 def spot_overhead_h(rules: Rules, current: Current | None, work_left_h: float) -> float:

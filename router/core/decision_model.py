@@ -169,6 +169,10 @@ class Rules:
     handover_s: float = 300.0  # both placements run while the new one restores
     zone_block_s: float = 3600.0  # a lost zone is not used again for this long
     decision_period_s: float = 60.0  # time until decide() is called again (watch interval)
+    # From a decision to re-place or move until the new placement's nodes run (the engine's
+    # step and the cloud's launch): nobody pays for it, but it spends a deadline's slack, so
+    # the slack test counts it with every restart (decide_deadline). 0 = at once.
+    launch_s: float = 0.0
     deadline: datetime | None = None
     # With a deadline: wait (idle) for spot while the slack allows — Uniform Progress; False:
     # never idle (the money rules), on-demand for good once the slack is gone.
@@ -182,6 +186,11 @@ class Rules:
     @property
     def restore_h(self) -> float:
         return self.restore_overhead_s / 3600.0
+
+    @property
+    def restart_h(self) -> float:
+        """Hours a (re)start spends of a deadline: the launch, then the paid restore."""
+        return (self.launch_s + self.restore_overhead_s) / 3600.0
 
 
 def work_at_risk_s(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -194,6 +194,20 @@ def newest_stack(job: str, stacks: Iterable[str]) -> str | None:
         if head == job and (not dot or n.isdigit())
     ]
     return max(numbered)[1] if numbered else None
+
+
+def launch_seconds(journal: Journal) -> float | None:
+    """Seconds from the decision to move or re-place (the journal opened) until its new stack
+    was up: the engine's step and the cloud's launch (None before the stack is up)."""
+    up = journal.steps.get("new-stack-up")
+    if up is None or not up.done_at:
+        return None
+    return (_aware(up.done_at) - _aware(journal.created_at)).total_seconds()
+
+
+def _aware(text: str) -> datetime:
+    at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def job_of_stack(stack: str) -> str:

@@ -281,6 +281,7 @@ class Measured:
     restore_s: Mapping[str, float]  # per job name: a restart, from the loss to training again
     started: Mapping[str, datetime]  # per job name: when its first placement began (simulated)
     launch_s: float = 0.0  # a move's or re-placement's decision until its new stack was up
+    decision_period_s: float = 60.0  # until a job was decided on again (the watchers' passes)
 
 
 def predicted_workload(
@@ -319,6 +320,7 @@ def predicted_workload(
         # Each job was submitted by `route deploy`, which places it on the cheapest placement
         # offered then (it does not wait for spot as the policy might): so is the prediction's.
         first_placement=DEPLOY,
+        decision_period_s=measured.decision_period_s,
         zone_block_s=workload.zone_block_s,
         notice_s=((LOCAL, notice_s),),
     )

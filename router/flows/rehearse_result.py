@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from router.core.backtest_model import JobRun, Trace
+from router.core.journal import launch_seconds
 from router.core.rehearsal import (
     REHEARSED_POLICY,
     Clock,
@@ -131,6 +132,9 @@ def collect(
     watched = _watch_events(dirs)
     facts = {p.name: _JobFacts.read(dirs, p, clock, watched, log.working_pids) for p in plans}
     measured = _measured(facts, spend, plans, inputs.workload.workload, clock)
+    period_s = decision_period_s(dirs, options.interval_s)
+    if period_s is not None:
+        measured = replace(measured, decision_period_s=clock.sim_s(period_s))
     ran = {
         p.name: facts[p.name].ran(
             p,
@@ -351,7 +355,7 @@ class _JobFacts:
             digest_ok=self.last_value == expected_state(self.last_step),
             notice_lags_s=tuple(_lag(r, clock, trace, regions) for r in market),
             engine_steps_s=tuple(
-                (j.kind, clock.sim_s(s)) for j in done if (s := _launch_s(j)) is not None
+                (j.kind, clock.sim_s(s)) for j in done if (s := launch_seconds(j)) is not None
             ),
             lease_skips=self.lease_skips,
             waited_s=clock.sim_s(self.waited_s),
@@ -395,14 +399,6 @@ def _between(journal: Any, first: str, then: str) -> float | None:
     return (_time(b.done_at) - _time(a.done_at)).total_seconds()
 
 
-def _launch_s(journal: Any) -> float | None:
-    """Real seconds from the decision to move or re-place until the new stack was up."""
-    up = journal.steps.get("new-stack-up")
-    if up is None or not up.done_at:
-        return None
-    return (_time(up.done_at) - _time(journal.created_at)).total_seconds()
-
-
 def _lag(reclaim: dict[str, Any], clock: Clock, trace: Trace, regions: Sequence[str]) -> float:
     """Simulated seconds from the trace taking the node's zone to the node's reclaim."""
     at = clock.sim_at(_time(str(reclaim.get("at"))))
@@ -443,7 +439,7 @@ def _measured(
             if j.kind == "migrate"
             if (s := _between(j, "new-stack-up", "old-stack-down"))
         ]
-        launches += [s for j in done if (s := _launch_s(j)) is not None]
+        launches += [s for j in done if (s := launch_seconds(j)) is not None]
         if f.segments:
             started[plan.name] = clock.sim_at(f.segments[0].started_at)
     handover = clock.sim_s(sum(handovers) / len(handovers)) if handovers else workload.handover_s
@@ -457,6 +453,22 @@ def _json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def decision_period_s(dirs: RehearsalDirs, interval_s: float) -> float | None:
+    """Real seconds until the watchers decided on a job again, as their slack test counted it
+    (router/flows/watch_pace.py: at each pass the interval, or the slowest of the passes
+    before), the mean over every pass; None without one."""
+    from router.flows.watch_pace import WatchPace
+
+    periods: list[float] = []
+    for path in dirs.watch_logs():
+        pace = WatchPace()  # one per log: a restarted watcher starts afresh too (approximately)
+        for event in _json_lines(path):
+            if event.get("event") == "pass" and event.get("ok"):
+                periods.append(pace.decision_period_s(interval_s))
+                pace.passed(float(event.get("duration_s") or 0.0))
+    return sum(periods) / len(periods) if periods else None
 
 
 def _watch_events(dirs: RehearsalDirs) -> list[dict[str, Any]]:

@@ -56,6 +56,7 @@ from router.flows.jobs import clear_stale_locks
 from router.flows.migrate import LeaseLost, Mover, _group_alive
 from router.flows.node_exits import block_if_unformed, exits_and_crash, finished_at
 from router.flows.watch_events import PassReport, price_ages
+from router.flows.watch_pace import WatchPace, boot_prior_s
 
 DEFAULT_INTERVAL_S = 60.0
 DEFAULT_CONCURRENCY = 4
@@ -120,6 +121,7 @@ class Watcher:
     _engine_lock: threading.Lock = field(default_factory=threading.Lock)
     _mover: Mover | None = None
     _evidence: dict[Any, Any] = field(default_factory=dict)  # per pool, read once a pass
+    _pace: WatchPace = field(default_factory=WatchPace)  # its passes and launches, measured
 
     @property
     def mover(self) -> Mover:
@@ -152,6 +154,7 @@ class Watcher:
             why = exc.message if isinstance(exc, RouteError) else f"unexpected {exc!r}"
             self._passed(PassReport(began, time.monotonic() - started, error=why))
             raise
+        self._pace.passed(time.monotonic() - started)
         self._passed(PassReport(began, time.monotonic() - started, tuple(reports)))
         return reports
 
@@ -243,8 +246,10 @@ class Watcher:
                 # Torn down by an earlier pass: still so, nothing left to watch or bill.
                 return JobReport(job, str(last["action"]), str(last.get("reason") or ""))
             return JobReport(job, "skipped", "no placement recorded (deployed elsewhere?)")
-        observed = observe(self.project, record, now, self.nodes,
-                           evidence=self._evidence, interval_s=self.interval_s)  # fmt: skip
+        pace = self._pace  # the slack test counts how fast this watcher really acts
+        observed = observe(self.project, record, now, self.nodes, evidence=self._evidence,
+                           interval_s=pace.decision_period_s(self.interval_s),
+                           launch_s=pace.launch_s())  # fmt: skip
         if observed.finished:
             why = f"finished at step {observed.finished_step}"
             if observed.finished_at is not None and not record.get("finished_at"):
@@ -324,6 +329,7 @@ class Watcher:
                 entry["journal"] = journal.id
                 records.append_decision(job, {**entry, "acted": True})
                 journal = self.mover.run(journal)
+            self._pace.launched(journal)
             report.engine_s = time.monotonic() - engine_started
             report.journal, report.outcome = journal.id, journal.outcome
             records.append_decision(
@@ -427,11 +433,13 @@ def observe(
     *,
     evidence: dict[Any, Any] | None = None,
     interval_s: float = DEFAULT_INTERVAL_S,
+    launch_s: float | None = None,
 ) -> Observation:
     """Read one job's state: record, process or the cloud's nodes, checkpoint files, prices now
     (no engine call). `nodes` polls the cloud (default: router.nodes.sources.poll_placement);
     `evidence` is what the records say of each pool (the planner prices spot with it);
-    `interval_s` is how often decide() is asked (its decision period)."""
+    `interval_s` is how often decide() is asked (its decision period); `launch_s` how long a
+    re-placement takes to launch (None: the clouds' boot, router/flows/watch_pace.py)."""
     from router.config.blocks import read_blocks
     from router.config.datafiles import load_egress, load_startup_figures
     from router.config.home import spotroute_home
@@ -502,6 +510,9 @@ def observe(
         handover_s=Rules().handover_s / scale,
         zone_block_s=Rules().zone_block_s / scale,
         decision_period_s=interval_s,
+        launch_s=launch_s if launch_s is not None else boot_prior_s(
+            load_startup_figures(), {p.cloud for p in candidates}
+        ),
         deadline=job.deadline,
         spot_wait_s=job.migration.spot_wait_s,  # without a deadline: may wait for spot this long
         transfers=TransferCosts(

@@ -345,3 +345,17 @@ def test_preemptions_route_watch_recorded_price_that_zone_higher(
     # Entries with the instance type (written now) and without (older) are both read back.
     both = {"lost_zones": [lost[0], lost[0][:2]]}
     assert len(_history(both).lost_zones) == 2
+
+
+def test_the_slack_test_gets_how_fast_the_watcher_acts(project: Project, sleeper: str) -> None:
+    """route watch gives decide() its measured pace (router/flows/watch_pace.py): the slowest
+    of its last passes as the decision period, its launches' mean as a restart's launch; the
+    local target's nodes start within a pass, so nothing is counted before one is measured."""
+    now = datetime.now(UTC)
+    record = _record(project, "spot", sleeper, now - timedelta(hours=1),
+                     (now + timedelta(hours=12)).isoformat())  # fmt: skip
+    seen = observe(project, record, now)
+    assert seen.rules.launch_s == 0.0 and seen.rules.decision_period_s == 60.0
+    seen = observe(project, record, now, interval_s=95.0, launch_s=420.0)
+    assert seen.rules.launch_s == 420.0 and seen.rules.decision_period_s == 95.0
+    assert seen.rules.restart_h == pytest.approx((420 + 600) / 3600)  # launch + restore
