@@ -122,7 +122,8 @@ def rehearsal_tables(report: RehearsalReport) -> None:
     console.print(
         f"measured (simulated), on average: a move's or re-placement's launch took "
         f"{m.launch_s / 60:.1f} min from the decision until its new stack was up, a restart paid "
-        f"{paid:.1f} min and a hand-over {m.handover_s / 60:.1f} min (all fed to the prediction)"
+        f"{paid:.1f} min and a hand-over {m.handover_s / 60:.1f} min; a job was decided on again "
+        f"{m.decision_period_s / 60:.1f} min later (all fed to the prediction)"
     )
     console.print(
         f"ran {log.wall_s / 60:.1f} min wall time, {log.ended_by}; watcher started "

@@ -81,6 +81,7 @@ class RehearsalReport:
             "measured": {
                 "handover_s": self.measured.handover_s,
                 "launch_s": self.measured.launch_s,
+                "decision_period_s": self.measured.decision_period_s,
                 "restart_s": dict(self.measured.restore_s),
             },
             **self.verdict.to_json(),

@@ -173,13 +173,36 @@ def test_the_prediction_is_fed_what_the_run_measured() -> None:
     clock = Clock(T0, REAL, 400.0)
     plans = [job_plan(_job(data_cloud="aws", data_gb=40.0, checkpoint_gb=5.0), "job-017", clock)]
     started = T0 + timedelta(hours=3)
-    measured = Measured(900.0, {"job-017": 2400.0}, {"job-017": started}, launch_s=1200.0)
+    measured = Measured(900.0, {"job-017": 2400.0}, {"job-017": started}, launch_s=1200.0,
+                        decision_period_s=3000.0)  # fmt: skip
     workload = predicted_workload(Workload("w", (plans[0].job,)), plans, measured, notice_s=120)
     job = workload.jobs[0]
     assert (job.restore_overhead_s, job.arrival, job.clouds) == (2400.0, started, ("local",))
     assert job.data_gb == 0 and job.checkpoint_gb == 0 and job.data_cloud is None
     assert workload.handover_s == 900.0 and workload.notice_s == (("local", 120),)
     assert workload.launch_s == 1200.0  # the engine's steps: a move's decision to its stack up
+    # How fast the watchers acted, which their slack test counted; and route deploy's placing.
+    assert workload.decision_period_s == 3000.0 and workload.first_placement == "deploy"
+
+
+def test_the_decision_period_is_what_each_watchers_slack_test_counted(tmp_path: Path) -> None:
+    from router.flows.rehearse_project import RehearsalDirs
+    from router.flows.rehearse_result import decision_period_s
+
+    dirs = RehearsalDirs(tmp_path)
+    dirs.logs.mkdir(parents=True)
+    assert decision_period_s(dirs, 1.0) is None  # no pass: nothing measured
+
+    def log(name: str, durations: list[float]) -> None:
+        lines = [{"event": "start"}] + [
+            {"event": "pass", "ok": True, "duration_s": d, "time": f"2026-12-08T00:00:{i:02d}"}
+            for i, d in enumerate(durations)
+        ]
+        (dirs.logs / name).write_text("".join(json.dumps(e) + "\n" for e in lines))
+
+    log("watch-1.log", [0.5, 12.0, 0.5])  # it counted 1 (interval), 1, then 12 (a slow pass)
+    log("watch-2.log", [3.0])  # 1: nothing before its first pass
+    assert decision_period_s(dirs, 1.0) == (1 + 1 + 12 + 1) / 4
 
 
 def test_the_job_program_and_the_router_agree_on_the_state_of_work_done_once() -> None:
