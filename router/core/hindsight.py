@@ -291,7 +291,9 @@ class _Problem:
             d_end, q_end = m - 1, -1
             ends = self._ends_h(price.shape[0] - 1, float(caps[-1]))
         else:
-            d_end = int(np.argmin(final.min(axis=0)))  # the earliest finish among the cheapest
+            # The earliest finish among the cheapest — to rounding: a later offset's running
+            # minimum can undercut it by an ulp, the same costs added in another order.
+            d_end = _first_cheapest(final.min(axis=0))
             q_end = int(np.argmin(final[:, d_end]))
             best = float(final[q_end, d_end])
             ends = self._ends_h(t0 + n - 1 + d_end, step_h)  # unless it is the fraction
@@ -320,7 +322,8 @@ class _Problem:
             out.reverse()
             return tuple(out)
 
-        if not tail and units.part_last[q_end, d_end] <= best:  # the last unit: the fraction
+        # The last unit was the fraction (to rounding, as _was_fraction reads the path back).
+        if not tail and units.part_last[q_end, d_end] <= best + abs(best) * _TIE:
             ends = self._ends_h(t0 + n - 1 + d_end, frac_h)
         return _Found(best, ends, runs)
 
@@ -557,6 +560,14 @@ class _Units:
                 ready = self._enter(done)
             found = self._rebuilt[j]
         return found[layer]
+
+
+def _first_cheapest(costs: Array) -> int:
+    """The first index whose cost is the least to rounding (_TIE), not the least to the ulp."""
+    least = float(costs.min())
+    if not math.isfinite(least):
+        return int(np.argmin(costs))
+    return int(np.flatnonzero(costs <= least + abs(least) * _TIE)[0])
 
 
 def _better(found: _Found, best: _Found) -> bool:
