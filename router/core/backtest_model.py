@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from router.core.decision_model import Rules, TransferCosts, work_at_risk_s
+from router.core.decision_model import DECISION_PERIOD_S, Rules, TransferCosts, work_at_risk_s
 from router.core.egress import EgressTable
 from router.core.interruption import SeriesEvidence, posterior_rate
 from router.core.job.migration import SPOT_WAIT_DEFAULT_S
@@ -194,7 +194,7 @@ class Workload:
     first_placement: str = POLICY
     # Seconds until route watch decides on a job again (Rules.decision_period_s, which its
     # slack test counts): its interval, or — as `route rehearse` measures it — its passes.
-    decision_period_s: float = 60.0
+    decision_period_s: float = DECISION_PERIOD_S
     # (cloud, seconds): each cloud's spot notice lead. The checkpoint library saves on the
     # notice, so a preemption loses only the work of the notice window; () = no save on notice
     # (work rolls back to the last periodic checkpoint).

@@ -155,6 +155,7 @@ class TransferCosts:
 
 
 NO_TRANSFERS = TransferCosts(None)
+DECISION_PERIOD_S = 60.0  # route watch's default --interval: decide() is asked this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +169,7 @@ class Rules:
     restore_overhead_s: float = 600.0
     handover_s: float = 300.0  # both placements run while the new one restores
     zone_block_s: float = 3600.0  # a lost zone is not used again for this long
-    decision_period_s: float = 60.0  # time until decide() is called again (watch interval)
+    decision_period_s: float = DECISION_PERIOD_S  # until decide() is called again
     # From a decision to re-place or move until the new placement's nodes run (the engine's
     # step and the cloud's launch): nobody pays for it, but it spends a deadline's slack, so
     # the slack test counts it with every restart (decide_deadline). 0 = at once.
@@ -212,7 +213,7 @@ def rules_for_job(
     checkpoint_gb: float = 0.0,
     handover_s: float = 300.0,
     zone_block_s: float = 3600.0,
-    decision_period_s: float = 60.0,
+    decision_period_s: float = DECISION_PERIOD_S,
 ) -> Rules:
     """decide()'s rules from job.yaml (migration, checkpoint, deadline, data, node_count).
 

@@ -35,6 +35,7 @@ from typing import Any
 from router.contract.local_market import MarketRow
 from router.contract.stack_config import JOB_NAME_MAX
 from router.core.backtest_model import DEPLOY, Pool, Trace, Workload, WorkloadJob
+from router.core.decision_model import DECISION_PERIOD_S
 from router.core.errors import BadInput
 
 REHEARSED_POLICY = "deadline-aware"  # the policy `route watch` runs (backtest_policies)
@@ -281,7 +282,7 @@ class Measured:
     restore_s: Mapping[str, float]  # per job name: a restart, from the loss to training again
     started: Mapping[str, datetime]  # per job name: when its first placement began (simulated)
     launch_s: float = 0.0  # a move's or re-placement's decision until its new stack was up
-    decision_period_s: float = 60.0  # until a job was decided on again (the watchers' passes)
+    decision_period_s: float = DECISION_PERIOD_S  # until a job was decided on again (passes)
 
 
 def predicted_workload(

@@ -34,6 +34,7 @@ from router.config.project import Project
 from router.core.decide import decide
 from router.core.decision_model import (
     CRASHED,
+    DECISION_PERIOD_S,
     MOVE,
     REPLACE,
     SWITCH_MARKET,
@@ -58,7 +59,7 @@ from router.flows.node_exits import block_if_unformed, exits_and_crash, finished
 from router.flows.watch_events import PassReport, price_ages
 from router.flows.watch_pace import WatchPace, boot_prior_s
 
-DEFAULT_INTERVAL_S = 60.0
+DEFAULT_INTERVAL_S = DECISION_PERIOD_S  # the decision period decide() assumes by default
 DEFAULT_CONCURRENCY = 4
 NodePoll = Callable[[dict[str, Any]], Any]  # placement record → router.nodes NodeState | None
 

@@ -7,13 +7,11 @@ baselines and the peers place as they always do.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from router.config.datafiles import (
-    load_egress,
     load_gpus,
     load_interruption_model,
     load_storage_prices,
@@ -31,7 +29,6 @@ from router.core.backtest_model import (
     POLICY,
     JobContext,
     JobRun,
-    Pool,
     Trace,
     Workload,
     WorkloadJob,
@@ -40,16 +37,10 @@ from router.core.backtest_model import (
 from router.core.backtest_policies import policy_set
 from router.core.errors import BadInput
 from router.core.org import OrgConfig
+from tests.unit.test_backtest_launch import EGRESS, START, pool, stretch_starts
 
-START = datetime(2026, 11, 1, tzinfo=UTC)
-EGRESS = load_egress()
 STEP_S = 3600.0
 STEPS = 48
-
-
-def pool(market: str, zone: str | None = None) -> Pool:
-    return Pool("aws", "us-east-1", zone, "p4de.24xlarge", market, "A100-80GB", 8, 80, 96,
-                1152.0, ">20%" if market == "spot" else None)  # fmt: skip
 
 
 def _up(*spans: tuple[int, int]) -> tuple[bool, ...]:
@@ -80,20 +71,9 @@ def _run(first_placement: str, policy_name: str = "deadline-aware") -> JobRun:
     return simulate_job(ctx, policy)
 
 
-def _starts(run: JobRun) -> list[tuple[int, int]]:
-    """(first step, pool) of each stretch it ran."""
-    out: list[tuple[int, int]] = []
-    end = -1
-    for first, to, where, _usd in run.segments:
-        if not out or out[-1][1] != where or first != end:
-            out.append((first, where))
-        end = to
-    return out
-
-
 def test_the_policy_waits_for_spot_at_the_arrival() -> None:
     run = _run(POLICY)
-    assert _starts(run) == [(6, 1)]  # nothing paid before spot is up
+    assert stretch_starts(run) == [(6, 1)]  # nothing paid before spot is up
     assert run.migrations == 0
 
 
@@ -101,14 +81,14 @@ def test_route_deploy_places_on_what_is_offered_then_watch_moves_it_to_spot() ->
     run = _run(DEPLOY)
     # Refused while nothing is offered (steps 0, 1: submitted again each step), then on-demand
     # at step 2, then the policy moves it to spot once spot is up.
-    assert _starts(run) == [(2, 0), (6, 1)]
+    assert stretch_starts(run) == [(2, 0), (6, 1)]
     assert run.migrations == 1
     assert run.cost > _run(POLICY).cost
 
 
 @pytest.mark.parametrize("name", ["on-demand", "spot-fallback", "spot-once", "skypilot-eager"])
 def test_baselines_and_peers_place_as_they_always_do(name: str) -> None:
-    assert _starts(_run(DEPLOY, name)) == _starts(_run(POLICY, name))
+    assert stretch_starts(_run(DEPLOY, name)) == stretch_starts(_run(POLICY, name))
 
 
 def test_run_backtest_deploys_spotroutes_policies_only() -> None:

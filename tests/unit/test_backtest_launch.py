@@ -69,7 +69,7 @@ def _run(launch_s: float) -> JobRun:
     return simulate_job(ctx, policy)
 
 
-def _starts(run: JobRun) -> list[tuple[int, int]]:
+def stretch_starts(run: JobRun) -> list[tuple[int, int]]:
     """(first step, pool) of each stretch it ran."""
     out: list[tuple[int, int]] = []
     end = -1
@@ -82,13 +82,13 @@ def _starts(run: JobRun) -> list[tuple[int, int]]:
 
 def test_at_once_the_re_placement_takes_the_two_steps_zone_b_is_up() -> None:
     run = _run(0.0)
-    assert _starts(run)[:2] == [(0, 1), (12, 2)]
+    assert stretch_starts(run)[:2] == [(0, 1), (12, 2)]
     assert run.launches_refused == 0
 
 
 def test_a_launch_slower_than_zone_bs_two_steps_is_refused_and_the_job_waits() -> None:
     run = _run(1800.0)  # three steps
-    starts = _starts(run)
+    starts = stretch_starts(run)
     assert starts[0] == (0, 1)
     assert run.launches_refused == 1, "b went at step 14, before the launch decided at 12 ended"
     # the next re-placement onto b, decided when b is back (step 30), runs three steps later
